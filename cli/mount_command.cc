@@ -1,0 +1,239 @@
+#include "cli/mount_command.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/sinks/syslog_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <thread>
+
+#include "cache/blob_files.h"
+#include "fs/catalog.h"
+#include "fs/filesystem.h"
+#include "fs/format/mytar.h"
+
+namespace gpufs {
+namespace {
+
+int Refuse(const Error& error) {
+  fmt::print(stderr, "gpufsd: {}\n", error.message);
+  return 1;
+}
+
+// Everything a mount serves from, loaded and checked before anything is mounted.
+struct Dataset {
+  std::filesystem::path dir;
+  Catalog catalog;
+  struct timespec mtime {};
+};
+
+Result<Dataset> LoadDataset(const MountArgs& args) {
+  auto dir = ResolveMytarDir(args.source, args.group_size);
+  if (!dir) return dir.error();
+  auto spec = ReadMytarDataset(std::filesystem::absolute(*dir).lexically_normal());
+  if (!spec) return spec.error();
+  auto catalog = Catalog::FromSpec(*spec);
+  if (!catalog) return catalog.error();
+  Dataset out{spec->dir, std::move(*catalog), {}};
+  struct stat st {};
+  if (stat(spec->index_file.c_str(), &st) == 0) out.mtime = st.st_mtim;
+  return out;
+}
+
+Status CheckMountpoint(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) {
+    return Fail(errno, "cannot mount at {}: {}", path, strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode)) return Fail(ENOTDIR, "cannot mount at {}: not a folder", path);
+  return Ok{};
+}
+
+// The kernel caps a FUSE mount's read-ahead at 128 KiB during INIT; only the mount's bdi
+// in sysfs can raise it, and only after INIT has been answered.
+void RaiseReadahead(const std::string& mountpoint, unsigned kib) {
+  struct stat st {};
+  if (kib == 0 || stat(mountpoint.c_str(), &st) != 0) return;
+  const std::string knob =
+      fmt::format("/sys/class/bdi/{}:{}/read_ahead_kb", major(st.st_dev), minor(st.st_dev));
+  std::ofstream out(knob);
+  out << kib;
+  out.close();
+  if (!out) spdlog::info("read-ahead left at the kernel default: cannot write {}", knob);
+}
+
+void SignalReady(int fd) {
+  if (fd < 0) return;
+  const char message[] = "ready\n";
+  [[maybe_unused]] ssize_t n = write(fd, message, sizeof(message) - 1);
+  close(fd);
+}
+
+// libfuse splits -o lists at commas; a backslash keeps one literal.
+std::string EscapeOption(std::string_view value) {
+  std::string out;
+  for (char c : value) {
+    if (c == ',' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+std::vector<std::string> FuseArgv(const MountArgs& args, const Dataset& dataset) {
+  std::vector<std::string> argv = {"gpufsd"};
+  // ro makes the kernel refuse writes itself; default_permissions lets it check the modes.
+  argv.push_back("-oro,default_permissions,subtype=gpufs,fsname=" + EscapeOption(dataset.dir.string()));
+  for (const std::string& option : args.fuse_options) argv.push_back("-o" + option);
+  if (args.debug) argv.push_back("-d");
+  return argv;
+}
+
+// Forks; the parent waits until the child reports the mount usable, then exits with
+// status 0, or with 1 when the child died first. Returns the write end in the child.
+int Detach() {
+  int ready[2];
+  if (pipe2(ready, O_CLOEXEC) != 0) return -1;
+  const pid_t child = fork();
+  if (child < 0) return -1;
+  if (child > 0) {
+    close(ready[1]);
+    char buffer[16];
+    const ssize_t n = read(ready[0], buffer, sizeof(buffer));
+    if (n > 0) _exit(0);
+    int status = 0;
+    waitpid(child, &status, 0);
+    fmt::print(stderr, "gpufsd: the daemon exited before the mount was ready\n");
+    _exit(1);
+  }
+  close(ready[0]);
+  setsid();
+  if (chdir("/") != 0) spdlog::warn("cannot change folder to /: {}", strerror(errno));
+  return ready[1];
+}
+
+void UseDaemonLogging() {
+  auto logger = spdlog::syslog_logger_mt("gpufsd-syslog", "gpufsd", LOG_PID);
+  logger->sinks().push_back(std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  spdlog::set_default_logger(logger);
+}
+
+void DropTerminal() {
+  const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null_fd < 0) return;
+  dup2(null_fd, STDIN_FILENO);
+  dup2(null_fd, STDOUT_FILENO);
+  dup2(null_fd, STDERR_FILENO);
+  close(null_fd);
+}
+
+int Serve(fuse_session* se, const MountArgs& args) {
+  fuse_loop_config* config = fuse_loop_cfg_create();
+  fuse_loop_cfg_set_max_threads(config, args.max_threads);
+  fuse_loop_cfg_set_clone_fd(config, 1);  // one queue per worker: less contention
+  const int rc = fuse_session_loop_mt(se, config);
+  fuse_loop_cfg_destroy(config);
+  return rc;
+}
+
+}  // namespace
+
+int RunMount(const MountArgs& args_in) {
+  MountArgs args = args_in;
+  if (args.debug) args.foreground = true;
+  RaiseFileLimit();
+  auto dataset = LoadDataset(args);
+  if (!dataset) return Refuse(dataset.error());
+  if (Status s = CheckMountpoint(args.mountpoint); !s) return Refuse(s.error());
+
+  BlobFiles blobs(dataset->dir, dataset->catalog.blobs());
+  Filesystem fs(dataset->catalog, blobs, Owner{getuid(), getgid()}, dataset->mtime,
+                dataset->dir.string());
+  FuseContext context;
+  context.fs = &fs;
+  context.cache = args.cache;
+
+  std::vector<std::string> argv_strings = FuseArgv(args, *dataset);
+  std::vector<char*> argv;
+  for (std::string& s : argv_strings) argv.push_back(s.data());
+  fuse_args fargs = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+  fuse_session* se = fuse_session_new(&fargs, &FuseOperations(), sizeof(fuse_lowlevel_ops),
+                                      &context);
+  if (se == nullptr) return Refuse(Fail(EINVAL, "cannot start a FUSE session (see above)"));
+  if (fuse_session_mount(se, args.mountpoint.c_str()) != 0) {
+    fuse_session_destroy(se);
+    return Refuse(Fail(EIO, "cannot mount at {} (see above)", args.mountpoint));
+  }
+
+  int ready_fd = args.ready_fd;
+  if (!args.foreground) {
+    ready_fd = Detach();
+    if (ready_fd < 0) return Refuse(Fail(errno, "cannot detach: {}", strerror(errno)));
+    UseDaemonLogging();
+  }
+  const std::string mountpoint = std::filesystem::absolute(args.mountpoint).string();
+  // INIT is answered after this callback returns; a statfs from another thread waits for
+  // that answer, so "ready" is sent only once the mount really serves requests.
+  context.on_init = [&, ready_fd] {
+    std::thread([&, ready_fd] {
+      struct statfs probe {};
+      statfs(mountpoint.c_str(), &probe);
+      RaiseReadahead(mountpoint, args.max_readahead_kib);
+      spdlog::info("serving {} files from {} at {}", dataset->catalog.file_count(),
+                   dataset->dir.string(), mountpoint);
+      SignalReady(ready_fd);
+      if (!args.foreground) DropTerminal();
+    }).detach();
+  };
+
+  fuse_set_signal_handlers(se);
+  const int rc = Serve(se, args);
+  fuse_remove_signal_handlers(se);
+  fuse_session_unmount(se);
+  fuse_session_destroy(se);
+  spdlog::info("unmounted {}", mountpoint);
+  return rc == 0 ? 0 : 1;
+}
+
+int RunUnmount(const std::string& mountpoint) {
+  char pid_text[32] = {};
+  const ssize_t n = getxattr(mountpoint.c_str(), "user.gpufs.pid", pid_text, sizeof(pid_text) - 1);
+  if (n <= 0) {
+    return Refuse(Fail(EINVAL, "cannot unmount {}: not a gpufs mount", mountpoint));
+  }
+  const pid_t pid = static_cast<pid_t>(std::atoi(pid_text));
+  // pidfd lets us wait for a process that is not our child.
+  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  const std::string command = fmt::format("fusermount3 -u -- '{}'", mountpoint);
+  pid_t helper = fork();
+  if (helper == 0) {
+    execlp("fusermount3", "fusermount3", "-u", "--", mountpoint.c_str(), nullptr);
+    _exit(127);
+  }
+  int status = 0;
+  if (helper < 0 || waitpid(helper, &status, 0) < 0 || !WIFEXITED(status) ||
+      WEXITSTATUS(status) != 0) {
+    if (pidfd >= 0) close(pidfd);
+    return Refuse(Fail(EIO, "cannot unmount {}: {} failed", mountpoint, command));
+  }
+  if (pidfd >= 0) {
+    pollfd wait_exit{pidfd, POLLIN, 0};
+    poll(&wait_exit, 1, 10000);
+    close(pidfd);
+  }
+  return 0;
+}
+
+}  // namespace gpufs

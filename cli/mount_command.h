@@ -1,0 +1,31 @@
+// `gpufsd mount` and `gpufsd unmount`: wiring of the dataset, the filesystem core and a
+// FUSE session, plus the daemon's life cycle (detach, readiness, clean unmount).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fs/fuse_ops.h"
+
+namespace gpufs {
+
+struct MountArgs {
+  std::string source;
+  std::string mountpoint;
+  std::optional<uint32_t> group_size;
+  bool foreground = false;
+  bool debug = false;
+  std::vector<std::string> fuse_options;  // each a comma-separated -o list
+  unsigned max_threads = 16;
+  unsigned max_readahead_kib = 1024;  // 0 keeps the kernel's default
+  int ready_fd = -1;                  // written "ready\n" once the mount serves requests
+  CachePolicy cache;
+};
+
+// Returns the process exit status.
+int RunMount(const MountArgs& args);
+int RunUnmount(const std::string& mountpoint);
+
+}  // namespace gpufs

@@ -1,0 +1,180 @@
+#include "fs/filesystem.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+
+#include "fs/format/name_rules.h"
+
+namespace gpufs {
+namespace {
+
+constexpr std::array<std::string_view, 5> kXattrNames = {
+    "user.gpufs.group", "user.gpufs.blob", "user.gpufs.offset", "user.gpufs.size",
+    "user.gpufs.class"};
+
+constexpr std::array<std::string_view, 2> kRootXattrNames = {"user.gpufs.pid",
+                                                             "user.gpufs.source"};
+
+constexpr uint64_t kBlockSize = 4096;
+
+}  // namespace
+
+Filesystem::Filesystem(const Catalog& catalog, BlobFiles& blobs, Owner owner,
+                       struct timespec mtime, std::string source)
+    : catalog_(catalog), blobs_(blobs), owner_(owner), mtime_(mtime), source_(std::move(source)) {}
+
+Result<NodeId> Filesystem::NodeOf(uint64_t ino) const {
+  if (ino == 0 || ino - 1 > UINT32_MAX || !catalog_.Contains(static_cast<NodeId>(ino - 1))) {
+    return Fail(ENOENT, "no inode {}", ino);
+  }
+  return static_cast<NodeId>(ino - 1);
+}
+
+struct stat Filesystem::AttrOf(NodeId id) const {
+  struct stat st {};
+  st.st_ino = InoOf(id);
+  st.st_uid = owner_.uid;
+  st.st_gid = owner_.gid;
+  st.st_atim = st.st_mtim = st.st_ctim = mtime_;
+  st.st_blksize = kBlockSize;
+  if (catalog_.IsDir(id)) {
+    st.st_mode = S_IFDIR | 0555;
+    st.st_nlink = 2 + catalog_.SubdirCount(id);
+    st.st_size = kBlockSize;
+  } else {
+    st.st_mode = S_IFREG | 0444;
+    st.st_nlink = 1;
+    st.st_size = static_cast<off_t>(catalog_.Extent(id).size);
+  }
+  st.st_blocks = (st.st_size + 511) / 512;
+  return st;
+}
+
+Result<Entry> Filesystem::Lookup(uint64_t parent, std::string_view name) const {
+  auto dir = NodeOf(parent);
+  if (!dir) return dir.error();
+  if (!catalog_.IsDir(*dir)) return Fail(ENOTDIR, "inode {} is not a folder", parent);
+  auto child = catalog_.Find(*dir, name);
+  if (!child) return Fail(ENOENT, "no '{}' in inode {}", name, parent);
+  return Entry{InoOf(*child), AttrOf(*child)};
+}
+
+Result<struct stat> Filesystem::GetAttr(uint64_t ino) const {
+  auto id = NodeOf(ino);
+  if (!id) return id.error();
+  return AttrOf(*id);
+}
+
+Status Filesystem::Open(uint64_t ino, int flags) const {
+  auto id = NodeOf(ino);
+  if (!id) return id.error();
+  if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)) {
+    return Fail(EROFS, "inode {} is on a read-only filesystem", ino);
+  }
+  if (catalog_.IsDir(*id)) return Fail(EISDIR, "inode {} is a folder", ino);
+  return Ok{};
+}
+
+Status Filesystem::OpenDir(uint64_t ino) const {
+  auto id = NodeOf(ino);
+  if (!id) return id.error();
+  if (!catalog_.IsDir(*id)) return Fail(ENOTDIR, "inode {} is not a folder", ino);
+  return Ok{};
+}
+
+Status Filesystem::ReadDir(uint64_t ino, uint64_t offset,
+                           const std::function<bool(const DirEntry&)>& emit) const {
+  auto dir = NodeOf(ino);
+  if (!dir) return dir.error();
+  if (!catalog_.IsDir(*dir)) return Fail(ENOTDIR, "inode {} is not a folder", ino);
+  const uint64_t end = 2 + uint64_t{catalog_.ChildCount(*dir)};
+  for (uint64_t i = offset; i < end; ++i) {
+    DirEntry entry;
+    entry.next_offset = i + 1;
+    if (i < 2) {
+      entry.name = i == 0 ? "." : "..";
+      entry.attr = AttrOf(i == 0 ? *dir : catalog_.Parent(*dir));
+    } else {
+      const NodeId child = catalog_.FirstChild(*dir) + static_cast<NodeId>(i - 2);
+      entry.name = catalog_.Name(child);
+      entry.attr = AttrOf(child);
+    }
+    if (!emit(entry)) break;
+  }
+  return Ok{};
+}
+
+Result<ReadExtent> Filesystem::Locate(uint64_t ino, uint64_t offset, size_t size) {
+  auto id = NodeOf(ino);
+  if (!id) return id.error();
+  if (catalog_.IsDir(*id)) return Fail(EISDIR, "inode {} is a folder", ino);
+  const FileExtent& file = catalog_.Extent(*id);
+  if (offset >= file.size) return ReadExtent{};
+  auto fd = blobs_.Fd(file.group);
+  if (!fd) return fd.error();
+  return ReadExtent{*fd, file.offset + offset, static_cast<size_t>(std::min<uint64_t>(size, file.size - offset))};
+}
+
+Result<size_t> Filesystem::Read(uint64_t ino, uint64_t offset, std::span<char> out) {
+  auto id = NodeOf(ino);
+  if (!id) return id.error();
+  if (catalog_.IsDir(*id)) return Fail(EISDIR, "inode {} is a folder", ino);
+  const FileExtent& file = catalog_.Extent(*id);
+  if (offset >= file.size) return size_t{0};
+  const size_t length = static_cast<size_t>(std::min<uint64_t>(out.size(), file.size - offset));
+  auto got = blobs_.ReadAt(file.group, file.offset + offset, out.data(), length);
+  if (!got) return got.error();
+  if (*got != length) {
+    return Fail(EIO, "cannot read {}: blob {} ends early", catalog_.PathOf(*id),
+                blobs_.PathOf(file.group).string());
+  }
+  return *got;
+}
+
+Result<std::string> Filesystem::GetXattr(uint64_t ino, std::string_view name) const {
+  auto id = NodeOf(ino);
+  if (!id) return id.error();
+  if (*id == Catalog::kRoot) {
+    // Lets tools find the daemon behind a mount (to wait for its exit, to query it).
+    if (name == kRootXattrNames[0]) return std::to_string(getpid());
+    if (name == kRootXattrNames[1]) return source_;
+  }
+  if (catalog_.IsDir(*id)) return Fail(ENODATA, "no attribute {}", name);
+  const FileExtent& file = catalog_.Extent(*id);
+  if (name == kXattrNames[0]) return std::to_string(file.group);
+  if (name == kXattrNames[1]) return blobs_.PathOf(file.group).string();
+  if (name == kXattrNames[2]) return std::to_string(file.offset);
+  if (name == kXattrNames[3]) return std::to_string(file.size);
+  if (name == kXattrNames[4]) return catalog_.classes()[file.class_id];
+  return Fail(ENODATA, "no attribute {}", name);
+}
+
+Result<std::string> Filesystem::ListXattr(uint64_t ino) const {
+  auto id = NodeOf(ino);
+  if (!id) return id.error();
+  std::string list;
+  auto add = [&list](const auto& names) {
+    for (std::string_view name : names) {
+      list += name;
+      list += '\0';
+    }
+  };
+  if (*id == Catalog::kRoot) add(kRootXattrNames);
+  if (!catalog_.IsDir(*id)) add(kXattrNames);
+  return list;
+}
+
+struct statvfs Filesystem::StatFs() const {
+  struct statvfs st {};
+  st.f_bsize = kBlockSize;
+  st.f_frsize = kBlockSize;
+  st.f_blocks = (catalog_.total_bytes() + kBlockSize - 1) / kBlockSize;
+  st.f_files = catalog_.node_count();
+  st.f_namemax = kNameMax;
+  return st;
+}
+
+}  // namespace gpufs

@@ -1,0 +1,94 @@
+// The filesystem core: every operation a mount serves, as plain C++ over the catalog and
+// the blob files, returning a value or an errno-carrying Error. It knows nothing of FUSE,
+// so tests construct it directly and the adapter in fuse_ops only decodes and replies.
+//
+// Inode numbers are catalog ids + 1 (the root is inode 1, as FUSE requires). The catalog is
+// immutable, so lookups, attributes and listings are lock-free; reads touch only the
+// thread-safe BlobFiles.
+#pragma once
+
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "cache/blob_files.h"
+#include "fs/catalog.h"
+#include "fs/error.h"
+
+namespace gpufs {
+
+struct Owner {
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+struct Entry {
+  uint64_t ino = 0;
+  struct stat attr {};
+};
+
+struct DirEntry {
+  std::string_view name;
+  struct stat attr {};
+  uint64_t next_offset = 0;  // offset to resume a listing after this entry
+};
+
+// Where the bytes of one read live: `length` bytes at `offset` of descriptor `fd`.
+// A length of 0 means the read starts at or past the end of the file.
+struct ReadExtent {
+  int fd = -1;
+  uint64_t offset = 0;
+  size_t length = 0;
+};
+
+class Filesystem {
+ public:
+  // `catalog` and `blobs` must outlive the Filesystem. `mtime` is shown on every node;
+  // `source` (the dataset folder) is reported by the root's user.gpufs.source.
+  Filesystem(const Catalog& catalog, BlobFiles& blobs, Owner owner, struct timespec mtime,
+             std::string source);
+
+  static constexpr uint64_t kRootIno = 1;
+  static uint64_t InoOf(NodeId id) { return uint64_t{id} + 1; }
+
+  Result<Entry> Lookup(uint64_t parent, std::string_view name) const;
+  Result<struct stat> GetAttr(uint64_t ino) const;
+  // Checks that `ino` can be opened with `flags`: EROFS for any write access, EISDIR for a
+  // folder.
+  Status Open(uint64_t ino, int flags) const;
+  Status OpenDir(uint64_t ino) const;
+  // Emits the entries of a folder from `offset` on ("." and ".." first) until `emit`
+  // returns false (its reply buffer is full) or the folder ends.
+  Status ReadDir(uint64_t ino, uint64_t offset,
+                 const std::function<bool(const DirEntry&)>& emit) const;
+  // Where the bytes of a read of `size` at `offset` lie; clamped to the file's end.
+  // Thread-safe.
+  Result<ReadExtent> Locate(uint64_t ino, uint64_t offset, size_t size);
+  // Reads into `out` what Locate names; returns the byte count. Thread-safe.
+  Result<size_t> Read(uint64_t ino, uint64_t offset, std::span<char> out);
+  // user.gpufs.{group,blob,offset,size,class} on files, user.gpufs.{pid,source} on the
+  // root; ENODATA otherwise.
+  Result<std::string> GetXattr(uint64_t ino, std::string_view name) const;
+  // The names above, each NUL-terminated, as listxattr(2) returns them.
+  Result<std::string> ListXattr(uint64_t ino) const;
+  struct statvfs StatFs() const;
+
+  const Catalog& catalog() const { return catalog_; }
+
+ private:
+  Result<NodeId> NodeOf(uint64_t ino) const;
+  struct stat AttrOf(NodeId id) const;
+
+  const Catalog& catalog_;
+  BlobFiles& blobs_;
+  const Owner owner_;
+  const struct timespec mtime_;
+  const std::string source_;
+};
+
+}  // namespace gpufs

@@ -1,0 +1,179 @@
+#include "fs/filesystem.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+
+#include "fs/format/mytar.h"
+#include "tests/unit/temp_dir.h"
+
+namespace gpufs {
+namespace {
+
+// A two-group dataset on disk, mounted in-process through the core only.
+class FilesystemTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Write("filegroup-0.mytar", "HELLO-WORLD!" "tiny");
+    Write("filegroup-1.mytar", "0123456789");
+    Write("metadata.txt",
+          "2\ncat\ndog\n"
+          "filegroup-0.mytar,2\n0,cat,0,12,/d/cat/sub/hello.jpg\n1,dog,12,4,/d/dog/tiny.jpg\n"
+          "filegroup-1.mytar,1\n0,dog,0,10,/d/dog/digits.jpg\n");
+    auto spec = ReadMytarDataset(dir_.path());
+    ASSERT_TRUE(spec.ok()) << spec.error().message;
+    auto catalog = Catalog::FromSpec(*spec);
+    ASSERT_TRUE(catalog.ok()) << catalog.error().message;
+    catalog_ = std::make_unique<Catalog>(std::move(*catalog));
+    blobs_ = std::make_unique<BlobFiles>(dir_.path(), catalog_->blobs());
+    fs_ = std::make_unique<Filesystem>(*catalog_, *blobs_, Owner{123, 456},
+                                       timespec{1700000000, 5}, dir_.path().string());
+  }
+
+  void Write(const std::string& name, std::string_view bytes) {
+    std::ofstream(dir_.path() / name, std::ios::binary) << bytes;
+  }
+
+  uint64_t InoOf(std::string_view path) { return Filesystem::InoOf(*catalog_->FindPath(path)); }
+
+  std::string ReadAll(uint64_t ino, uint64_t offset, size_t size) {
+    std::string out(size, '\0');
+    auto n = fs_->Read(ino, offset, out);
+    EXPECT_TRUE(n.ok()) << n.error().message;
+    out.resize(n.ok() ? *n : 0);
+    return out;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<Catalog> catalog_;
+  std::unique_ptr<BlobFiles> blobs_;
+  std::unique_ptr<Filesystem> fs_;
+};
+
+TEST_F(FilesystemTest, LooksUpNamesFromTheRoot) {
+  auto cat = fs_->Lookup(Filesystem::kRootIno, "cat");
+  ASSERT_TRUE(cat.ok());
+  EXPECT_TRUE(S_ISDIR(cat->attr.st_mode));
+  auto sub = fs_->Lookup(cat->ino, "sub");
+  ASSERT_TRUE(sub.ok());
+  auto hello = fs_->Lookup(sub->ino, "hello.jpg");
+  ASSERT_TRUE(hello.ok());
+  EXPECT_EQ(hello->attr.st_size, 12);
+  EXPECT_EQ(fs_->Lookup(cat->ino, "nope").error().code, ENOENT);
+  EXPECT_EQ(fs_->Lookup(hello->ino, "x").error().code, ENOTDIR);
+  EXPECT_EQ(fs_->Lookup(999, "x").error().code, ENOENT);
+}
+
+TEST_F(FilesystemTest, ReportsReadOnlyAttributesOwnedByTheMounter) {
+  auto attr = fs_->GetAttr(InoOf("dog/digits.jpg"));
+  ASSERT_TRUE(attr.ok());
+  EXPECT_EQ(attr->st_mode, S_IFREG | 0444);
+  EXPECT_EQ(attr->st_uid, 123u);
+  EXPECT_EQ(attr->st_gid, 456u);
+  EXPECT_EQ(attr->st_size, 10);
+  EXPECT_EQ(attr->st_nlink, 1u);
+  EXPECT_EQ(attr->st_mtim.tv_sec, 1700000000);
+  auto root = fs_->GetAttr(Filesystem::kRootIno);
+  ASSERT_TRUE(root.ok());
+  EXPECT_EQ(root->st_mode, S_IFDIR | 0555);
+  EXPECT_EQ(root->st_nlink, 4u);  // ".", its entry in the parent, and two class folders
+  EXPECT_EQ(fs_->GetAttr(0).error().code, ENOENT);
+}
+
+TEST_F(FilesystemTest, ReadsBehaveLikeARegularFile) {
+  const uint64_t hello = InoOf("cat/sub/hello.jpg");
+  EXPECT_EQ(ReadAll(hello, 0, 100), "HELLO-WORLD!");
+  EXPECT_EQ(ReadAll(hello, 6, 3), "WOR");
+  EXPECT_EQ(ReadAll(hello, 11, 100), "!");
+  EXPECT_EQ(ReadAll(hello, 12, 10), "");
+  EXPECT_EQ(ReadAll(hello, 1u << 30, 10), "");
+  EXPECT_EQ(ReadAll(InoOf("dog/tiny.jpg"), 0, 4096), "tiny");
+  EXPECT_EQ(ReadAll(InoOf("dog/digits.jpg"), 3, 4), "3456");
+  std::string buffer(4, '\0');
+  EXPECT_EQ(fs_->Read(InoOf("cat"), 0, buffer).error().code, EISDIR);
+}
+
+TEST_F(FilesystemTest, LocatesReadsInsideTheBlob) {
+  auto extent = fs_->Locate(InoOf("dog/tiny.jpg"), 1, 100);
+  ASSERT_TRUE(extent.ok());
+  EXPECT_EQ(extent->offset, 13u);
+  EXPECT_EQ(extent->length, 3u);
+  char bytes[3];
+  ASSERT_EQ(pread(extent->fd, bytes, 3, static_cast<off_t>(extent->offset)), 3);
+  EXPECT_EQ(std::string(bytes, 3), "iny");
+  EXPECT_EQ(fs_->Locate(InoOf("dog/tiny.jpg"), 4, 1)->length, 0u);
+}
+
+TEST_F(FilesystemTest, ReportsAShortBlobAsAnIoError) {
+  truncate((dir_.path() / "filegroup-1.mytar").c_str(), 5);
+  std::string buffer(10, '\0');
+  auto n = fs_->Read(InoOf("dog/digits.jpg"), 0, buffer);
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.error().code, EIO);
+  EXPECT_THAT(n.error().message, ::testing::HasSubstr("filegroup-1.mytar ends early"));
+}
+
+TEST_F(FilesystemTest, ListsFoldersWithDotsAndResumesAtAnOffset) {
+  std::vector<std::string> names;
+  std::vector<uint64_t> offsets;
+  auto collect = [&](const DirEntry& e) {
+    names.emplace_back(e.name);
+    offsets.push_back(e.next_offset);
+    return true;
+  };
+  ASSERT_TRUE(fs_->ReadDir(InoOf("dog"), 0, collect).ok());
+  EXPECT_THAT(names, ::testing::ElementsAre(".", "..", "digits.jpg", "tiny.jpg"));
+  names.clear();
+  ASSERT_TRUE(fs_->ReadDir(InoOf("dog"), offsets[2], collect).ok());
+  EXPECT_THAT(names, ::testing::ElementsAre("tiny.jpg"));
+  names.clear();
+  int budget = 1;
+  ASSERT_TRUE(fs_->ReadDir(Filesystem::kRootIno, 0, [&](const DirEntry& e) {
+    names.emplace_back(e.name);
+    return --budget >= 0;
+  }).ok());
+  EXPECT_EQ(names.size(), 2u);  // the second entry did not fit and stops the listing
+  EXPECT_EQ(fs_->ReadDir(InoOf("dog/tiny.jpg"), 0, collect).error().code, ENOTDIR);
+}
+
+TEST_F(FilesystemTest, RefusesWritesAndOpeningFoldersAsFiles) {
+  const uint64_t tiny = InoOf("dog/tiny.jpg");
+  EXPECT_TRUE(fs_->Open(tiny, O_RDONLY).ok());
+  EXPECT_EQ(fs_->Open(tiny, O_WRONLY).error().code, EROFS);
+  EXPECT_EQ(fs_->Open(tiny, O_RDWR).error().code, EROFS);
+  EXPECT_EQ(fs_->Open(tiny, O_RDONLY | O_TRUNC).error().code, EROFS);
+  EXPECT_EQ(fs_->Open(InoOf("dog"), O_RDONLY).error().code, EISDIR);
+  EXPECT_TRUE(fs_->OpenDir(InoOf("dog")).ok());
+  EXPECT_EQ(fs_->OpenDir(tiny).error().code, ENOTDIR);
+}
+
+TEST_F(FilesystemTest, TellsEachFileItsGroupAndOffset) {
+  const uint64_t tiny = InoOf("dog/tiny.jpg");
+  EXPECT_EQ(*fs_->GetXattr(tiny, "user.gpufs.group"), "0");
+  EXPECT_EQ(*fs_->GetXattr(tiny, "user.gpufs.offset"), "12");
+  EXPECT_EQ(*fs_->GetXattr(tiny, "user.gpufs.size"), "4");
+  EXPECT_EQ(*fs_->GetXattr(tiny, "user.gpufs.class"), "dog");
+  EXPECT_EQ(*fs_->GetXattr(tiny, "user.gpufs.blob"), (dir_.path() / "filegroup-0.mytar").string());
+  EXPECT_EQ(fs_->GetXattr(tiny, "user.other").error().code, ENODATA);
+  EXPECT_EQ(fs_->GetXattr(InoOf("dog"), "user.gpufs.group").error().code, ENODATA);
+  EXPECT_EQ(*fs_->GetXattr(Filesystem::kRootIno, "user.gpufs.pid"), std::to_string(getpid()));
+  const std::string list = *fs_->ListXattr(tiny);
+  EXPECT_EQ(std::count(list.begin(), list.end(), '\0'), 5);
+  EXPECT_EQ(fs_->ListXattr(InoOf("dog"))->size(), 0u);
+}
+
+TEST_F(FilesystemTest, ReportsTotalsInStatFs) {
+  const struct statvfs st = fs_->StatFs();
+  EXPECT_EQ(st.f_files, catalog_->node_count());
+  EXPECT_EQ(st.f_blocks, 1u);  // 26 bytes round up to one 4 KiB block
+  EXPECT_EQ(st.f_bfree, 0u);
+  EXPECT_EQ(st.f_namemax, 255u);
+}
+
+}  // namespace
+}  // namespace gpufs
