@@ -31,13 +31,13 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
   mount.add_option("--attr-timeout", cache.attr_timeout_s,
                    "seconds the kernel caches attributes")
       ->capture_default_str();
-  mount.add_flag("--no-keep-cache{false}", cache.keep_cache,
+  mount.add_flag_callback("--no-keep-cache", [&cache] { cache.keep_cache = false; },
                  "drop a file's page cache whenever it is opened again");
-  mount.add_flag("--no-readdirplus{false}", cache.readdirplus,
+  mount.add_flag_callback("--no-readdirplus", [&cache] { cache.readdirplus = false; },
                  "list folders without attributes (one lookup per file follows)");
-  mount.add_flag("--open-calls{false}", cache.no_open,
+  mount.add_flag_callback("--open-calls", [&cache] { cache.no_open = false; },
                  "answer every open() instead of letting the kernel skip them");
-  mount.add_flag("--no-splice{false}", cache.splice, "copy read data through user space");
+  mount.add_flag_callback("--no-splice", [&cache] { cache.splice = false; }, "copy read data through user space");
 }
 
 }  // namespace

@@ -126,7 +126,10 @@ int Detach() {
 
 void UseDaemonLogging() {
   auto logger = spdlog::syslog_logger_mt("gpufsd-syslog", "gpufsd", LOG_PID);
-  logger->sinks().push_back(std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  // The terminal hears only of problems; the rest goes to syslog.
+  auto terminal = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  terminal->set_level(spdlog::level::warn);
+  logger->sinks().push_back(terminal);
   spdlog::set_default_logger(logger);
 }
 
@@ -171,6 +174,7 @@ int RunMount(const MountArgs& args_in) {
   fuse_args fargs = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
   fuse_session* se = fuse_session_new(&fargs, &FuseOperations(), sizeof(fuse_lowlevel_ops),
                                       &context);
+  fuse_opt_free_args(&fargs);  // the session re-parsed them into memory it handed back to us
   if (se == nullptr) return Refuse(Fail(EINVAL, "cannot start a FUSE session (see above)"));
   if (fuse_session_mount(se, args.mountpoint.c_str()) != 0) {
     fuse_session_destroy(se);
@@ -203,8 +207,14 @@ int RunMount(const MountArgs& args_in) {
   fuse_remove_signal_handlers(se);
   fuse_session_unmount(se);
   fuse_session_destroy(se);
+  // libfuse reports a stop by SIGINT/SIGTERM/SIGHUP as that (positive) signal number: a
+  // requested, clean end. Only a negative value is a failure of the session.
+  if (rc < 0) {
+    spdlog::error("the FUSE session failed: {}", strerror(-rc));
+    return 1;
+  }
   spdlog::info("unmounted {}", mountpoint);
-  return rc == 0 ? 0 : 1;
+  return 0;
 }
 
 int RunUnmount(const std::string& mountpoint) {

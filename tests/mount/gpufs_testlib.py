@@ -1,0 +1,92 @@
+"""Shared helpers of the mount and end-to-end tests: a sample dataset and a real mount.
+
+A mount is started in the foreground with --ready-fd and is waited for on that pipe, not
+with sleeps; leaving the context unmounts it and checks that the daemon exited 0.
+"""
+import os
+import select
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GPUFSD = os.environ.get("GPUFSD", os.path.join(ROOT, "build", "cli", "gpufsd"))
+SKIP = 77  # meson's exit status for a skipped test
+
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import make_sample  # noqa: E402
+
+
+def exit_unless_fuse_usable():
+    """Skips the whole test program, loudly, where no FUSE mount can be made."""
+    if not os.path.exists("/dev/fuse"):
+        print("SKIP: /dev/fuse is missing; mount tests need a real FUSE mount")
+        sys.exit(SKIP)
+    try:
+        os.close(os.open("/dev/fuse", os.O_RDWR))
+    except OSError as e:
+        print(f"SKIP: /dev/fuse cannot be opened ({e}); mount tests need a real FUSE mount")
+        sys.exit(SKIP)
+
+
+def make_dataset(root, classes, per_class, group_size, awkward=True, seed=1):
+    """Returns (tree, mytar group folder) of a fresh sample under root."""
+    tree = os.path.join(root, "tree")
+    make_sample.make_tree(tree, classes, per_class, seed, awkward, max_side=160)
+    folder = make_sample.group_mytar(tree, os.path.join(root, "mytar"), group_size, seed)
+    return tree, folder
+
+
+def is_mounted(path):
+    path = os.path.realpath(path)
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+        return any(line.split()[4] == path for line in f)
+
+
+def is_running(pid):
+    """False once pid has exited, even while it waits as a zombie for a reaper."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def run_gpufsd(*args, timeout=60):
+    return subprocess.run([GPUFSD, *args], capture_output=True, text=True, timeout=timeout)
+
+
+class Mount:
+    """`with Mount(src) as mnt:` serves src at a fresh folder for the duration."""
+
+    def __init__(self, source, *options):
+        self.source = source
+        self.options = list(options)
+        self.mountpoint = tempfile.mkdtemp(prefix="gpufs-mnt-")
+        self.proc = None
+
+    def __enter__(self):
+        read_end, write_end = os.pipe()
+        self.proc = subprocess.Popen(
+            [GPUFSD, "mount", "-f", "--ready-fd", str(write_end), *self.options,
+             self.source, self.mountpoint],
+            pass_fds=[write_end], stderr=subprocess.PIPE, text=True)
+        os.close(write_end)
+        ready, _, _ = select.select([read_end], [], [], 30)
+        message = os.read(read_end, 16) if ready else b""
+        os.close(read_end)
+        if message != b"ready\n":
+            self.proc.kill()
+            raise RuntimeError(f"gpufsd did not become ready: {self.proc.stderr.read()}")
+        return self.mountpoint
+
+    def __exit__(self, *exc):
+        if is_mounted(self.mountpoint):
+            result = run_gpufsd("unmount", self.mountpoint)
+            assert result.returncode == 0, result.stderr
+        status = self.proc.wait(timeout=30)
+        stderr = self.proc.stderr.read()
+        self.proc.stderr.close()
+        os.rmdir(self.mountpoint)
+        assert status == 0, f"gpufsd exited {status}: {stderr}"
+        return False
