@@ -1,0 +1,136 @@
+#!/usr/bin/python3
+"""Warm and cold re-read rates through a gpufs mount vs the same reads on the source tree.
+
+    sudo tools/bench/warm_read.py [--files 3000] [--max-side 720] [--work /var/tmp/gpufs-bench]
+
+Makes a sample (real JPEGs, ~110 KB mean), groups it in the mytar layout, and times, in one
+run and side by side:
+  warm  every file read whole (open/read/close) in random order, all data in the page
+        cache, by 1 and by 2 reader processes;
+  walk  os.walk + stat of every file with a cold dentry/attribute cache (fresh mount);
+  cold  one random-order pass after dropping the page cache (needs root).
+for the source tree on ext4 and for gpufsd with its defaults and with each caching choice
+switched off in turn, so the table shows what each choice buys. Ratios are against the
+tree in the same run.
+"""
+import argparse
+import multiprocessing as mp
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "mount"))
+import gpufs_testlib as lib  # noqa: E402
+import make_sample  # noqa: E402
+
+VARIANTS = [
+    ("gpufs defaults", []),
+    ("  entry/attr timeout 0", ["--entry-timeout", "0", "--attr-timeout", "0"]),
+    ("  --no-keep-cache", ["--no-keep-cache"]),
+    ("  --open-calls", ["--open-calls"]),
+    ("  --no-readdirplus", ["--no-readdirplus"]),
+    ("  --no-splice", ["--no-splice"]),
+    ("  --max-readahead 0 (128K)", ["--max-readahead", "0"]),
+]
+
+
+def read_files(paths):
+    for path in paths:
+        with open(path, "rb") as f:
+            f.read()
+    return len(paths)
+
+
+def files_per_second(root, rel_paths, readers, seed):
+    paths = [os.path.join(root, r) for r in rel_paths]
+    random.Random(seed).shuffle(paths)
+    chunks = [paths[i::readers] for i in range(readers)]
+    with mp.get_context("fork").Pool(readers) as pool:
+        pool.map(len, [[]] * readers)  # start the workers before the clock
+        start = time.perf_counter()
+        done = sum(pool.map(read_files, chunks))
+        return done / (time.perf_counter() - start)
+
+
+def walk_seconds(root):
+    start = time.perf_counter()
+    for folder, _, files in os.walk(root):
+        for name in files:
+            os.stat(os.path.join(folder, name))
+    return time.perf_counter() - start
+
+
+def drop_caches():
+    if os.geteuid() != 0:
+        return False
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+    return True
+
+
+def measure(root, rel_paths, repeats):
+    row = {"walk": walk_seconds(root)}
+    row["cold"] = files_per_second(root, rel_paths, 1, 99) if drop_caches() else float("nan")
+    read_files([os.path.join(root, r) for r in rel_paths])  # warm the page cache
+    for readers in (1, 2):
+        row[f"warm{readers}"] = max(files_per_second(root, rel_paths, readers, s)
+                                    for s in range(repeats))
+    return row
+
+
+def grouped_files(src, tree):
+    """Files the index lists (the grouping tool leaves len % G out), relative to the tree."""
+    with open(os.path.join(src, "metadata.txt"), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    members = [line.split(",", 4) for line in lines[int(lines[0]) + 1:]]
+    return [os.path.relpath(m[4], tree) for m in members if len(m) == 5]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--files", type=int, default=3000)
+    parser.add_argument("--classes", type=int, default=30)
+    parser.add_argument("--max-side", type=int, default=720)
+    parser.add_argument("--group-size", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "gpufs-bench"))
+    args = parser.parse_args()
+
+    tree = os.path.join(args.work, "tree")
+    if not os.path.isdir(tree):
+        make_sample.make_tree(tree, args.classes, args.files // args.classes, 0, False,
+                              args.max_side)
+    src = os.path.join(args.work, "mytar", str(args.group_size))
+    if not os.path.isfile(os.path.join(src, "metadata.txt")):
+        make_sample.group_mytar(tree, os.path.join(args.work, "mytar"), args.group_size, 0)
+    rel = grouped_files(src, tree)
+    mean_kb = sum(os.path.getsize(os.path.join(tree, r)) for r in rel) / len(rel) / 1000
+    print(f"{len(rel)} files, mean {mean_kb:.0f} KB, group size {args.group_size}, "
+          f"{os.cpu_count()} CPUs\n")
+
+    rows = [("ext4 tree (baseline)", measure(tree, rel, args.repeats))]
+    for name, options in VARIANTS:
+        with lib.Mount(src, *options) as mnt:
+            rows.append((name, measure(mnt, rel, args.repeats)))
+
+    base = rows[0][1]
+    print(f"{'':30} {'warm 1 reader':>19} {'warm 2 readers':>19} {'cold 1 reader':>19} "
+          f"{'walk+stat':>16}")
+    print(f"{'':30} {'files/s':>10} {'ratio':>8} {'files/s':>10} {'ratio':>8} {'files/s':>10} "
+          f"{'ratio':>8} {'ms':>8} {'ratio':>7}")
+    for name, row in rows:
+        print(f"{name:30} {row['warm1']:10.0f} {row['warm1'] / base['warm1']:8.2f} "
+              f"{row['warm2']:10.0f} {row['warm2'] / base['warm2']:8.2f} "
+              f"{row['cold']:10.0f} {row['cold'] / base['cold']:8.2f} "
+              f"{row['walk'] * 1000:8.1f} {row['walk'] / base['walk']:7.2f}")
+
+
+if __name__ == "__main__":
+    main()

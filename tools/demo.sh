@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The main job on a built-in sample, from a fresh machine: installs dependencies, builds,
+# makes a dataset of real JPEGs grouped in the mytar layout, mounts it with gpufsd, trains
+# an unmodified torchvision script through the mount, and unmounts.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+tools/install_deps.sh
+[ -d build ] || meson setup build --buildtype=release
+ninja -C build
+
+SAMPLE=sample
+if [ ! -f "$SAMPLE/mytar/8/metadata.txt" ]; then
+  rm -rf "$SAMPLE"
+  /usr/bin/python3 tools/make_sample.py "$SAMPLE" --classes 10 --per-class 40 --group-size 8
+fi
+MNT="$SAMPLE/mnt"
+mkdir -p "$MNT"
+if mountpoint -q "$MNT"; then build/cli/gpufsd unmount "$MNT"; fi
+
+echo "+ gpufsd mount $SAMPLE/mytar $MNT"
+build/cli/gpufsd mount "$SAMPLE/mytar" "$MNT"
+trap 'build/cli/gpufsd unmount "$MNT" && echo "+ unmounted $MNT"' EXIT
+
+echo "+ ls $MNT"
+ls "$MNT"
+first=$(find "$MNT" -type f -name '*.JPEG' | sort | head -n 1)
+echo "+ where $first lives:"
+for attr in blob offset size; do
+  printf '  %-7s %s\n' "$attr" "$(/usr/bin/python3 -c 'import os,sys; print(os.getxattr(sys.argv[1], sys.argv[2]).decode())' "$first" "user.gpufs.$attr")"
+done
+echo "+ df -h $MNT"
+df -h "$MNT"
+
+echo "+ python3 tools/train_demo.py $MNT"
+/usr/bin/python3 tools/train_demo.py "$MNT" --epochs 2
