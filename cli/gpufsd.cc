@@ -6,9 +6,10 @@
 namespace {
 
 void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
-  mount.add_option("SRC", args.source,
-                   "dataset: the folder holding metadata.txt, or its parent with one group-size "
-                   "folder")
+  mount
+      .add_option("SRC", args.source,
+                  "dataset: the folder holding metadata.txt, or its parent with one group-size "
+                  "folder")
       ->required();
   mount.add_option("MNT", args.mountpoint, "existing empty folder to mount at")->required();
   mount.add_option("--group-size,-g", args.group_size,
@@ -20,24 +21,28 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
   mount.add_option("--threads", args.max_threads, "most FUSE worker threads")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1024u));
-  mount.add_option("--max-readahead", args.max_readahead_kib,
-                   "kernel read-ahead of the mount in KiB (needs root; 0 keeps the default)")
+  mount
+      .add_option("--max-readahead", args.max_readahead_kib,
+                  "kernel read-ahead of the mount in KiB (needs root; 0 keeps the default)")
       ->capture_default_str();
   mount.add_option("--ready-fd", args.ready_fd,
                    "write \"ready\" to this descriptor once the mount serves requests");
   auto& cache = args.cache;
   mount.add_option("--entry-timeout", cache.entry_timeout_s, "seconds the kernel caches names")
       ->capture_default_str();
-  mount.add_option("--attr-timeout", cache.attr_timeout_s,
-                   "seconds the kernel caches attributes")
+  mount.add_option("--attr-timeout", cache.attr_timeout_s, "seconds the kernel caches attributes")
       ->capture_default_str();
-  mount.add_flag_callback("--no-keep-cache", [&cache] { cache.keep_cache = false; },
-                 "drop a file's page cache whenever it is opened again");
-  mount.add_flag_callback("--no-readdirplus", [&cache] { cache.readdirplus = false; },
-                 "list folders without attributes (one lookup per file follows)");
-  mount.add_flag_callback("--open-calls", [&cache] { cache.no_open = false; },
-                 "answer every open() instead of letting the kernel skip them");
-  mount.add_flag_callback("--no-splice", [&cache] { cache.splice = false; }, "copy read data through user space");
+  mount.add_flag_callback(
+      "--no-keep-cache", [&cache] { cache.keep_cache = false; },
+      "drop a file's page cache whenever it is opened again");
+  mount.add_flag_callback(
+      "--no-readdirplus", [&cache] { cache.readdirplus = false; },
+      "list folders without attributes (one lookup per file follows)");
+  mount.add_flag_callback(
+      "--open-calls", [&cache] { cache.no_open = false; },
+      "answer every open() instead of letting the kernel skip them");
+  mount.add_flag_callback(
+      "--no-splice", [&cache] { cache.splice = false; }, "copy read data through user space");
 }
 
 }  // namespace

@@ -95,7 +95,8 @@ std::string EscapeOption(std::string_view value) {
 std::vector<std::string> FuseArgv(const MountArgs& args, const Dataset& dataset) {
   std::vector<std::string> argv = {"gpufsd"};
   // ro makes the kernel refuse writes itself; default_permissions lets it check the modes.
-  argv.push_back("-oro,default_permissions,subtype=gpufs,fsname=" + EscapeOption(dataset.dir.string()));
+  argv.push_back("-oro,default_permissions,subtype=gpufs,fsname=" +
+                 EscapeOption(dataset.dir.string()));
   for (const std::string& option : args.fuse_options) argv.push_back("-o" + option);
   if (args.debug) argv.push_back("-d");
   return argv;
@@ -145,7 +146,9 @@ void DropTerminal() {
 int Serve(fuse_session* se, const MountArgs& args) {
   fuse_loop_config* config = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(config, args.max_threads);
-  fuse_loop_cfg_set_clone_fd(config, 1);  // one queue per worker: less contention
+  // A descriptor per worker measured no faster or slower here; it spreads the queue on
+  // hosts with many cores.
+  fuse_loop_cfg_set_clone_fd(config, 1);
   const int rc = fuse_session_loop_mt(se, config);
   fuse_loop_cfg_destroy(config);
   return rc;
@@ -172,8 +175,8 @@ int RunMount(const MountArgs& args_in) {
   std::vector<char*> argv;
   for (std::string& s : argv_strings) argv.push_back(s.data());
   fuse_args fargs = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
-  fuse_session* se = fuse_session_new(&fargs, &FuseOperations(), sizeof(fuse_lowlevel_ops),
-                                      &context);
+  fuse_session* se =
+      fuse_session_new(&fargs, &FuseOperations(), sizeof(fuse_lowlevel_ops), &context);
   fuse_opt_free_args(&fargs);  // the session re-parsed them into memory it handed back to us
   if (se == nullptr) return Refuse(Fail(EINVAL, "cannot start a FUSE session (see above)"));
   if (fuse_session_mount(se, args.mountpoint.c_str()) != 0) {

@@ -91,8 +91,8 @@ class CatalogBuilder {
     auto it = nodes_[dir].index.find(std::string(name));
     if (it == nodes_[dir].index.end()) return Append(dir, name, want_dir, line);
     if (!nodes_[it->second].is_dir) {
-      return Fail(EINVAL, "'{}' at line {} is a file at line {} and cannot also be a folder",
-                  name, line, nodes_[it->second].line);
+      return Fail(EINVAL, "'{}' at line {} is a file at line {} and cannot also be a folder", name,
+                  line, nodes_[it->second].line);
     }
     return it->second;
   }

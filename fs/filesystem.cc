@@ -11,19 +11,18 @@
 namespace gpufs {
 namespace {
 
-constexpr std::array<std::string_view, 5> kXattrNames = {
-    "user.gpufs.group", "user.gpufs.blob", "user.gpufs.offset", "user.gpufs.size",
-    "user.gpufs.class"};
+constexpr std::array<std::string_view, 5> kXattrNames = {"user.gpufs.group", "user.gpufs.blob",
+                                                         "user.gpufs.offset", "user.gpufs.size",
+                                                         "user.gpufs.class"};
 
-constexpr std::array<std::string_view, 2> kRootXattrNames = {"user.gpufs.pid",
-                                                             "user.gpufs.source"};
+constexpr std::array<std::string_view, 2> kRootXattrNames = {"user.gpufs.pid", "user.gpufs.source"};
 
 constexpr uint64_t kBlockSize = 4096;
 
 }  // namespace
 
-Filesystem::Filesystem(const Catalog& catalog, BlobFiles& blobs, Owner owner,
-                       struct timespec mtime, std::string source)
+Filesystem::Filesystem(const Catalog& catalog, BlobFiles& blobs, Owner owner, struct timespec mtime,
+                       std::string source)
     : catalog_(catalog), blobs_(blobs), owner_(owner), mtime_(mtime), source_(std::move(source)) {}
 
 Result<NodeId> Filesystem::NodeOf(uint64_t ino) const {
@@ -115,7 +114,8 @@ Result<ReadExtent> Filesystem::Locate(uint64_t ino, uint64_t offset, size_t size
   if (offset >= file.size) return ReadExtent{};
   auto fd = blobs_.Fd(file.group);
   if (!fd) return fd.error();
-  return ReadExtent{*fd, file.offset + offset, static_cast<size_t>(std::min<uint64_t>(size, file.size - offset))};
+  return ReadExtent{*fd, file.offset + offset,
+                    static_cast<size_t>(std::min<uint64_t>(size, file.size - offset))};
 }
 
 Result<size_t> Filesystem::Read(uint64_t ino, uint64_t offset, std::span<char> out) {

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstring>
+#include <exception>
 #include <vector>
 
 namespace gpufs {
@@ -16,6 +17,18 @@ void ReplyError(fuse_req_t req, const Error& error) {
     spdlog::warn("{}", error.message);
   }
   fuse_reply_err(req, error.code);
+}
+
+// No exception may unwind into libfuse's C frames: a failure to allocate while building a
+// reply becomes EIO for that request. Bodies reply last, so nothing has been sent yet.
+template <typename Body>
+void Guarded(fuse_req_t req, Body&& body) noexcept {
+  try {
+    body();
+  } catch (const std::exception& e) {
+    spdlog::error("cannot answer a request: {}", e.what());
+    fuse_reply_err(req, EIO);
+  }
 }
 
 fuse_entry_param EntryParam(const FuseContext& ctx, uint64_t ino, const struct stat& attr) {
@@ -44,10 +57,15 @@ void Init(void* userdata, fuse_conn_info* conn) {
   want(ctx.cache.splice, FUSE_CAP_SPLICE_MOVE);
   want(true, FUSE_CAP_PARALLEL_DIROPS);
   want(true, FUSE_CAP_ASYNC_READ);
-  if (ctx.on_init) ctx.on_init();
+  if (!ctx.on_init) return;
+  try {
+    ctx.on_init();
+  } catch (const std::exception& e) {
+    spdlog::error("cannot finish start-up: {}", e.what());
+  }
 }
 
-void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+void LookupBody(fuse_req_t req, fuse_ino_t parent, const char* name) {
   auto& ctx = Ctx(req);
   auto entry = ctx.fs->Lookup(parent, name);
   if (!entry) {
@@ -65,6 +83,10 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   fuse_reply_entry(req, &e);
 }
 
+void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Guarded(req, [&] { LookupBody(req, parent, name); });
+}
+
 void Forget(fuse_req_t req, fuse_ino_t /*ino*/, uint64_t nlookup) {
   Ctx(req).lookups.fetch_sub(static_cast<int64_t>(nlookup), std::memory_order_relaxed);
   fuse_reply_none(req);
@@ -78,28 +100,34 @@ void ForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
 }
 
 void GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* /*fi*/) {
-  auto& ctx = Ctx(req);
-  auto attr = ctx.fs->GetAttr(ino);
-  if (!attr) return ReplyError(req, attr.error());
-  fuse_reply_attr(req, &*attr, ctx.cache.attr_timeout_s);
+  Guarded(req, [&] {
+    auto& ctx = Ctx(req);
+    auto attr = ctx.fs->GetAttr(ino);
+    if (!attr) return ReplyError(req, attr.error());
+    fuse_reply_attr(req, &*attr, ctx.cache.attr_timeout_s);
+  });
 }
 
 void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  auto& ctx = Ctx(req);
-  if (Status s = ctx.fs->Open(ino, fi->flags); !s) return ReplyError(req, s.error());
-  if (ctx.cache.no_open) return (void)fuse_reply_err(req, ENOSYS);  // never asked again
-  fi->keep_cache = ctx.cache.keep_cache;
-  fi->noflush = 1;
-  fuse_reply_open(req, fi);
+  Guarded(req, [&] {
+    auto& ctx = Ctx(req);
+    if (Status s = ctx.fs->Open(ino, fi->flags); !s) return ReplyError(req, s.error());
+    if (ctx.cache.no_open) return (void)fuse_reply_err(req, ENOSYS);  // never asked again
+    fi->keep_cache = ctx.cache.keep_cache;
+    fi->noflush = 1;
+    fuse_reply_open(req, fi);
+  });
 }
 
 void OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  auto& ctx = Ctx(req);
-  if (Status s = ctx.fs->OpenDir(ino); !s) return ReplyError(req, s.error());
-  if (ctx.cache.no_open) return (void)fuse_reply_err(req, ENOSYS);
-  fi->keep_cache = ctx.cache.keep_cache;
-  fi->cache_readdir = ctx.cache.keep_cache;
-  fuse_reply_open(req, fi);
+  Guarded(req, [&] {
+    auto& ctx = Ctx(req);
+    if (Status s = ctx.fs->OpenDir(ino); !s) return ReplyError(req, s.error());
+    if (ctx.cache.no_open) return (void)fuse_reply_err(req, ENOSYS);
+    fi->keep_cache = ctx.cache.keep_cache;
+    fi->cache_readdir = ctx.cache.keep_cache;
+    fuse_reply_open(req, fi);
+  });
 }
 
 // Fills one reply buffer of at most `size` bytes with entries from `offset` on.
@@ -115,8 +143,7 @@ void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, bo
     size_t need;
     if (plus) {
       fuse_entry_param e = EntryParam(ctx, entry.attr.st_ino, entry.attr);
-      need = fuse_add_direntry_plus(req, buffer.data() + used, size - used, name.c_str(), &e,
-                                    next);
+      need = fuse_add_direntry_plus(req, buffer.data() + used, size - used, name.c_str(), &e, next);
     } else {
       need = fuse_add_direntry(req, buffer.data() + used, size - used, name.c_str(), &entry.attr,
                                next);
@@ -132,14 +159,14 @@ void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, bo
 }
 
 void ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* /*fi*/) {
-  ReadDirCommon(req, ino, size, off, false);
+  Guarded(req, [&] { ReadDirCommon(req, ino, size, off, false); });
 }
 
 void ReadDirPlus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* /*fi*/) {
-  ReadDirCommon(req, ino, size, off, true);
+  Guarded(req, [&] { ReadDirCommon(req, ino, size, off, true); });
 }
 
-void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* /*fi*/) {
+void ReadBody(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset) {
   auto& ctx = Ctx(req);
   auto extent = ctx.fs->Locate(ino, static_cast<uint64_t>(offset), size);
   if (!extent) return ReplyError(req, extent.error());
@@ -155,6 +182,10 @@ void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_i
   fuse_reply_data(req, &data, ctx.cache.splice ? FUSE_BUF_SPLICE_MOVE : FUSE_BUF_NO_SPLICE);
 }
 
+void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* /*fi*/) {
+  Guarded(req, [&] { ReadBody(req, ino, size, offset); });
+}
+
 void ReplyXattr(fuse_req_t req, const Result<std::string>& value, size_t size) {
   if (!value) return ReplyError(req, value.error());
   if (size == 0) return (void)fuse_reply_xattr(req, value->size());
@@ -163,11 +194,11 @@ void ReplyXattr(fuse_req_t req, const Result<std::string>& value, size_t size) {
 }
 
 void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
-  ReplyXattr(req, Ctx(req).fs->GetXattr(ino, name), size);
+  Guarded(req, [&] { ReplyXattr(req, Ctx(req).fs->GetXattr(ino, name), size); });
 }
 
 void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
-  ReplyXattr(req, Ctx(req).fs->ListXattr(ino), size);
+  Guarded(req, [&] { ReplyXattr(req, Ctx(req).fs->ListXattr(ino), size); });
 }
 
 void StatFs(fuse_req_t req, fuse_ino_t /*ino*/) {

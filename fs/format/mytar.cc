@@ -40,8 +40,7 @@ class LineCursor {
 
   // True when nothing but blank lines is left.
   bool OnlyBlankLeft() const {
-    return text_.find_first_not_of("\r\n", std::min(pos_, text_.size())) ==
-           std::string_view::npos;
+    return text_.find_first_not_of("\r\n", std::min(pos_, text_.size())) == std::string_view::npos;
   }
 
   uint32_t number() const { return number_; }
@@ -304,7 +303,8 @@ Status CheckBlobs(const DatasetSpec& spec) {
                   blob.string(), spec.index_file.string(), group.line);
     }
     if (static_cast<uint64_t>(st.st_size) < group.needed_bytes) {
-      return Fail(EINVAL, "cannot use blob {} (declared at {} line {}): it is {} bytes but its "
+      return Fail(EINVAL,
+                  "cannot use blob {} (declared at {} line {}): it is {} bytes but its "
                   "members need {}; the blob is truncated",
                   blob.string(), spec.index_file.string(), group.line, st.st_size,
                   group.needed_bytes);
@@ -363,8 +363,10 @@ Result<std::filesystem::path> ResolveMytarDir(const std::filesystem::path& src,
     return Fail(ENOENT, "cannot open dataset {}: no {} in it nor in a group-size folder below it",
                 src.string(), kMytarIndexName);
   }
-  return Fail(EINVAL, "cannot open dataset {}: it holds several group sizes ({}); choose one "
-              "with --group-size", src.string(), listed);
+  return Fail(EINVAL,
+              "cannot open dataset {}: it holds several group sizes ({}); choose one "
+              "with --group-size",
+              src.string(), listed);
 }
 
 }  // namespace gpufs

@@ -24,7 +24,8 @@ DatasetSpec Spec(std::vector<std::string> classes, std::vector<std::string> path
 
 std::vector<std::string> ChildNames(const Catalog& c, NodeId dir) {
   std::vector<std::string> names;
-  for (uint32_t i = 0; i < c.ChildCount(dir); ++i) names.emplace_back(c.Name(c.FirstChild(dir) + i));
+  for (uint32_t i = 0; i < c.ChildCount(dir); ++i)
+    names.emplace_back(c.Name(c.FirstChild(dir) + i));
   return names;
 }
 
@@ -38,13 +39,13 @@ TEST(Catalog, ListsEveryClassEvenWithoutMembers) {
 }
 
 TEST(Catalog, KeepsChildrenContiguousAndSortedByBytes) {
-  auto c = Catalog::FromSpec(Spec({"a"}, {"a/zeta", "a/Alpha", "a/\xc3\xa9t\xc3\xa9", "a/-dash",
-                                          "a/sub/deep.jpg", "a/b c"}));
+  auto c = Catalog::FromSpec(Spec(
+      {"a"}, {"a/zeta", "a/Alpha", "a/\xc3\xa9t\xc3\xa9", "a/-dash", "a/sub/deep.jpg", "a/b c"}));
   ASSERT_TRUE(c.ok()) << c.error().message;
   auto a = c->Find(Catalog::kRoot, "a");
   ASSERT_TRUE(a);
-  EXPECT_THAT(ChildNames(*c, *a), ::testing::ElementsAre("-dash", "Alpha", "b c", "sub", "zeta",
-                                                         "\xc3\xa9t\xc3\xa9"));
+  EXPECT_THAT(ChildNames(*c, *a),
+              ::testing::ElementsAre("-dash", "Alpha", "b c", "sub", "zeta", "\xc3\xa9t\xc3\xa9"));
   EXPECT_EQ(c->SubdirCount(*a), 1u);
   EXPECT_EQ(c->SubdirCount(Catalog::kRoot), 1u);
 }

@@ -19,7 +19,9 @@ namespace {
 class FilesystemTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    Write("filegroup-0.mytar", "HELLO-WORLD!" "tiny");
+    Write("filegroup-0.mytar",
+          "HELLO-WORLD!"
+          "tiny");
     Write("filegroup-1.mytar", "0123456789");
     Write("metadata.txt",
           "2\ncat\ndog\n"
@@ -31,8 +33,8 @@ class FilesystemTest : public ::testing::Test {
     ASSERT_TRUE(catalog.ok()) << catalog.error().message;
     catalog_ = std::make_unique<Catalog>(std::move(*catalog));
     blobs_ = std::make_unique<BlobFiles>(dir_.path(), catalog_->blobs());
-    fs_ = std::make_unique<Filesystem>(*catalog_, *blobs_, Owner{123, 456},
-                                       timespec{1700000000, 5}, dir_.path().string());
+    fs_ = std::make_unique<Filesystem>(*catalog_, *blobs_, Owner{123, 456}, timespec{1700000000, 5},
+                                       dir_.path().string());
   }
 
   void Write(const std::string& name, std::string_view bytes) {
@@ -133,10 +135,12 @@ TEST_F(FilesystemTest, ListsFoldersWithDotsAndResumesAtAnOffset) {
   EXPECT_THAT(names, ::testing::ElementsAre("tiny.jpg"));
   names.clear();
   int budget = 1;
-  ASSERT_TRUE(fs_->ReadDir(Filesystem::kRootIno, 0, [&](const DirEntry& e) {
-    names.emplace_back(e.name);
-    return --budget >= 0;
-  }).ok());
+  ASSERT_TRUE(fs_->ReadDir(Filesystem::kRootIno, 0,
+                           [&](const DirEntry& e) {
+                             names.emplace_back(e.name);
+                             return --budget >= 0;
+                           })
+                  .ok());
   EXPECT_EQ(names.size(), 2u);  // the second entry did not fit and stops the listing
   EXPECT_EQ(fs_->ReadDir(InoOf("dog/tiny.jpg"), 0, collect).error().code, ENOTDIR);
 }
