@@ -1,6 +1,7 @@
 #include "cli/mount_command.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -162,6 +163,8 @@ int RunMount(const MountArgs& args_in) {
   RaiseFileLimit();
   auto dataset = LoadDataset(args);
   if (!dataset) return Refuse(dataset.error());
+  // Parsing freed far more than the catalog keeps; hand it back rather than sit on it.
+  malloc_trim(0);
   if (Status s = CheckMountpoint(args.mountpoint); !s) return Refuse(s.error());
 
   BlobFiles blobs(dataset->dir, dataset->catalog.blobs());

@@ -1,68 +1,102 @@
 #include "fs/catalog.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstring>
 #include <deque>
 #include <memory>
 
 namespace gpufs {
 
-// Collects paths into a mutable tree, then flattens it breadth-first into a Catalog.
+namespace {
+
+// Orders paths component by component: '/' sorts below every other byte, so "a/b" comes
+// before "a-c" exactly as child "a" comes before sibling "a-c". Sorting whole paths this
+// way yields each folder's children already in name order and puts a name's subtree
+// right after it, which is what lets the builder below work without any lookup table.
+// Returns <0, 0 or >0. Paths share long prefixes ("n01440764/n01440764_"), so the first
+// difference is found eight bytes at a time.
+int ComparePaths(std::string_view a, std::string_view b) {
+  const size_t n = std::min(a.size(), b.size());
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t x;
+    uint64_t y;
+    std::memcpy(&x, a.data() + i, 8);
+    std::memcpy(&y, b.data() + i, 8);
+    if (x != y) {
+      i += static_cast<size_t>(std::countr_zero(x ^ y)) / 8;  // little-endian: first byte
+      break;
+    }
+  }
+  for (; i < n; ++i) {
+    if (a[i] == b[i]) continue;
+    const auto rank = [](char c) { return c == '/' ? 0 : static_cast<unsigned char>(c) + 1; };
+    return rank(a[i]) - rank(b[i]);
+  }
+  return a.size() < b.size() ? -1 : (a.size() > b.size() ? 1 : 0);
+}
+
+struct PathItem {
+  std::string_view path;
+  const MemberSpec* member;  // null for a class folder
+};
+
+}  // namespace
+
+// Builds the tree from paths visited in ComparePaths order, then flattens it breadth-first.
+// Siblings arrive sorted, so a new node only ever needs comparing with the last child of
+// its parent: that is where duplicates and file/folder clashes show.
 class CatalogBuilder {
  public:
-  CatalogBuilder() { nodes_.push_back(TempNode{"", 0, true, 0, {}, {}, 0}); }
+  CatalogBuilder() { nodes_.push_back(TempNode{"", 0, true, 0, nullptr, {}}); }
 
-  Result<uint32_t> AddDirs(std::string_view path, uint32_t line) {
-    uint32_t dir = 0;
+  Status Add(const PathItem& item) {
+    const uint32_t line = item.member ? item.member->line : 0;
+    size_t depth = 0;
     size_t pos = 0;
-    while (pos < path.size()) {
-      size_t end = std::min(path.find('/', pos), path.size());
-      auto child = Child(dir, path.substr(pos, end - pos), true, line);
-      if (!child) return child.error();
-      dir = *child;
-      pos = end + 1;
+    for (;;) {
+      const size_t slash = item.path.find('/', pos);
+      const std::string_view name = item.path.substr(pos, slash - pos);
+      const bool last = slash == std::string_view::npos;
+      if (last && item.member) return AddFile(depth, name, *item.member);
+      if (depth >= stack_.size() || nodes_[stack_[depth]].name != name) {
+        stack_.resize(depth);
+        auto dir = AddDir(Parent(depth), name, line);
+        if (!dir) return dir.error();
+        stack_.push_back(*dir);
+      }
+      if (last) return Ok{};
+      ++depth;
+      pos = slash + 1;
     }
-    return dir;
-  }
-
-  Status AddFile(const MemberSpec& member) {
-    const size_t slash = member.path.rfind('/');
-    auto dir = AddDirs(std::string_view(member.path).substr(0, slash), member.line);
-    if (!dir) return dir.error();
-    const std::string_view name = std::string_view(member.path).substr(slash + 1);
-    if (auto it = nodes_[*dir].index.find(std::string(name)); it != nodes_[*dir].index.end()) {
-      return Fail(EINVAL, "path '{}' at line {} is already used at line {}", member.path,
-                  member.line, nodes_[it->second].line);
-    }
-    const uint32_t id = Append(*dir, name, false, member.line);
-    nodes_[id].extent = FileExtent{member.group, member.class_id, member.offset, member.size};
-    return Ok{};
   }
 
   Catalog Build(const DatasetSpec& spec) && {
     Catalog out;
     out.classes_ = spec.classes;
     for (const GroupSpec& g : spec.groups) out.blobs_.push_back(g.blob);
+    // Reserved up front: `flat` below refers into nodes_ while children are appended.
     out.nodes_.reserve(nodes_.size());
-    std::deque<uint32_t> queue{0};
-    std::vector<uint32_t> new_id(nodes_.size());
     out.nodes_.push_back(Catalog::Node{});
+    std::vector<uint32_t> new_id(nodes_.size());
+    std::deque<uint32_t> queue{0};
     while (!queue.empty()) {
       const uint32_t old = queue.front();
       queue.pop_front();
-      TempNode& node = nodes_[old];
+      const TempNode& node = nodes_[old];
       Catalog::Node& flat = out.nodes_[new_id[old]];
       flat.name_offset = static_cast<uint32_t>(out.names_.size());
       flat.name_size = static_cast<uint32_t>(node.name.size());
       out.names_ += node.name;
       flat.is_dir = node.is_dir;
       if (!node.is_dir) {
+        const MemberSpec& m = *node.member;
         flat.first = static_cast<uint32_t>(out.files_.size());
-        out.files_.push_back(node.extent);
-        out.total_bytes_ += node.extent.size;
+        out.files_.push_back(FileExtent{m.group, m.class_id, m.offset, m.size});
+        out.total_bytes_ += m.size;
         continue;
       }
-      std::sort(node.children.begin(), node.children.end(),
-                [&](uint32_t a, uint32_t b) { return nodes_[a].name < nodes_[b].name; });
       flat.first = static_cast<uint32_t>(out.nodes_.size());
       flat.count = static_cast<uint32_t>(node.children.size());
       const NodeId parent = new_id[old];
@@ -78,43 +112,72 @@ class CatalogBuilder {
 
  private:
   struct TempNode {
-    std::string name;
+    std::string_view name;  // into the DatasetSpec, which outlives the builder
     uint32_t parent = 0;
     bool is_dir = false;
     uint32_t line = 0;
-    std::vector<uint32_t> children;
-    std::unordered_map<std::string, uint32_t> index;  // dirs only: name -> node
-    FileExtent extent;
+    const MemberSpec* member = nullptr;
+    std::vector<uint32_t> children;  // in name order
   };
 
-  Result<uint32_t> Child(uint32_t dir, std::string_view name, bool want_dir, uint32_t line) {
-    auto it = nodes_[dir].index.find(std::string(name));
-    if (it == nodes_[dir].index.end()) return Append(dir, name, want_dir, line);
-    if (!nodes_[it->second].is_dir) {
-      return Fail(EINVAL, "'{}' at line {} is a file at line {} and cannot also be a folder", name,
-                  line, nodes_[it->second].line);
-    }
-    return it->second;
+  uint32_t Parent(size_t depth) const { return depth == 0 ? 0 : stack_[depth - 1]; }
+
+  // The last child of `parent` if it is called `name`.
+  const TempNode* Clash(uint32_t parent, std::string_view name) const {
+    const auto& siblings = nodes_[parent].children;
+    if (siblings.empty() || nodes_[siblings.back()].name != name) return nullptr;
+    return &nodes_[siblings.back()];
   }
 
-  uint32_t Append(uint32_t dir, std::string_view name, bool is_dir, uint32_t line) {
+  Result<uint32_t> AddDir(uint32_t parent, std::string_view name, uint32_t line) {
+    if (const TempNode* other = Clash(parent, name)) {
+      if (other->is_dir) return nodes_[parent].children.back();
+      return Fail(EINVAL, "'{}' at line {} is a file at line {} and cannot also be a folder", name,
+                  line, other->line);
+    }
+    return Append(TempNode{name, parent, true, line, nullptr, {}});
+  }
+
+  Status AddFile(size_t depth, std::string_view name, const MemberSpec& member) {
+    stack_.resize(depth);
+    const uint32_t parent = Parent(depth);
+    if (const TempNode* other = Clash(parent, name)) {
+      if (other->is_dir) {
+        return Fail(EINVAL, "'{}' at line {} is a file but a folder at line {}", member.path,
+                    member.line, other->line);
+      }
+      return Fail(EINVAL, "path '{}' at line {} is already used at line {}", member.path,
+                  member.line, other->line);
+    }
+    Append(TempNode{name, parent, false, member.line, &member, {}});
+    return Ok{};
+  }
+
+  uint32_t Append(TempNode node) {
     const uint32_t id = static_cast<uint32_t>(nodes_.size());
-    nodes_.push_back(TempNode{std::string(name), dir, is_dir, line, {}, {}, {}});
-    nodes_[dir].children.push_back(id);
-    nodes_[dir].index.emplace(name, id);
+    nodes_[node.parent].children.push_back(id);
+    nodes_.push_back(std::move(node));
     return id;
   }
 
   std::vector<TempNode> nodes_;
+  std::vector<uint32_t> stack_;  // folders on the path of the previous item, by depth
 };
 
 Result<Catalog> Catalog::FromSpec(const DatasetSpec& spec) {
+  std::vector<PathItem> items;
+  items.reserve(spec.classes.size() + spec.members.size());
+  for (const std::string& cls : spec.classes) items.push_back(PathItem{cls, nullptr});
+  for (const MemberSpec& member : spec.members) items.push_back(PathItem{member.path, &member});
+  // Of two identical paths the earlier line sorts first: it is kept, the later refused.
+  std::sort(items.begin(), items.end(), [](const PathItem& a, const PathItem& b) {
+    const int order = ComparePaths(a.path, b.path);
+    if (order != 0) return order < 0;
+    return (a.member ? a.member->line : 0) < (b.member ? b.member->line : 0);
+  });
   CatalogBuilder builder;
-  for (const std::string& cls : spec.classes) {
-    if (auto dir = builder.AddDirs(cls, 0); !dir) return dir.error();
-  }
-  for (const MemberSpec& member : spec.members) {
-    if (Status s = builder.AddFile(member); !s) {
+  for (const PathItem& item : items) {
+    if (Status s = builder.Add(item); !s) {
       return Fail(EINVAL, "cannot parse {}: {}", spec.index_file.string(), s.error().message);
     }
   }

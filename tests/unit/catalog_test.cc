@@ -50,6 +50,20 @@ TEST(Catalog, KeepsChildrenContiguousAndSortedByBytes) {
   EXPECT_EQ(c->SubdirCount(Catalog::kRoot), 1u);
 }
 
+TEST(Catalog, OrdersAFolderBeforeSiblingsItPrefixes) {
+  // Whole-path order would put "a-c/..." and "a.b/..." before "a/..." ('-' < '.' < '/').
+  auto c = Catalog::FromSpec(
+      Spec({"a.b", "a-c", "a"}, {"a-c/y", "a/z", "a.b/w", "a/long_common_prefix_0001.jpeg",
+                                 "a/long_common_prefix_0001.jpg", "a/long_common_prefix_0001/x"}));
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_THAT(ChildNames(*c, Catalog::kRoot), ::testing::ElementsAre("a", "a-c", "a.b"));
+  EXPECT_THAT(ChildNames(*c, *c->Find(Catalog::kRoot, "a")),
+              ::testing::ElementsAre("long_common_prefix_0001", "long_common_prefix_0001.jpeg",
+                                     "long_common_prefix_0001.jpg", "z"));
+  EXPECT_TRUE(c->FindPath("a/long_common_prefix_0001/x"));
+  EXPECT_TRUE(c->FindPath("a-c/y"));
+}
+
 TEST(Catalog, FindsNodesByNameAndPath) {
   auto c = Catalog::FromSpec(Spec({"a", "b"}, {"a/sub/x.jpg", "b/y.jpg"}));
   ASSERT_TRUE(c.ok());
