@@ -6,9 +6,7 @@ ImageFolder tree: same classes, class_to_idx, samples, raw bytes and decoded ten
 """
 import hashlib
 import os
-import shutil
 import sys
-import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "mount"))
@@ -58,18 +56,8 @@ class IndexedDataset(torch.utils.data.Dataset):
         return (i, target, sample)
 
 
-class TorchvisionOverMount(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.work = tempfile.mkdtemp(prefix="gpufs-e2e-")
-        cls.tree, cls.src = lib.make_dataset(cls.work, classes=6, per_class=8, group_size=4)
-        cls.mount = lib.Mount(cls.src)
-        cls.mnt = cls.mount.__enter__()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.mount.__exit__(None, None, None)
-        shutil.rmtree(cls.work)
+class TorchvisionOverMount(lib.MountedSampleCase):
+    CLASSES, PER_CLASS, GROUP_SIZE = 6, 8, 4
 
     def test_same_classes_and_samples(self):
         a = datasets.ImageFolder(self.tree)

@@ -7,7 +7,9 @@ import os
 import select
 import subprocess
 import sys
+import shutil
 import tempfile
+import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GPUFSD = os.environ.get("GPUFSD", os.path.join(ROOT, "build", "cli", "gpufsd"))
@@ -90,3 +92,25 @@ class Mount:
         os.rmdir(self.mountpoint)
         assert status == 0, f"gpufsd exited {status}: {stderr}"
         return False
+
+
+class MountedSampleCase(unittest.TestCase):
+    """A test class whose tests share one sample (self.tree, self.src) mounted at self.mnt.
+
+    Sizes are class attributes; with PER_CLASS * CLASSES a multiple of GROUP_SIZE every
+    file of the tree is grouped, so the mount must show exactly the tree.
+    """
+
+    CLASSES, PER_CLASS, GROUP_SIZE = 6, 10, 4
+
+    @classmethod
+    def setUpClass(cls):
+        cls.work = tempfile.mkdtemp(prefix="gpufs-test-")
+        cls.tree, cls.src = make_dataset(cls.work, cls.CLASSES, cls.PER_CLASS, cls.GROUP_SIZE)
+        cls.mount = Mount(cls.src)
+        cls.mnt = cls.mount.__enter__()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.mount.__exit__(None, None, None)
+        shutil.rmtree(cls.work)

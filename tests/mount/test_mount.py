@@ -24,19 +24,9 @@ def walk(root):
     return out
 
 
-class MountedDataset(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.work = tempfile.mkdtemp(prefix="gpufs-mount-test-")
-        # 6 classes x 10 files grouped by 4: every file is kept, so the trees must match.
-        cls.tree, cls.src = lib.make_dataset(cls.work, classes=6, per_class=10, group_size=4)
-        cls.mount = lib.Mount(cls.src)
-        cls.mnt = cls.mount.__enter__()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.mount.__exit__(None, None, None)
-        shutil.rmtree(cls.work)
+class MountedDataset(lib.MountedSampleCase):
+    # 6 classes x 10 files grouped by 4: every file is kept, so the trees must match.
+    CLASSES, PER_CLASS, GROUP_SIZE = 6, 10, 4
 
     def test_tree_and_stat_equal_the_source(self):
         source, mounted = walk(self.tree), walk(self.mnt)
