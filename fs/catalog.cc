@@ -5,6 +5,7 @@
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <unordered_map>
 
 namespace gpufs {
 
@@ -73,44 +74,73 @@ class CatalogBuilder {
   }
 
   Catalog Build(const DatasetSpec& spec) && {
-    Catalog out;
-    out.classes_ = spec.classes;
-    for (const GroupSpec& g : spec.groups) out.blobs_.push_back(g.blob);
-    // Reserved up front: `flat` below refers into nodes_ while children are appended.
-    out.nodes_.reserve(nodes_.size());
-    out.nodes_.push_back(Catalog::Node{});
+    auto owned = std::make_shared<OwnedTables>();
+    Flatten(*owned);
+    AddGroups(spec, *owned);
+    CatalogTables tables;
+    tables.nodes = owned->nodes;
+    tables.files = owned->files;
+    tables.groups = owned->groups;
+    tables.names = owned->names;
+    tables.classes = spec.classes;
+    tables.blobs = std::move(owned->blobs);
+    tables.has_checksums = spec.has_checksums;
+    return Catalog(std::move(tables), std::move(owned));
+  }
+
+ private:
+  struct OwnedTables {
+    std::vector<CatalogNode> nodes;
+    std::vector<FileExtent> files;
+    std::vector<GroupExtent> groups;
+    std::string names;
+    std::vector<std::string> blobs;
+  };
+
+  // Numbers the nodes breadth-first, so that each folder's children are contiguous.
+  void Flatten(OwnedTables& out) const {
+    // Reserved up front: `flat` below refers into out.nodes while children are appended.
+    out.nodes.reserve(nodes_.size());
+    out.nodes.push_back(CatalogNode{});
     std::vector<uint32_t> new_id(nodes_.size());
     std::deque<uint32_t> queue{0};
     while (!queue.empty()) {
       const uint32_t old = queue.front();
       queue.pop_front();
       const TempNode& node = nodes_[old];
-      Catalog::Node& flat = out.nodes_[new_id[old]];
-      flat.name_offset = static_cast<uint32_t>(out.names_.size());
-      flat.name_size = static_cast<uint32_t>(node.name.size());
-      out.names_ += node.name;
-      flat.is_dir = node.is_dir;
+      CatalogNode& flat = out.nodes[new_id[old]];
+      flat.name_offset = static_cast<uint32_t>(out.names.size());
+      flat.name_size = static_cast<uint16_t>(node.name.size());
+      out.names += node.name;
+      flat.is_dir = node.is_dir ? 1 : 0;
       if (!node.is_dir) {
         const MemberSpec& m = *node.member;
-        flat.first = static_cast<uint32_t>(out.files_.size());
-        out.files_.push_back(FileExtent{m.group, m.class_id, m.offset, m.size});
-        out.total_bytes_ += m.size;
+        flat.first = static_cast<uint32_t>(out.files.size());
+        out.files.push_back(FileExtent{m.group, m.class_id, m.offset, m.size, m.checksum});
         continue;
       }
-      flat.first = static_cast<uint32_t>(out.nodes_.size());
+      flat.first = static_cast<uint32_t>(out.nodes.size());
       flat.count = static_cast<uint32_t>(node.children.size());
       const NodeId parent = new_id[old];
       for (uint32_t child : node.children) {
-        new_id[child] = static_cast<uint32_t>(out.nodes_.size());
-        out.nodes_.push_back(Catalog::Node{.parent = parent});
-        if (nodes_[child].is_dir) ++out.nodes_[parent].subdirs;
+        new_id[child] = static_cast<uint32_t>(out.nodes.size());
+        out.nodes.push_back(CatalogNode{.parent = parent});
+        if (nodes_[child].is_dir) ++out.nodes[parent].subdirs;
         queue.push_back(child);
       }
     }
-    return out;
   }
 
- private:
+  // Blob names are shared by the groups that lie in the same file (a tar archive).
+  static void AddGroups(const DatasetSpec& spec, OwnedTables& out) {
+    std::unordered_map<std::string_view, uint32_t> blob_ids;
+    for (const GroupSpec& g : spec.groups) {
+      auto [it, added] = blob_ids.emplace(g.blob, static_cast<uint32_t>(out.blobs.size()));
+      if (added) out.blobs.push_back(g.blob);
+      out.groups.push_back(GroupExtent{it->second, 0, g.offset, g.size});
+    }
+  }
+
   struct TempNode {
     std::string_view name;  // into the DatasetSpec, which outlives the builder
     uint32_t parent = 0;
@@ -167,7 +197,8 @@ class CatalogBuilder {
 Result<Catalog> Catalog::FromSpec(const DatasetSpec& spec) {
   std::vector<PathItem> items;
   items.reserve(spec.classes.size() + spec.members.size());
-  for (const std::string& cls : spec.classes) items.push_back(PathItem{cls, nullptr});
+  const auto& folders = spec.folders.empty() ? spec.classes : spec.folders;
+  for (const std::string& folder : folders) items.push_back(PathItem{folder, nullptr});
   for (const MemberSpec& member : spec.members) items.push_back(PathItem{member.path, &member});
   // Of two identical paths the earlier line sorts first: it is kept, the later refused.
   std::sort(items.begin(), items.end(), [](const PathItem& a, const PathItem& b) {
@@ -184,12 +215,17 @@ Result<Catalog> Catalog::FromSpec(const DatasetSpec& spec) {
   return std::move(builder).Build(spec);
 }
 
+Catalog::Catalog(CatalogTables tables, std::shared_ptr<const void> storage)
+    : t_(std::move(tables)), storage_(std::move(storage)) {
+  for (const FileExtent& file : t_.files) total_bytes_ += file.size;
+}
+
 std::string_view Catalog::Name(NodeId id) const {
-  return std::string_view(names_).substr(nodes_[id].name_offset, nodes_[id].name_size);
+  return t_.names.substr(t_.nodes[id].name_offset, t_.nodes[id].name_size);
 }
 
 std::optional<NodeId> Catalog::Find(NodeId dir, std::string_view name) const {
-  const Node& node = nodes_[dir];
+  const CatalogNode& node = t_.nodes[dir];
   if (!node.is_dir) return std::nullopt;
   NodeId lo = node.first;
   NodeId hi = node.first + node.count;

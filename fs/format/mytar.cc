@@ -146,7 +146,7 @@ class MytarParser {
     if (!inserted) {
       return LineError(line.number, "blob '{}' is already declared at line {}", blob, it->second);
     }
-    spec_.groups.push_back(GroupSpec{std::string(blob), 0, line.number});
+    spec_.groups.push_back(GroupSpec{std::string(blob), 0, 0, line.number});
     return count;
   }
 
@@ -167,7 +167,7 @@ class MytarParser {
     member.spec.line = line.number;
     if (Status s = ParseMemberFields(line, line.text.substr(comma + 1), &member); !s) return s;
     GroupSpec& g = spec_.groups[group];
-    g.needed_bytes = std::max(g.needed_bytes, member.spec.offset + member.spec.size);
+    g.size = std::max(g.size, member.spec.offset + member.spec.size);
     if (Status s = NarrowRoots(member); !s) return s;
     pending_.push_back(member);
     return Ok{};
@@ -302,12 +302,12 @@ Status CheckBlobs(const DatasetSpec& spec) {
       return Fail(EINVAL, "cannot use blob {} (declared at {} line {}): not a regular file",
                   blob.string(), spec.index_file.string(), group.line);
     }
-    if (static_cast<uint64_t>(st.st_size) < group.needed_bytes) {
+    if (static_cast<uint64_t>(st.st_size) < group.offset + group.size) {
       return Fail(EINVAL,
                   "cannot use blob {} (declared at {} line {}): it is {} bytes but its "
                   "members need {}; the blob is truncated",
                   blob.string(), spec.index_file.string(), group.line, st.st_size,
-                  group.needed_bytes);
+                  group.offset + group.size);
     }
   }
   return Ok{};

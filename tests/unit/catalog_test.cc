@@ -12,11 +12,11 @@ DatasetSpec Spec(std::vector<std::string> classes, std::vector<std::string> path
   DatasetSpec spec;
   spec.index_file = "metadata.txt";
   spec.classes = std::move(classes);
-  spec.groups.push_back(GroupSpec{"filegroup-0.mytar", 0, 3});
+  spec.groups.push_back(GroupSpec{"filegroup-0.mytar", 0, 0, 3});
   uint32_t line = 4;
   uint64_t offset = 0;
   for (std::string& path : paths) {
-    spec.members.push_back(MemberSpec{std::move(path), 0, 0, offset, 10, line++});
+    spec.members.push_back(MemberSpec{std::move(path), 0, 0, offset, 10, 0, line++});
     offset += 10;
   }
   return spec;

@@ -35,8 +35,8 @@ TEST(MytarIndex, ParsesClassesGroupsAndMembers) {
   EXPECT_THAT(spec->classes, ::testing::ElementsAre("cat", "dog"));
   ASSERT_EQ(spec->groups.size(), 2u);
   EXPECT_EQ(spec->groups[0].blob, "filegroup-0.mytar");
-  EXPECT_EQ(spec->groups[0].needed_bytes, 15u);
-  EXPECT_EQ(spec->groups[1].needed_bytes, 10u);
+  EXPECT_EQ(spec->groups[0].size, 15u);
+  EXPECT_EQ(spec->groups[1].size, 10u);
   ASSERT_EQ(spec->members.size(), 4u);
   EXPECT_EQ(spec->members[1].path, "cat/sub/c1.jpg");
   EXPECT_EQ(spec->members[1].class_id, 0u);
