@@ -12,6 +12,7 @@
 
 #include <fmt/ranges.h>
 
+#include "fs/format/file_io.h"
 #include "fs/format/name_rules.h"
 
 namespace gpufs {
@@ -267,28 +268,6 @@ class MytarParser {
   std::vector<PendingMember> pending_;
   std::vector<std::string> roots_;  // candidate dataset roots, shortest first
 };
-
-Result<std::string> ReadWholeFile(const std::filesystem::path& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Fail(errno, "cannot open {}: {}", path.string(), strerror(errno));
-  std::string text;
-  struct stat st {};
-  if (fstat(fd, &st) == 0 && st.st_size > 0) text.reserve(static_cast<size_t>(st.st_size));
-  char chunk[1 << 16];
-  for (;;) {
-    const ssize_t n = read(fd, chunk, sizeof(chunk));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      close(fd);
-      return Fail(err, "cannot read {}: {}", path.string(), strerror(err));
-    }
-    if (n == 0) break;
-    text.append(chunk, static_cast<size_t>(n));
-  }
-  close(fd);
-  return text;
-}
 
 Status CheckBlobs(const DatasetSpec& spec) {
   for (const GroupSpec& group : spec.groups) {

@@ -1,0 +1,75 @@
+#include "fs/format/file_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace gpufs {
+
+Result<std::string> ReadWholeFile(const std::filesystem::path& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Fail(errno, "cannot open {}: {}", path.string(), strerror(errno));
+  std::string text;
+  struct stat st {};
+  if (fstat(fd, &st) == 0 && st.st_size > 0) text.reserve(static_cast<size_t>(st.st_size));
+  char chunk[1 << 16];
+  for (;;) {
+    const ssize_t n = read(fd, chunk, sizeof(chunk));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      close(fd);
+      return Fail(err, "cannot read {}: {}", path.string(), strerror(err));
+    }
+    if (n == 0) break;
+    text.append(chunk, static_cast<size_t>(n));
+  }
+  close(fd);
+  return text;
+}
+
+Status WriteAll(int fd, std::string_view bytes, const std::filesystem::path& path) {
+  while (!bytes.empty()) {
+    const ssize_t n = write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Fail(errno, "cannot write {}: {}", path.string(), strerror(errno));
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return Ok{};
+}
+
+Status SyncFolder(const std::filesystem::path& folder) {
+  const int fd = open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Fail(errno, "cannot open {}: {}", folder.string(), strerror(errno));
+  const int rc = fsync(fd);
+  const int err = errno;
+  close(fd);
+  if (rc != 0) return Fail(err, "cannot sync {}: {}", folder.string(), strerror(err));
+  return Ok{};
+}
+
+Status WriteFileAtomically(const std::filesystem::path& path, std::string_view bytes) {
+  std::filesystem::path temp = path;
+  temp += fmt::format(".tmp-{}", getpid());
+  const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Fail(errno, "cannot create {}: {}", temp.string(), strerror(errno));
+  Status written = WriteAll(fd, bytes, temp);
+  if (written && fsync(fd) != 0) {
+    written = Fail(errno, "cannot sync {}: {}", temp.string(), strerror(errno));
+  }
+  close(fd);
+  if (written && rename(temp.c_str(), path.c_str()) != 0) {
+    written =
+        Fail(errno, "cannot rename {} to {}: {}", temp.string(), path.string(), strerror(errno));
+  }
+  if (!written) {
+    unlink(temp.c_str());
+    return written;
+  }
+  const std::filesystem::path folder = path.has_parent_path() ? path.parent_path() : ".";
+  return SyncFolder(folder);
+}
+
+}  // namespace gpufs

@@ -1,0 +1,141 @@
+#include "fs/format/native_index.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "fs/format/file_io.h"
+#include "tests/unit/temp_dir.h"
+
+namespace gpufs {
+namespace {
+
+using ::testing::HasSubstr;
+
+DatasetSpec SampleSpec() {
+  DatasetSpec spec;
+  spec.index_file = "test";
+  spec.classes = {"cat", "dog"};
+  spec.folders = {"train/cat", "train/dog", "val/cat", "val/dog"};
+  spec.has_checksums = true;
+  spec.groups = {GroupSpec{"blob-0", 0, 30, 0}, GroupSpec{"blob-1", 0, 20, 0}};
+  spec.members = {
+      MemberSpec{"train/cat/a.jpg", 0, 0, 0, 10, 111, 1},
+      MemberSpec{"train/dog/b b.jpg", 1, 0, 10, 20, 222, 2},
+      MemberSpec{"val/cat/\xc3\xa9.jpg", 0, 1, 0, 20, 333, 3},
+  };
+  return spec;
+}
+
+class NativeIndexTest : public ::testing::Test {
+ protected:
+  std::filesystem::path Write(const Catalog& catalog) {
+    const auto path = dir_.path() / "index.gpufs";
+    IndexInfo info;
+    info.source = SourceStamp{1234, 5678};
+    info.alignment = 4096;
+    info.blobs = {BlobInfo{30, 77}, BlobInfo{20, 88}};
+    Status s = WriteNativeIndex(catalog, info, path);
+    EXPECT_TRUE(s.ok()) << s.error().message;
+    return path;
+  }
+
+  std::string OpenError(const std::filesystem::path& path) {
+    auto opened = OpenNativeIndex(path);
+    EXPECT_FALSE(opened.ok());
+    return opened.ok() ? "" : opened.error().message;
+  }
+
+  void Patch(const std::filesystem::path& path, size_t offset, char value) {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(offset));
+    f.put(value);
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(NativeIndexTest, RoundTripsTheWholeCatalog) {
+  auto built = Catalog::FromSpec(SampleSpec());
+  ASSERT_TRUE(built.ok()) << built.error().message;
+  auto opened = OpenNativeIndex(Write(*built));
+  ASSERT_TRUE(opened.ok()) << opened.error().message;
+  const Catalog& c = opened->catalog;
+  EXPECT_EQ(c.node_count(), built->node_count());
+  EXPECT_EQ(c.file_count(), 3u);
+  EXPECT_EQ(c.total_bytes(), 50u);
+  EXPECT_TRUE(c.has_checksums());
+  EXPECT_THAT(c.classes(), ::testing::ElementsAre("cat", "dog"));
+  EXPECT_THAT(c.blobs(), ::testing::ElementsAre("blob-0", "blob-1"));
+  auto b = c.FindPath("train/dog/b b.jpg");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(c.Extent(*b).offset, 10u);
+  EXPECT_EQ(c.Extent(*b).checksum, 222u);
+  EXPECT_EQ(c.Extent(*b).class_id, 1u);
+  EXPECT_EQ(c.Group(1).size, 20u);
+  EXPECT_TRUE(c.FindPath("val/dog"));  // an empty class folder survives
+  EXPECT_EQ(c.PathOf(*c.FindPath("val/cat/\xc3\xa9.jpg")), "val/cat/\xc3\xa9.jpg");
+  EXPECT_EQ(opened->info.source, (SourceStamp{1234, 5678}));
+  EXPECT_EQ(opened->info.alignment, 4096u);
+  EXPECT_EQ(opened->info.blobs[1].checksum, 88u);
+}
+
+TEST_F(NativeIndexTest, WritesIdenticalBytesForIdenticalInput) {
+  auto a = Catalog::FromSpec(SampleSpec());
+  auto b = Catalog::FromSpec(SampleSpec());
+  const auto path = Write(*a);
+  auto first = ReadWholeFile(path);
+  Write(*b);
+  EXPECT_EQ(*first, *ReadWholeFile(path));
+}
+
+TEST_F(NativeIndexTest, RefusesAFileThatIsNotAnIndex) {
+  const auto path = dir_.path() / "index.gpufs";
+  ASSERT_TRUE(WriteFileAtomically(path, std::string(400, 'x')).ok());
+  EXPECT_THAT(OpenError(path), HasSubstr("not a gpufs index"));
+  ASSERT_TRUE(WriteFileAtomically(path, "GPUFS").ok());
+  EXPECT_THAT(OpenError(path), HasSubstr("shorter than a header"));
+  EXPECT_THAT(OpenError(dir_.path() / "missing"), HasSubstr("No such file"));
+}
+
+TEST_F(NativeIndexTest, RefusesADamagedOrTruncatedIndex) {
+  auto built = Catalog::FromSpec(SampleSpec());
+  const auto path = Write(*built);
+  auto bytes = *ReadWholeFile(path);
+  Patch(path, bytes.size() - 3, static_cast<char>(bytes[bytes.size() - 3] ^ 1));
+  EXPECT_THAT(OpenError(path), HasSubstr("body checksum mismatch"));
+  ASSERT_TRUE(WriteFileAtomically(path, bytes.substr(0, bytes.size() - 8)).ok());
+  EXPECT_THAT(OpenError(path), HasSubstr("truncated"));
+  ASSERT_TRUE(WriteFileAtomically(path, bytes).ok());
+  Patch(path, 8, 2);  // the version field
+  EXPECT_THAT(OpenError(path), HasSubstr("version 2 is not supported"));
+  ASSERT_TRUE(WriteFileAtomically(path, bytes).ok());
+  Patch(path, 40, 9);  // inside the header, not a field that is checked before the checksum
+  EXPECT_THAT(OpenError(path), HasSubstr("header checksum mismatch"));
+}
+
+TEST_F(NativeIndexTest, RefusesRecordsThatPointOutsideTheirTables) {
+  auto built = Catalog::FromSpec(SampleSpec());
+  CatalogTables t = built->tables();
+  std::vector<FileExtent> files(t.files.begin(), t.files.end());
+  files[1].group = 9;
+  t.files = files;
+  const auto path = Write(Catalog(t, nullptr));
+  EXPECT_THAT(OpenError(path), HasSubstr("a file names a missing group"));
+
+  t = built->tables();
+  files.assign(t.files.begin(), t.files.end());
+  files[0].offset = 25;  // runs past its 30-byte group
+  t.files = files;
+  EXPECT_THAT(OpenError(Write(Catalog(t, nullptr))), HasSubstr("outside its group"));
+
+  t = built->tables();
+  std::vector<CatalogNode> nodes(t.nodes.begin(), t.nodes.end());
+  nodes[0].count = 1000;
+  t.nodes = nodes;
+  EXPECT_THAT(OpenError(Write(Catalog(t, nullptr))), HasSubstr("children outside"));
+}
+
+}  // namespace
+}  // namespace gpufs
