@@ -1,15 +1,20 @@
-// gpufsd: serves grouped image datasets as a read-only ImageFolder tree.
+// gpufsd: serves grouped image datasets as a read-only ImageFolder tree, and makes and
+// checks them.
 #include <CLI/CLI.hpp>
 
+#include <thread>
+
+#include "cli/dataset_commands.h"
 #include "cli/mount_command.h"
 
 namespace {
 
+unsigned DefaultThreads() { return std::max(4u, 2 * std::thread::hardware_concurrency()); }
+
 void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
   mount
       .add_option("SRC", args.source,
-                  "dataset: the folder holding metadata.txt, or its parent with one group-size "
-                  "folder")
+                  "dataset: a native pack, a mytar folder (or its parent), or a .tar")
       ->required();
   mount.add_option("MNT", args.mountpoint, "existing empty folder to mount at")->required();
   mount.add_option("--group-size,-g", args.group_size,
@@ -27,6 +32,8 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
       ->capture_default_str();
   mount.add_option("--ready-fd", args.ready_fd,
                    "write \"ready\" to this descriptor once the mount serves requests");
+  mount.add_flag("--verify", args.verify,
+                 "check each file's checksum on its first read; a damaged file reads as EIO");
   auto& cache = args.cache;
   mount.add_option("--entry-timeout", cache.entry_timeout_s, "seconds the kernel caches names")
       ->capture_default_str();
@@ -45,6 +52,27 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
       "--no-splice", [&cache] { cache.splice = false; }, "copy read data through user space");
 }
 
+void AddPackOptions(CLI::App& pack, gpufs::PackArgs& args) {
+  auto& o = args.options;
+  pack.add_option("SRC", args.source, "an ImageFolder tree (<class>/... or <split>/<class>/...)")
+      ->required();
+  pack.add_option("OUT", args.out, "the dataset folder to create (absent or empty)")->required();
+  pack.add_option("--seed", o.seed, "seed of the random grouping")->capture_default_str();
+  pack.add_option("--order", args.order, "random: groups mix classes; class: by path")
+      ->check(CLI::IsMember({"random", "class"}))
+      ->capture_default_str();
+  pack.add_option("--group-size", o.group_size, "most images per group");
+  pack.add_option("--group-bytes", args.group_bytes,
+                  "most bytes per group, e.g. 16MiB (the default, unless --group-size alone)")
+      ->transform(CLI::AsSizeValue(false));
+  pack.add_option("--align", o.align, "align members to this many bytes (e.g. 4096)")
+      ->capture_default_str();
+  pack.add_option("--splits", args.splits, "split folders above the classes: auto, yes, no")
+      ->check(CLI::IsMember({"auto", "yes", "no"}))
+      ->capture_default_str();
+  pack.add_option("--threads", o.threads, "blobs written at once")->capture_default_str();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -61,7 +89,28 @@ int main(int argc, char** argv) {
       app.add_subcommand("unmount", "unmount a gpufs mount and wait for its daemon to exit");
   unmount->add_option("MNT", unmount_point, "the mount point")->required();
 
+  gpufs::PackArgs pack_args;
+  pack_args.options.threads = DefaultThreads();
+  CLI::App* pack = app.add_subcommand("pack", "pack an ImageFolder tree into a native dataset");
+  AddPackOptions(*pack, pack_args);
+
+  std::string source;
+  std::optional<uint32_t> group_size;
+  unsigned threads = DefaultThreads();
+  CLI::App* index = app.add_subcommand(
+      "index", "write a native index beside a mytar dataset (its blobs stay as they are)");
+  CLI::App* verify =
+      app.add_subcommand("verify", "check every member and blob against its checksum");
+  for (CLI::App* sub : {index, verify}) {
+    sub->add_option("SRC", source, "the dataset")->required();
+    sub->add_option("--group-size,-g", group_size, "group-size folder of a mytar dataset");
+    sub->add_option("--threads", threads, "blobs read at once")->capture_default_str();
+  }
+
   CLI11_PARSE(app, argc, argv);
   if (mount->parsed()) return gpufs::RunMount(mount_args);
+  if (pack->parsed()) return gpufs::RunPack(pack_args);
+  if (index->parsed()) return gpufs::RunIndex(source, group_size, threads);
+  if (verify->parsed()) return gpufs::RunVerify(source, group_size, threads);
   return gpufs::RunUnmount(unmount_point);
 }

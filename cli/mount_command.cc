@@ -24,7 +24,7 @@
 #include "cache/blob_files.h"
 #include "fs/catalog.h"
 #include "fs/filesystem.h"
-#include "fs/format/mytar.h"
+#include "fs/format/open_dataset.h"
 
 namespace gpufs {
 namespace {
@@ -32,26 +32,6 @@ namespace {
 int Refuse(const Error& error) {
   fmt::print(stderr, "gpufsd: {}\n", error.message);
   return 1;
-}
-
-// Everything a mount serves from, loaded and checked before anything is mounted.
-struct Dataset {
-  std::filesystem::path dir;
-  Catalog catalog;
-  struct timespec mtime {};
-};
-
-Result<Dataset> LoadDataset(const MountArgs& args) {
-  auto dir = ResolveMytarDir(args.source, args.group_size);
-  if (!dir) return dir.error();
-  auto spec = ReadMytarDataset(std::filesystem::absolute(*dir).lexically_normal());
-  if (!spec) return spec.error();
-  auto catalog = Catalog::FromSpec(*spec);
-  if (!catalog) return catalog.error();
-  Dataset out{spec->dir, std::move(*catalog), {}};
-  struct stat st {};
-  if (stat(spec->index_file.c_str(), &st) == 0) out.mtime = st.st_mtim;
-  return out;
 }
 
 Status CheckMountpoint(const std::string& path) {
@@ -161,15 +141,23 @@ int RunMount(const MountArgs& args_in) {
   MountArgs args = args_in;
   if (args.debug) args.foreground = true;
   RaiseFileLimit();
-  auto dataset = LoadDataset(args);
+  OpenOptions open_options;
+  open_options.group_size = args.group_size;
+  open_options.cache_dir = DefaultCacheDir();
+  auto dataset = OpenDataset(args.source, open_options);
   if (!dataset) return Refuse(dataset.error());
+  for (const std::string& note : dataset->notes) fmt::print(stderr, "gpufsd: note: {}\n", note);
   // Parsing freed far more than the catalog keeps; hand it back rather than sit on it.
   malloc_trim(0);
   if (Status s = CheckMountpoint(args.mountpoint); !s) return Refuse(s.error());
 
   BlobFiles blobs(dataset->dir, dataset->catalog.blobs());
-  Filesystem fs(dataset->catalog, blobs, Owner{getuid(), getgid()}, dataset->mtime,
-                dataset->dir.string());
+  if (args.verify && !dataset->catalog.has_checksums()) {
+    return Refuse(Fail(EINVAL, "cannot --verify {}: it has no checksums", args.source));
+  }
+  Filesystem fs(
+      dataset->catalog, blobs,
+      ServeOptions{Owner{getuid(), getgid()}, dataset->mtime, dataset->dir.string(), args.verify});
   FuseContext context;
   context.fs = &fs;
   context.cache = args.cache;
@@ -201,8 +189,8 @@ int RunMount(const MountArgs& args_in) {
       struct statfs probe {};
       statfs(mountpoint.c_str(), &probe);
       RaiseReadahead(mountpoint, args.max_readahead_kib);
-      spdlog::info("serving {} files from {} at {}", dataset->catalog.file_count(),
-                   dataset->dir.string(), mountpoint);
+      spdlog::info("serving {} files ({}) from {} at {}", dataset->catalog.file_count(),
+                   dataset->format, dataset->dir.string(), mountpoint);
       SignalReady(ready_fd);
       if (!args.foreground) DropTerminal();
     }).detach();

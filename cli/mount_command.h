@@ -21,6 +21,7 @@ struct MountArgs {
   unsigned max_threads = 16;
   unsigned max_readahead_kib = 1024;  // 0 keeps the kernel's default
   int ready_fd = -1;                  // written "ready\n" once the mount serves requests
+  bool verify = false;                // check checksums on first read
   CachePolicy cache;
 };
 

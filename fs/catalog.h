@@ -40,7 +40,7 @@ static_assert(sizeof(CatalogNode) == 24);
 struct FileExtent {
   uint32_t group = 0;
   uint32_t class_id = 0;
-  uint64_t offset = 0;    // in the group's blob
+  uint64_t offset = 0;  // in the group's blob
   uint64_t size = 0;
   uint64_t checksum = 0;  // XXH3-64 of the bytes, when the catalog has checksums
 };

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 
+#include "fs/format/checksums.h"
 #include "fs/format/name_rules.h"
 
 namespace gpufs {
@@ -21,9 +22,14 @@ constexpr uint64_t kBlockSize = 4096;
 
 }  // namespace
 
-Filesystem::Filesystem(const Catalog& catalog, BlobFiles& blobs, Owner owner, struct timespec mtime,
-                       std::string source)
-    : catalog_(catalog), blobs_(blobs), owner_(owner), mtime_(mtime), source_(std::move(source)) {}
+Filesystem::Filesystem(const Catalog& catalog, BlobFiles& blobs, ServeOptions options)
+    : catalog_(catalog), blobs_(blobs), options_(std::move(options)) {
+  if (options_.verify) {
+    const size_t words = (catalog_.file_count() + 63) / 64;
+    verified_ = std::make_unique<std::atomic<uint64_t>[]>(words);
+    for (size_t i = 0; i < words; ++i) verified_[i].store(0, std::memory_order_relaxed);
+  }
+}
 
 Result<NodeId> Filesystem::NodeOf(uint64_t ino) const {
   if (ino == 0 || ino - 1 > UINT32_MAX || !catalog_.Contains(static_cast<NodeId>(ino - 1))) {
@@ -35,9 +41,9 @@ Result<NodeId> Filesystem::NodeOf(uint64_t ino) const {
 struct stat Filesystem::AttrOf(NodeId id) const {
   struct stat st {};
   st.st_ino = InoOf(id);
-  st.st_uid = owner_.uid;
-  st.st_gid = owner_.gid;
-  st.st_atim = st.st_mtim = st.st_ctim = mtime_;
+  st.st_uid = options_.owner.uid;
+  st.st_gid = options_.owner.gid;
+  st.st_atim = st.st_mtim = st.st_ctim = options_.mtime;
   st.st_blksize = kBlockSize;
   if (catalog_.IsDir(id)) {
     st.st_mode = S_IFDIR | 0555;
@@ -106,30 +112,60 @@ Status Filesystem::ReadDir(uint64_t ino, uint64_t offset,
   return Ok{};
 }
 
-Result<ReadExtent> Filesystem::Locate(uint64_t ino, uint64_t offset, size_t size) {
+uint32_t Filesystem::BlobOf(const FileExtent& file) const {
+  return catalog_.Group(file.group).blob;
+}
+
+Result<NodeId> Filesystem::FileOf(uint64_t ino) const {
   auto id = NodeOf(ino);
   if (!id) return id.error();
   if (catalog_.IsDir(*id)) return Fail(EISDIR, "inode {} is a folder", ino);
+  return id;
+}
+
+// Reads the whole member once and compares its checksum; later reads skip the check. Two
+// threads may both check a member the first time: harmless, and cheaper than a lock.
+Status Filesystem::Verify(NodeId id) {
+  if (!verified_ || !catalog_.has_checksums()) return Ok{};
+  const uint32_t index = catalog_.FileIndex(id);
+  const uint64_t bit = uint64_t{1} << (index % 64);
+  if (verified_[index / 64].load(std::memory_order_acquire) & bit) return Ok{};
+  const FileExtent& file = catalog_.Extent(id);
+  std::string bytes(file.size, '\0');
+  auto got = blobs_.ReadAt(BlobOf(file), file.offset, bytes.data(), bytes.size());
+  if (!got) return got.error();
+  if (*got != bytes.size() || ChecksumOf(bytes.data(), bytes.size()) != file.checksum) {
+    return Fail(EIO, "cannot read {}: its checksum does not match; {} is damaged",
+                catalog_.PathOf(id), blobs_.PathOf(BlobOf(file)).string());
+  }
+  verified_[index / 64].fetch_or(bit, std::memory_order_acq_rel);
+  return Ok{};
+}
+
+Result<ReadExtent> Filesystem::Locate(uint64_t ino, uint64_t offset, size_t size) {
+  auto id = FileOf(ino);
+  if (!id) return id.error();
+  if (Status s = Verify(*id); !s) return s.error();
   const FileExtent& file = catalog_.Extent(*id);
   if (offset >= file.size) return ReadExtent{};
-  auto fd = blobs_.Fd(file.group);
+  auto fd = blobs_.Fd(BlobOf(file));
   if (!fd) return fd.error();
   return ReadExtent{*fd, file.offset + offset,
                     static_cast<size_t>(std::min<uint64_t>(size, file.size - offset))};
 }
 
 Result<size_t> Filesystem::Read(uint64_t ino, uint64_t offset, std::span<char> out) {
-  auto id = NodeOf(ino);
+  auto id = FileOf(ino);
   if (!id) return id.error();
-  if (catalog_.IsDir(*id)) return Fail(EISDIR, "inode {} is a folder", ino);
+  if (Status s = Verify(*id); !s) return s.error();
   const FileExtent& file = catalog_.Extent(*id);
   if (offset >= file.size) return size_t{0};
   const size_t length = static_cast<size_t>(std::min<uint64_t>(out.size(), file.size - offset));
-  auto got = blobs_.ReadAt(file.group, file.offset + offset, out.data(), length);
+  auto got = blobs_.ReadAt(BlobOf(file), file.offset + offset, out.data(), length);
   if (!got) return got.error();
   if (*got != length) {
     return Fail(EIO, "cannot read {}: blob {} ends early", catalog_.PathOf(*id),
-                blobs_.PathOf(file.group).string());
+                blobs_.PathOf(BlobOf(file)).string());
   }
   return *got;
 }
@@ -140,12 +176,12 @@ Result<std::string> Filesystem::GetXattr(uint64_t ino, std::string_view name) co
   if (*id == Catalog::kRoot) {
     // Lets tools find the daemon behind a mount (to wait for its exit, to query it).
     if (name == kRootXattrNames[0]) return std::to_string(getpid());
-    if (name == kRootXattrNames[1]) return source_;
+    if (name == kRootXattrNames[1]) return options_.source;
   }
   if (catalog_.IsDir(*id)) return Fail(ENODATA, "no attribute {}", name);
   const FileExtent& file = catalog_.Extent(*id);
   if (name == kXattrNames[0]) return std::to_string(file.group);
-  if (name == kXattrNames[1]) return blobs_.PathOf(file.group).string();
+  if (name == kXattrNames[1]) return blobs_.PathOf(BlobOf(file)).string();
   if (name == kXattrNames[2]) return std::to_string(file.offset);
   if (name == kXattrNames[3]) return std::to_string(file.size);
   if (name == kXattrNames[4]) return catalog_.classes()[file.class_id];

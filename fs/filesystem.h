@@ -10,8 +10,10 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -25,6 +27,13 @@ namespace gpufs {
 struct Owner {
   uid_t uid = 0;
   gid_t gid = 0;
+};
+
+struct ServeOptions {
+  Owner owner;               // of every node
+  struct timespec mtime {};  // of every node
+  std::string source;        // reported by the root's user.gpufs.source
+  bool verify = false;       // check each member's checksum on its first read
 };
 
 struct Entry {
@@ -48,10 +57,8 @@ struct ReadExtent {
 
 class Filesystem {
  public:
-  // `catalog` and `blobs` must outlive the Filesystem. `mtime` is shown on every node;
-  // `source` (the dataset folder) is reported by the root's user.gpufs.source.
-  Filesystem(const Catalog& catalog, BlobFiles& blobs, Owner owner, struct timespec mtime,
-             std::string source);
+  // `catalog` and `blobs` must outlive the Filesystem.
+  Filesystem(const Catalog& catalog, BlobFiles& blobs, ServeOptions options);
 
   static constexpr uint64_t kRootIno = 1;
   static uint64_t InoOf(NodeId id) { return uint64_t{id} + 1; }
@@ -82,13 +89,16 @@ class Filesystem {
 
  private:
   Result<NodeId> NodeOf(uint64_t ino) const;
+  Result<NodeId> FileOf(uint64_t ino) const;  // like NodeOf, and verified when asked
+  Status Verify(NodeId id);
+  uint32_t BlobOf(const FileExtent& file) const;
   struct stat AttrOf(NodeId id) const;
 
   const Catalog& catalog_;
   BlobFiles& blobs_;
-  const Owner owner_;
-  const struct timespec mtime_;
-  const std::string source_;
+  const ServeOptions options_;
+  // One bit per member, set once its checksum matched; only allocated with --verify.
+  std::unique_ptr<std::atomic<uint64_t>[]> verified_;
 };
 
 }  // namespace gpufs

@@ -269,8 +269,10 @@ class MytarParser {
   std::vector<std::string> roots_;  // candidate dataset roots, shortest first
 };
 
-Status CheckBlobs(const DatasetSpec& spec) {
-  for (const GroupSpec& group : spec.groups) {
+// Checks each blob and widens its group to the whole file: a mytar blob is one group, and
+// reading or hashing it whole is what the layout is for.
+Status CheckBlobs(DatasetSpec& spec) {
+  for (GroupSpec& group : spec.groups) {
     const std::filesystem::path blob = spec.dir / group.blob;
     struct stat st {};
     if (stat(blob.c_str(), &st) != 0) {
@@ -288,6 +290,7 @@ Status CheckBlobs(const DatasetSpec& spec) {
                   blob.string(), spec.index_file.string(), group.line, st.st_size,
                   group.offset + group.size);
     }
+    group.size = static_cast<uint64_t>(st.st_size);
   }
   return Ok{};
 }

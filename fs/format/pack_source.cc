@@ -4,7 +4,6 @@
 
 #include <cstring>
 
-
 namespace gpufs {
 
 Result<PackSource> ScanTree(const std::filesystem::path& root) {

@@ -22,7 +22,7 @@ struct PackSource {
   std::string label;               // the source as the user named it, for messages
   std::vector<std::string> files;  // the files entries read from
   std::vector<SourceEntry> entries;
-  bool strip_wrappers = false;     // archives may wrap the dataset in a single folder
+  bool strip_wrappers = false;  // archives may wrap the dataset in a single folder
 };
 
 // Walks an ImageFolder tree, following symbolic links as torchvision does. Every regular

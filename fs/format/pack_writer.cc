@@ -52,11 +52,11 @@ struct PlannedGroup {
 
 // Everything decided before a byte is written: order, groups and offsets.
 struct Plan {
-  std::vector<size_t> order;       // position -> index into shape.files
-  std::vector<uint64_t> offsets;   // position -> offset in its blob
-  std::vector<uint64_t> checksums; // position -> XXH3-64, filled by the writers
+  std::vector<size_t> order;        // position -> index into shape.files
+  std::vector<uint64_t> offsets;    // position -> offset in its blob
+  std::vector<uint64_t> checksums;  // position -> XXH3-64, filled by the writers
   std::vector<PlannedGroup> groups;
-  std::vector<BlobInfo> blobs;     // group -> size and checksum, filled by the writers
+  std::vector<BlobInfo> blobs;  // group -> size and checksum, filled by the writers
 };
 
 Plan MakePlan(const TreeShape& shape, const PackSource& source, const PackOptions& options) {
@@ -87,8 +87,12 @@ Plan MakePlan(const TreeShape& shape, const PackSource& source, const PackOption
 class BlobWriter {
  public:
   BlobWriter(const PackSource& source, const TreeShape& shape, Plan& plan,
-             const std::filesystem::path& folder, PackProgress& progress)
-      : source_(source), shape_(shape), plan_(plan), folder_(folder), progress_(progress),
+             const std::filesystem::path& folder, Progress& progress)
+      : source_(source),
+        shape_(shape),
+        plan_(plan),
+        folder_(folder),
+        progress_(progress),
         buffer_(new char[kChunk]) {}
   ~BlobWriter() {
     if (source_fd_ >= 0) close(source_fd_);
@@ -111,7 +115,8 @@ class BlobWriter {
     }
     plan_.blobs[group_id] = BlobInfo{written, XXH3_64bits_digest(blob_hash)};
     XXH3_freeState(blob_hash);
-    if (s && fdatasync(fd) != 0) s = Fail(errno, "cannot sync {}: {}", path.string(), strerror(errno));
+    if (s && fdatasync(fd) != 0)
+      s = Fail(errno, "cannot sync {}: {}", path.string(), strerror(errno));
     close(fd);
     return s;
   }
@@ -173,7 +178,7 @@ class BlobWriter {
   const TreeShape& shape_;
   Plan& plan_;
   const std::filesystem::path& folder_;
-  PackProgress& progress_;
+  Progress& progress_;
   std::unique_ptr<char[]> buffer_;
   int source_fd_ = -1;
   uint32_t source_file_ = 0;
@@ -181,7 +186,7 @@ class BlobWriter {
 
 // Runs BlobWriters on `threads` threads; the first failure stops the others.
 Status WriteBlobs(const PackSource& source, const TreeShape& shape, Plan& plan,
-                  const std::filesystem::path& folder, unsigned threads, PackProgress& progress) {
+                  const std::filesystem::path& folder, unsigned threads, Progress& progress) {
   std::atomic<size_t> next{0};
   std::mutex mu;
   Status first = Ok{};  // guarded by mu
@@ -232,7 +237,8 @@ Result<std::filesystem::path> PrepareOutput(const std::filesystem::path& out) {
     return Fail(ENOENT, "cannot pack into {}: folder {} does not exist", out.string(),
                 parent.string());
   }
-  const stdfs::path temp = parent / fmt::format(".{}.partial-{}", out.filename().string(), getpid());
+  const stdfs::path temp =
+      parent / fmt::format(".{}.partial-{}", out.filename().string(), getpid());
   stdfs::remove_all(temp, ec);
   if (mkdir(temp.c_str(), 0755) != 0) {
     return Fail(errno, "cannot create {}: {}", temp.string(), strerror(errno));
@@ -265,7 +271,7 @@ Status CheckOptions(const PackOptions& options) {
 }  // namespace
 
 Result<PackSummary> Pack(const PackSource& source, const PackOptions& options,
-                         const std::filesystem::path& out, PackProgress& progress) {
+                         const std::filesystem::path& out, Progress& progress) {
   if (Status s = CheckOptions(options); !s) return s.error();
   std::vector<std::string> paths;
   paths.reserve(source.entries.size());
@@ -286,7 +292,8 @@ Result<PackSummary> Pack(const PackSource& source, const PackOptions& options,
     IndexInfo info;
     info.alignment = options.align;
     info.blobs = plan.blobs;
-    s = catalog ? WriteNativeIndex(*catalog, info, *temp / kNativeIndexName) : Status(catalog.error());
+    s = catalog ? WriteNativeIndex(*catalog, info, *temp / kNativeIndexName)
+                : Status(catalog.error());
   }
   if (s) s = Publish(*temp, out);
   if (!s) {

@@ -13,12 +13,12 @@
 // the same inputs and seed give the same bytes.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <filesystem>
 
 #include "fs/error.h"
 #include "fs/format/pack_source.h"
+#include "fs/format/progress.h"
 #include "fs/format/tree_shape.h"
 
 namespace gpufs {
@@ -27,21 +27,12 @@ inline constexpr uint64_t kDefaultGroupBytes = 16ull << 20;
 
 struct PackOptions {
   uint64_t seed = 0;
-  bool class_order = false;    // order members by path instead of shuffling
-  uint32_t group_size = 0;     // most images per group; 0: no count limit
+  bool class_order = false;                   // order members by path instead of shuffling
+  uint32_t group_size = 0;                    // most images per group; 0: no count limit
   uint64_t group_bytes = kDefaultGroupBytes;  // most bytes per group; 0: no byte limit
-  uint32_t align = 0;          // member alignment in bytes (a power of two); 0: none
+  uint32_t align = 0;                         // member alignment in bytes (a power of two); 0: none
   unsigned threads = 4;
   SplitMode splits = SplitMode::kAuto;
-};
-
-// Shared with a progress display; the packer only adds to the counters.
-struct PackProgress {
-  std::atomic<uint64_t> files{0};
-  std::atomic<uint64_t> bytes{0};
-  std::atomic<uint64_t> total_files{0};
-  std::atomic<uint64_t> total_bytes{0};
-  std::atomic<bool> cancel{false};  // set (e.g. by SIGINT) to stop and clean up
 };
 
 struct PackSummary {
@@ -54,6 +45,6 @@ struct PackSummary {
 };
 
 Result<PackSummary> Pack(const PackSource& source, const PackOptions& options,
-                         const std::filesystem::path& out, PackProgress& progress);
+                         const std::filesystem::path& out, Progress& progress);
 
 }  // namespace gpufs

@@ -69,8 +69,8 @@ Result<TreeShape> ShapeTree(const std::vector<std::string>& paths, SplitMode mod
   TreeShape shape;
   if (paths.empty()) return Fail(EINVAL, "cannot use {}: it holds no files", label);
   shape.stripped = strip_wrappers ? StripWrappers(paths) : "";
-  shape.splits = mode == SplitMode::kSplits ||
-                 (mode == SplitMode::kAuto && LooksSplit(paths, shape.stripped));
+  shape.splits =
+      mode == SplitMode::kSplits || (mode == SplitMode::kAuto && LooksSplit(paths, shape.stripped));
   const size_t class_depth = shape.splits ? 1 : 0;  // slashes before the class name
   std::set<std::string> classes;
   std::set<std::string> folders;
@@ -97,8 +97,8 @@ Result<TreeShape> ShapeTree(const std::vector<std::string>& paths, SplitMode mod
   for (ShapedFile& f : shape.files) {
     std::string_view path = f.tree_path;
     if (shape.splits) path.remove_prefix(path.find('/') + 1);
-    const auto it = std::lower_bound(shape.classes.begin(), shape.classes.end(),
-                                     FirstSegment(path));
+    const auto it =
+        std::lower_bound(shape.classes.begin(), shape.classes.end(), FirstSegment(path));
     f.class_id = static_cast<uint32_t>(it - shape.classes.begin());
   }
   return shape;

@@ -33,8 +33,13 @@ class FilesystemTest : public ::testing::Test {
     ASSERT_TRUE(catalog.ok()) << catalog.error().message;
     catalog_ = std::make_unique<Catalog>(std::move(*catalog));
     blobs_ = std::make_unique<BlobFiles>(dir_.path(), catalog_->blobs());
-    fs_ = std::make_unique<Filesystem>(*catalog_, *blobs_, Owner{123, 456}, timespec{1700000000, 5},
-                                       dir_.path().string());
+    Serve(false);
+  }
+
+  void Serve(bool verify) {
+    fs_ = std::make_unique<Filesystem>(
+        *catalog_, *blobs_,
+        ServeOptions{Owner{123, 456}, timespec{1700000000, 5}, dir_.path().string(), verify});
   }
 
   void Write(const std::string& name, std::string_view bytes) {

@@ -1,0 +1,126 @@
+#include "cli/dataset_commands.h"
+
+#include <fmt/format.h>
+
+#include "cli/progress_bar.h"
+#include "fs/format/checksums.h"
+#include "fs/format/mytar.h"
+#include "fs/format/native_index.h"
+#include "fs/format/open_dataset.h"
+
+namespace gpufs {
+namespace {
+
+int Refuse(const Error& error) {
+  fmt::print(stderr, "gpufsd: {}\n", error.message);
+  return error.code == EINTR ? 130 : 1;
+}
+
+Result<PackSource> ScanSource(const std::string& source) { return ScanTree(source); }
+
+void PrintOutside(const std::vector<std::string>& outside) {
+  if (outside.empty()) return;
+  fmt::print(stderr,
+             "gpufsd: note: {} files outside class folders are not part of an "
+             "ImageFolder dataset and were left out:\n",
+             outside.size());
+  for (size_t i = 0; i < outside.size() && i < 5; ++i) fmt::print(stderr, "  {}\n", outside[i]);
+  if (outside.size() > 5) fmt::print(stderr, "  ...\n");
+}
+
+}  // namespace
+
+int RunPack(PackArgs args) {
+  PackOptions& o = args.options;
+  o.class_order = args.order == "class";
+  o.splits = args.splits == "yes"  ? SplitMode::kSplits
+             : args.splits == "no" ? SplitMode::kNoSplits
+                                   : SplitMode::kAuto;
+  // A count alone limits groups by count; bytes (default 16 MiB) apply otherwise.
+  if (args.group_bytes) {
+    o.group_bytes = *args.group_bytes;
+  } else if (o.group_size) {
+    o.group_bytes = 0;
+  }
+  auto source = ScanSource(args.source);
+  if (!source) return Refuse(source.error());
+  Progress progress;
+  Result<PackSummary> summary = Error{};
+  double seconds = 0;
+  {
+    CancelOnSignal cancel(progress);
+    ProgressBar bar("packing", progress);
+    summary = Pack(*source, o, args.out, progress);
+    seconds = bar.elapsed_s();
+  }
+  if (!summary) return Refuse(summary.error());
+  PrintOutside(summary->outside);
+  fmt::print(
+      "packed {} files ({:.1f} MB) of {} classes{} into {} groups at {} in {:.1f} s "
+      "({:.0f} files/s, {:.0f} MB/s)\n",
+      summary->files, summary->bytes / 1e6, summary->classes,
+      summary->splits ? " (with splits)" : "", summary->groups, args.out, seconds,
+      summary->files / seconds, summary->bytes / 1e6 / seconds);
+  return 0;
+}
+
+int RunIndex(const std::string& source, std::optional<uint32_t> group_size, unsigned threads) {
+  auto dir = ResolveMytarDir(source, group_size);
+  if (!dir) return Refuse(dir.error());
+  auto dataset = OpenMytarText(*dir);
+  if (!dataset) return Refuse(dataset.error());
+  auto stamp = StampOf(*dir / kMytarIndexName);
+  if (!stamp) return Refuse(stamp.error());
+  Progress progress;
+  DatasetChecksums sums;
+  {
+    CancelOnSignal cancel(progress);
+    ProgressBar bar("hashing", progress);
+    sums = ComputeChecksums(dataset->catalog, *dir, threads, progress);
+  }
+  if (progress.cancel) return Refuse(Fail(EINTR, "interrupted; no index written"));
+  if (!sums.unreadable.empty()) {
+    return Refuse(Fail(EIO, "cannot index {}: cannot read {}", dir->string(), sums.unreadable[0]));
+  }
+  IndexInfo info;
+  info.source = *stamp;
+  for (size_t b = 0; b < sums.blobs.size(); ++b) {
+    info.blobs.push_back(BlobInfo{sums.blob_sizes[b], sums.blobs[b]});
+  }
+  const Catalog catalog = WithFileChecksums(dataset->catalog, sums.files);
+  const auto path = *dir / kNativeIndexName;
+  if (Status s = WriteNativeIndex(catalog, info, path); !s) return Refuse(s.error());
+  fmt::print("indexed {} files in {} blobs: {}\n", catalog.file_count(), catalog.blobs().size(),
+             path.string());
+  return 0;
+}
+
+int RunVerify(const std::string& source, std::optional<uint32_t> group_size, unsigned threads) {
+  OpenOptions options;
+  options.group_size = group_size;
+  options.cache_dir = DefaultCacheDir();
+  auto dataset = OpenDataset(source, options);
+  if (!dataset) return Refuse(dataset.error());
+  if (!dataset->catalog.has_checksums()) {
+    return Refuse(Fail(EINVAL, "cannot verify {}: it has no checksums{}", source,
+                       dataset->format == "mytar" ? " (run `gpufsd index` on it first)" : ""));
+  }
+  Progress progress;
+  DatasetChecksums sums;
+  {
+    CancelOnSignal cancel(progress);
+    ProgressBar bar("verifying", progress);
+    sums = ComputeChecksums(dataset->catalog, dataset->dir, threads, progress);
+  }
+  if (progress.cancel) return Refuse(Fail(EINTR, "interrupted"));
+  std::vector<uint64_t> stored;
+  for (const BlobInfo& b : dataset->blobs) stored.push_back(b.checksum);
+  const auto damage = CompareChecksums(dataset->catalog, stored, sums);
+  for (const Damage& d : damage) fmt::print("damaged: {}: {}\n", d.path, d.reason);
+  fmt::print("{} files in {} blobs checked: {}\n", dataset->catalog.file_count(),
+             dataset->catalog.blobs().size(),
+             damage.empty() ? "all intact" : fmt::format("{} damaged", damage.size()));
+  return damage.empty() ? 0 : 1;
+}
+
+}  // namespace gpufs
