@@ -16,8 +16,6 @@ int Refuse(const Error& error) {
   return error.code == EINTR ? 130 : 1;
 }
 
-Result<PackSource> ScanSource(const std::string& source) { return ScanTree(source); }
-
 void PrintOutside(const std::vector<std::string>& outside) {
   if (outside.empty()) return;
   fmt::print(stderr,

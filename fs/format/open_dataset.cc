@@ -3,9 +3,13 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 
+#include "fs/format/checksums.h"
 #include "fs/format/mytar.h"
+#include "fs/format/tar.h"
+#include "fs/format/tree_shape.h"
 
 namespace gpufs {
 namespace {
@@ -60,6 +64,108 @@ std::optional<Result<Dataset>> OpenMytarIndex(const std::filesystem::path& dir,
   return OpenNative(dir, "mytar+index");
 }
 
+std::string IndexNameFor(const std::filesystem::path& archive) {
+  return archive.filename().string() + ".gpufs-index";
+}
+
+// A saved index of `archive`, beside it or in the cache, that still matches it.
+std::optional<Dataset> OpenSavedTarIndex(const std::filesystem::path& archive,
+                                         const std::vector<std::filesystem::path>& candidates,
+                                         const SourceStamp& stamp) {
+  std::error_code ec;
+  for (const auto& path : candidates) {
+    if (!std::filesystem::exists(path, ec)) continue;
+    auto opened = OpenNativeIndex(path);
+    if (!opened || !(opened->info.source == stamp) || opened->catalog.blobs().size() != 1 ||
+        opened->catalog.blobs()[0] != archive.filename().string()) {
+      continue;  // stale or foreign: it will be rebuilt over
+    }
+    return Dataset{archive.parent_path(), std::move(opened->catalog),
+                   std::move(opened->info.blobs), "tar", path, {}, {}};
+  }
+  return std::nullopt;
+}
+
+// Groups are runs of members that lie next to each other in the archive.
+DatasetSpec TarSpec(const std::filesystem::path& archive, const TarListing& listing,
+                    TreeShape& shape, uint64_t group_bytes) {
+  DatasetSpec spec;
+  spec.index_file = archive;
+  spec.classes = shape.classes;
+  spec.folders = shape.folders;
+  std::vector<ShapedFile*> files;
+  for (ShapedFile& f : shape.files) files.push_back(&f);
+  std::stable_sort(files.begin(), files.end(), [&](const ShapedFile* a, const ShapedFile* b) {
+    return listing.entries[a->input].offset < listing.entries[b->input].offset;
+  });
+  const std::string blob = archive.filename().string();
+  for (const ShapedFile* f : files) {
+    const TarEntry& e = listing.entries[f->input];
+    if (spec.groups.empty() || e.offset + e.size - spec.groups.back().offset > group_bytes) {
+      spec.groups.push_back(GroupSpec{blob, e.offset, 0, 0});
+    }
+    GroupSpec& g = spec.groups.back();
+    g.size = std::max(g.size, e.offset + e.size - g.offset);
+    spec.members.push_back(MemberSpec{std::move(f->tree_path), f->class_id,
+                                      static_cast<uint32_t>(spec.groups.size() - 1), e.offset,
+                                      e.size, 0, static_cast<uint32_t>(f->input + 1)});
+  }
+  return spec;
+}
+
+// Saves the index beside the archive, else in the cache folder; says where, or why not.
+std::filesystem::path SaveTarIndex(const Catalog& catalog, const IndexInfo& info,
+                                   const std::vector<std::filesystem::path>& candidates,
+                                   std::vector<std::string>& notes) {
+  std::string failures;
+  for (const auto& path : candidates) {
+    std::error_code ec;
+    std::filesystem::create_directories(path.parent_path(), ec);
+    Status s = WriteNativeIndex(catalog, info, path);
+    if (s) return path;
+    failures += (failures.empty() ? "" : "; ") + s.error().message;
+  }
+  notes.push_back(fmt::format("the archive's index could not be saved, so the next mount "
+                              "reads the archive again ({})", failures));
+  return {};
+}
+
+Result<Dataset> OpenTar(const std::filesystem::path& archive, const OpenOptions& options) {
+  auto stamp = StampOf(archive);
+  if (!stamp) return stamp.error();
+  const std::vector<std::filesystem::path> candidates = {
+      archive.parent_path() / IndexNameFor(archive),
+      options.cache_dir / fmt::format("{}-{:016x}.gpufs-index", archive.filename().string(),
+                                      ChecksumOf(archive.c_str(), archive.native().size()))};
+  if (auto saved = OpenSavedTarIndex(archive, candidates, *stamp)) {
+    saved->mtime = MtimeOf(archive);
+    return std::move(*saved);
+  }
+  auto listing = ListTar(archive);
+  if (!listing) return listing.error();
+  std::vector<std::string> paths;
+  for (const TarEntry& e : listing->entries) paths.push_back(e.path);
+  auto shape = ShapeTree(paths, SplitMode::kAuto, true, archive.string());
+  if (!shape) return shape.error();
+  auto catalog = Catalog::FromSpec(TarSpec(archive, *listing, *shape, options.tar_group_bytes));
+  if (!catalog) return catalog.error();
+  IndexInfo info;
+  info.source = *stamp;
+  info.blobs = {BlobInfo{stamp->size, 0}};
+  Dataset d{archive.parent_path(), std::move(*catalog), info.blobs, "tar", {}, MtimeOf(archive),
+            {}};
+  if (listing->skipped) {
+    d.notes.push_back(fmt::format("{} links, devices or fifos in the archive have no bytes to "
+                                  "serve and are not shown", listing->skipped));
+  }
+  if (!shape->outside.empty()) {
+    d.notes.push_back(fmt::format("{} files outside class folders are not shown (first: {})",
+                                  shape->outside.size(), shape->outside.front()));
+  }
+  d.index = SaveTarIndex(d.catalog, info, candidates, d.notes);
+  return d;
+}
+
 }  // namespace
 
 Result<Dataset> OpenMytarText(const std::filesystem::path& dir) {
@@ -75,6 +181,11 @@ Result<Dataset> OpenMytarText(const std::filesystem::path& dir) {
 Result<Dataset> OpenDataset(const std::filesystem::path& src_in, const OpenOptions& options) {
   const std::filesystem::path src = std::filesystem::absolute(src_in).lexically_normal();
   std::error_code ec;
+  if (std::filesystem::is_regular_file(src, ec)) {
+    if (LooksLikeTar(src)) return OpenTar(src, options);
+    return Fail(EINVAL, "cannot open dataset {}: not a folder nor an uncompressed tar archive "
+                "(decompress .tar.gz and the like first)", src.string());
+  }
   const bool native = std::filesystem::is_regular_file(src / kNativeIndexName, ec) &&
                       !std::filesystem::exists(src / kMytarIndexName, ec);
   if (native) return OpenNative(src, "native");

@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "fs/format/tar.h"
+
 namespace gpufs {
 
 Result<PackSource> ScanTree(const std::filesystem::path& root) {
@@ -35,6 +37,25 @@ Result<PackSource> ScanTree(const std::filesystem::path& root) {
                 ec.message());
   }
   return source;
+}
+
+Result<PackSource> ScanSource(const std::filesystem::path& source) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(source, ec)) return ScanTree(source);
+  if (!LooksLikeTar(source)) {
+    return Fail(EINVAL, "cannot pack {}: not a folder nor an uncompressed tar archive",
+                source.string());
+  }
+  auto listing = ListTar(source);
+  if (!listing) return listing.error();
+  PackSource out;
+  out.label = source.string();
+  out.files = {source.string()};
+  out.strip_wrappers = true;
+  for (TarEntry& e : listing->entries) {
+    out.entries.push_back(SourceEntry{std::move(e.path), 0, e.offset, e.size});
+  }
+  return out;
 }
 
 }  // namespace gpufs

@@ -29,4 +29,7 @@ struct PackSource {
 // file is an entry; anything unreadable as a folder is refused, naming it.
 Result<PackSource> ScanTree(const std::filesystem::path& root);
 
+// A tree, or the members of an uncompressed tar archive (see tar.h).
+Result<PackSource> ScanSource(const std::filesystem::path& source);
+
 }  // namespace gpufs

@@ -33,14 +33,15 @@ Level LevelBelow(const std::vector<std::string>& paths, std::string_view prefix)
   return level;
 }
 
-// Looks through single wrapper folders that hold only folders.
+// Looks through a lone top folder that holds folders (and perhaps stray files, like the
+// CSV beside train/ and val/ in imagenette2); a lone folder of files only is a class.
 std::string StripWrappers(const std::vector<std::string>& paths) {
   std::string prefix;
   for (;;) {
     const Level top = LevelBelow(paths, prefix);
     if (top.has_files || top.folders.size() != 1) return prefix;
     const std::string next = prefix + std::string(*top.folders.begin()) + "/";
-    if (LevelBelow(paths, next).has_files) return prefix;
+    if (LevelBelow(paths, next).folders.empty()) return prefix;
     prefix = next;
   }
 }

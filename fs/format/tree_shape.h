@@ -5,7 +5,7 @@
 //   <split>/<class>/<file...>    splits: every top folder holds only folders
 //
 // Archives often wrap everything in one folder ("imagenette2/train/..."); with
-// `strip_wrappers` such single top folders holding only folders are looked through.
+// `strip_wrappers` a lone top folder that holds folders is looked through.
 // Files outside any class folder are not part of an ImageFolder dataset: they are left
 // out and counted, so the caller can say so.
 #pragma once

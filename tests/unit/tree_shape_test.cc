@@ -52,12 +52,14 @@ TEST(TreeShape, LetsTheCallerForceOrRefuseSplits) {
 }
 
 TEST(TreeShape, LooksThroughWrapperFoldersOfArchives) {
-  auto shape = ShapeTree({"imagenette2/train/cat/1.jpg", "imagenette2/val/cat/2.jpg"},
+  auto shape = ShapeTree({"imagenette2/train/cat/1.jpg", "imagenette2/val/cat/2.jpg",
+                          "imagenette2/noisy.csv"},
                          SplitMode::kAuto, true, "a.tar");
   ASSERT_TRUE(shape.ok());
   EXPECT_EQ(shape->stripped, "imagenette2/");
   EXPECT_TRUE(shape->splits);
   EXPECT_THAT(TreePaths(*shape), ElementsAre("train/cat/1.jpg", "val/cat/2.jpg"));
+  EXPECT_THAT(shape->outside, ElementsAre("imagenette2/noisy.csv"));
   // One class with files is not a wrapper.
   shape = ShapeTree({"cat/1.jpg", "cat/2.jpg"}, SplitMode::kAuto, true, "a.tar");
   ASSERT_TRUE(shape.ok());
