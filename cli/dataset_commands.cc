@@ -40,6 +40,7 @@ int RunPack(PackArgs args) {
   } else if (o.group_size) {
     o.group_bytes = 0;
   }
+  if (Status s = CheckPackOutput(args.out); !s) return Refuse(s.error());
   auto source = ScanSource(args.source);
   if (!source) return Refuse(source.error());
   Progress progress;

@@ -155,9 +155,9 @@ int RunMount(const MountArgs& args_in) {
   if (args.verify && !dataset->catalog.has_checksums()) {
     return Refuse(Fail(EINVAL, "cannot --verify {}: it has no checksums", args.source));
   }
-  Filesystem fs(
-      dataset->catalog, blobs,
-      ServeOptions{Owner{getuid(), getgid()}, dataset->mtime, dataset->dir.string(), args.verify});
+  Filesystem fs(dataset->catalog, blobs,
+                ServeOptions{Owner{getuid(), getgid()}, dataset->mtime, dataset->dir.string(),
+                             dataset->format, args.verify});
   FuseContext context;
   context.fs = &fs;
   context.cache = args.cache;

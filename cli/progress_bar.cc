@@ -42,7 +42,7 @@ ProgressBar::~ProgressBar() {
   }
   wake_.notify_all();
   thread_.join();
-  Draw(true);
+  if (progress_.files.load() > 0) Draw(true);  // a job refused at once leaves no bar
 }
 
 double ProgressBar::elapsed_s() const {
@@ -60,7 +60,7 @@ void ProgressBar::Draw(bool last) {
   const int filled = static_cast<int>(share * kWidth);
   const std::string bar = std::string(filled, '#') + std::string(kWidth - filled, '.');
   const std::string line = fmt::format(
-      "{} [{}] {:3.0f}%  {:.0f}/{:.0f} files  {:.0f}/{:.0f} MB  {:.0f} files/s  {:.0f} MB/s  "
+      "{} [{}] {:3.0f}%  {:.0f}/{:.0f} files  {:.1f}/{:.1f} MB  {:.0f} files/s  {:.1f} MB/s  "
       "ETA {}",
       verb_, bar, share * 100, files, total_files, bytes / 1e6, total_bytes / 1e6, files / t,
       bytes / 1e6 / t, last ? "done" : Duration(share > 0 ? t / share - t : -1));

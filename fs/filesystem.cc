@@ -16,7 +16,8 @@ constexpr std::array<std::string_view, 5> kXattrNames = {"user.gpufs.group", "us
                                                          "user.gpufs.offset", "user.gpufs.size",
                                                          "user.gpufs.class"};
 
-constexpr std::array<std::string_view, 2> kRootXattrNames = {"user.gpufs.pid", "user.gpufs.source"};
+constexpr std::array<std::string_view, 3> kRootXattrNames = {"user.gpufs.pid", "user.gpufs.source",
+                                                             "user.gpufs.format"};
 
 constexpr uint64_t kBlockSize = 4096;
 
@@ -177,6 +178,7 @@ Result<std::string> Filesystem::GetXattr(uint64_t ino, std::string_view name) co
     // Lets tools find the daemon behind a mount (to wait for its exit, to query it).
     if (name == kRootXattrNames[0]) return std::to_string(getpid());
     if (name == kRootXattrNames[1]) return options_.source;
+    if (name == kRootXattrNames[2]) return options_.format;
   }
   if (catalog_.IsDir(*id)) return Fail(ENODATA, "no attribute {}", name);
   const FileExtent& file = catalog_.Extent(*id);

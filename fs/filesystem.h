@@ -33,6 +33,7 @@ struct ServeOptions {
   Owner owner;               // of every node
   struct timespec mtime {};  // of every node
   std::string source;        // reported by the root's user.gpufs.source
+  std::string format;        // and its user.gpufs.format: native, mytar, mytar+index, tar
   bool verify = false;       // check each member's checksum on its first read
 };
 
@@ -78,8 +79,8 @@ class Filesystem {
   Result<ReadExtent> Locate(uint64_t ino, uint64_t offset, size_t size);
   // Reads into `out` what Locate names; returns the byte count. Thread-safe.
   Result<size_t> Read(uint64_t ino, uint64_t offset, std::span<char> out);
-  // user.gpufs.{group,blob,offset,size,class} on files, user.gpufs.{pid,source} on the
-  // root; ENODATA otherwise.
+  // user.gpufs.{group,blob,offset,size,class} on files, user.gpufs.{pid,source,format} on
+  // the root; ENODATA otherwise.
   Result<std::string> GetXattr(uint64_t ino, std::string_view name) const;
   // The names above, each NUL-terminated, as listxattr(2) returns them.
   Result<std::string> ListXattr(uint64_t ino) const;

@@ -2,8 +2,8 @@
 
 #include <sys/stat.h>
 
-#include <cstdlib>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "fs/format/checksums.h"
@@ -80,8 +80,13 @@ std::optional<Dataset> OpenSavedTarIndex(const std::filesystem::path& archive,
         opened->catalog.blobs()[0] != archive.filename().string()) {
       continue;  // stale or foreign: it will be rebuilt over
     }
-    return Dataset{archive.parent_path(), std::move(opened->catalog),
-                   std::move(opened->info.blobs), "tar", path, {}, {}};
+    return Dataset{archive.parent_path(),
+                   std::move(opened->catalog),
+                   std::move(opened->info.blobs),
+                   "tar",
+                   path,
+                   {},
+                   {}};
   }
   return std::nullopt;
 }
@@ -125,8 +130,10 @@ std::filesystem::path SaveTarIndex(const Catalog& catalog, const IndexInfo& info
     if (s) return path;
     failures += (failures.empty() ? "" : "; ") + s.error().message;
   }
-  notes.push_back(fmt::format("the archive's index could not be saved, so the next mount "
-                              "reads the archive again ({})", failures));
+  notes.push_back(
+      fmt::format("the archive's index could not be saved, so the next mount "
+                  "reads the archive again ({})",
+                  failures));
   return {};
 }
 
@@ -152,11 +159,13 @@ Result<Dataset> OpenTar(const std::filesystem::path& archive, const OpenOptions&
   IndexInfo info;
   info.source = *stamp;
   info.blobs = {BlobInfo{stamp->size, 0}};
-  Dataset d{archive.parent_path(), std::move(*catalog), info.blobs, "tar", {}, MtimeOf(archive),
-            {}};
+  Dataset d{
+      archive.parent_path(), std::move(*catalog), info.blobs, "tar", {}, MtimeOf(archive), {}};
   if (listing->skipped) {
-    d.notes.push_back(fmt::format("{} links, devices or fifos in the archive have no bytes to "
-                                  "serve and are not shown", listing->skipped));
+    d.notes.push_back(
+        fmt::format("{} links, devices or fifos in the archive have no bytes to "
+                    "serve and are not shown",
+                    listing->skipped));
   }
   if (!shape->outside.empty()) {
     d.notes.push_back(fmt::format("{} files outside class folders are not shown (first: {})",
@@ -183,8 +192,10 @@ Result<Dataset> OpenDataset(const std::filesystem::path& src_in, const OpenOptio
   std::error_code ec;
   if (std::filesystem::is_regular_file(src, ec)) {
     if (LooksLikeTar(src)) return OpenTar(src, options);
-    return Fail(EINVAL, "cannot open dataset {}: not a folder nor an uncompressed tar archive "
-                "(decompress .tar.gz and the like first)", src.string());
+    return Fail(EINVAL,
+                "cannot open dataset {}: not a folder nor an uncompressed tar archive "
+                "(decompress .tar.gz and the like first)",
+                src.string());
   }
   const bool native = std::filesystem::is_regular_file(src / kNativeIndexName, ec) &&
                       !std::filesystem::exists(src / kMytarIndexName, ec);

@@ -229,14 +229,8 @@ DatasetSpec SpecOf(const TreeShape& shape, const PackSource& source, const Plan&
 Result<std::filesystem::path> PrepareOutput(const std::filesystem::path& out) {
   namespace stdfs = std::filesystem;
   std::error_code ec;
-  if (stdfs::exists(out, ec) && (!stdfs::is_directory(out, ec) || !stdfs::is_empty(out, ec))) {
-    return Fail(EEXIST, "cannot pack into {}: it exists and is not an empty folder", out.string());
-  }
+  if (Status s = CheckPackOutput(out); !s) return s.error();
   const stdfs::path parent = stdfs::absolute(out).parent_path();
-  if (!stdfs::is_directory(parent, ec)) {
-    return Fail(ENOENT, "cannot pack into {}: folder {} does not exist", out.string(),
-                parent.string());
-  }
   const stdfs::path temp =
       parent / fmt::format(".{}.partial-{}", out.filename().string(), getpid());
   stdfs::remove_all(temp, ec);
@@ -269,6 +263,20 @@ Status CheckOptions(const PackOptions& options) {
 }
 
 }  // namespace
+
+Status CheckPackOutput(const std::filesystem::path& out) {
+  namespace stdfs = std::filesystem;
+  std::error_code ec;
+  if (stdfs::exists(out, ec) && (!stdfs::is_directory(out, ec) || !stdfs::is_empty(out, ec))) {
+    return Fail(EEXIST, "cannot pack into {}: it exists and is not an empty folder", out.string());
+  }
+  const stdfs::path parent = stdfs::absolute(out).parent_path();
+  if (!stdfs::is_directory(parent, ec)) {
+    return Fail(ENOENT, "cannot pack into {}: folder {} does not exist", out.string(),
+                parent.string());
+  }
+  return Ok{};
+}
 
 Result<PackSummary> Pack(const PackSource& source, const PackOptions& options,
                          const std::filesystem::path& out, Progress& progress) {

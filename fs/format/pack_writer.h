@@ -44,6 +44,10 @@ struct PackSummary {
   std::vector<std::string> outside;  // files left out: not in a class folder
 };
 
+// Refuses an OUT that exists and is not an empty folder, or whose parent is missing; cheap,
+// so callers can check before scanning a large source.
+Status CheckPackOutput(const std::filesystem::path& out);
+
 Result<PackSummary> Pack(const PackSource& source, const PackOptions& options,
                          const std::filesystem::path& out, Progress& progress);
 

@@ -121,7 +121,8 @@ class TarWalker {
       if (type == 'S' || type == 'M') {
         return Bad(data - kBlock, fmt::format("'{}' is a GNU sparse or multi-volume entry, whose "
                                               "bytes are not contiguous; re-create the archive "
-                                              "without --sparse", name));
+                                              "without --sparse",
+                                              name));
       }
       if (type == '1') {
         if (Status s = AddLink(name, Field(block, 157, 100), prefix, out, data); !s) return s;
@@ -148,7 +149,10 @@ class TarWalker {
  private:
   std::string HeaderName(const char* block) const {
     const std::string name(Field(block, 0, 100));
-    const bool ustar = std::memcmp(block + 257, "ustar\0" "00", 8) == 0;
+    const bool ustar = std::memcmp(block + 257,
+                                   "ustar\0"
+                                   "00",
+                                   8) == 0;
     const std::string prefix(Field(block, 345, 155));
     return ustar && !prefix.empty() ? prefix + "/" + name : name;
   }
@@ -183,7 +187,8 @@ class TarWalker {
       }
     }
     return Bad(pos, fmt::format("hard link '{}' points to '{}', which is not earlier in the "
-                                "archive", name, target));
+                                "archive",
+                                name, target));
   }
 
   Error Bad(uint64_t pos, std::string_view why) const {
@@ -243,8 +248,8 @@ bool LooksLikeTar(const std::filesystem::path& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   char block[kBlock];
-  const bool ok = pread(fd, block, kBlock, 0) == static_cast<ssize_t>(kBlock) &&
-                  !AllZero(block) && ChecksumOk(block);
+  const bool ok = pread(fd, block, kBlock, 0) == static_cast<ssize_t>(kBlock) && !AllZero(block) &&
+                  ChecksumOk(block);
   close(fd);
   return ok;
 }

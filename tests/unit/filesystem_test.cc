@@ -9,7 +9,9 @@
 #include <fstream>
 #include <map>
 
+#include "fs/format/checksums.h"
 #include "fs/format/mytar.h"
+#include "fs/format/open_dataset.h"
 #include "tests/unit/temp_dir.h"
 
 namespace gpufs {
@@ -37,9 +39,9 @@ class FilesystemTest : public ::testing::Test {
   }
 
   void Serve(bool verify) {
-    fs_ = std::make_unique<Filesystem>(
-        *catalog_, *blobs_,
-        ServeOptions{Owner{123, 456}, timespec{1700000000, 5}, dir_.path().string(), verify});
+    fs_ = std::make_unique<Filesystem>(*catalog_, *blobs_,
+                                       ServeOptions{Owner{123, 456}, timespec{1700000000, 5},
+                                                    dir_.path().string(), "mytar", verify});
   }
 
   void Write(const std::string& name, std::string_view bytes) {
@@ -171,9 +173,34 @@ TEST_F(FilesystemTest, TellsEachFileItsGroupAndOffset) {
   EXPECT_EQ(fs_->GetXattr(tiny, "user.other").error().code, ENODATA);
   EXPECT_EQ(fs_->GetXattr(InoOf("dog"), "user.gpufs.group").error().code, ENODATA);
   EXPECT_EQ(*fs_->GetXattr(Filesystem::kRootIno, "user.gpufs.pid"), std::to_string(getpid()));
+  EXPECT_EQ(*fs_->GetXattr(Filesystem::kRootIno, "user.gpufs.format"), "mytar");
+  const std::string root_list = *fs_->ListXattr(Filesystem::kRootIno);
+  EXPECT_EQ(std::count(root_list.begin(), root_list.end(), '\0'), 3);
   const std::string list = *fs_->ListXattr(tiny);
   EXPECT_EQ(std::count(list.begin(), list.end(), '\0'), 5);
   EXPECT_EQ(fs_->ListXattr(InoOf("dog"))->size(), 0u);
+}
+
+TEST_F(FilesystemTest, VerifyRefusesADamagedMemberOnItsFirstRead) {
+  std::vector<uint64_t> sums(catalog_->file_count());
+  for (NodeId id = 0; id < catalog_->node_count(); ++id) {
+    if (catalog_->IsDir(id)) continue;
+    std::string bytes(catalog_->Extent(id).size, '\0');
+    ASSERT_TRUE(fs_->Read(Filesystem::InoOf(id), 0, bytes).ok());
+    sums[catalog_->FileIndex(id)] = ChecksumOf(bytes.data(), bytes.size());
+  }
+  *catalog_ = WithFileChecksums(*catalog_, sums);
+  Write("filegroup-0.mytar",
+        "HELLO-WORLD?"
+        "tiny");  // damages hello.jpg only
+  Serve(true);
+  std::string buffer(16, '\0');
+  auto hello = fs_->Read(InoOf("cat/sub/hello.jpg"), 0, buffer);
+  ASSERT_FALSE(hello.ok());
+  EXPECT_EQ(hello.error().code, EIO);
+  EXPECT_THAT(hello.error().message, ::testing::HasSubstr("cat/sub/hello.jpg"));
+  EXPECT_EQ(ReadAll(InoOf("dog/tiny.jpg"), 0, 4), "tiny");
+  EXPECT_FALSE(fs_->Locate(InoOf("cat/sub/hello.jpg"), 0, 4).ok());
 }
 
 TEST_F(FilesystemTest, ReportsTotalsInStatFs) {

@@ -52,9 +52,9 @@ TEST(TreeShape, LetsTheCallerForceOrRefuseSplits) {
 }
 
 TEST(TreeShape, LooksThroughWrapperFoldersOfArchives) {
-  auto shape = ShapeTree({"imagenette2/train/cat/1.jpg", "imagenette2/val/cat/2.jpg",
-                          "imagenette2/noisy.csv"},
-                         SplitMode::kAuto, true, "a.tar");
+  auto shape = ShapeTree(
+      {"imagenette2/train/cat/1.jpg", "imagenette2/val/cat/2.jpg", "imagenette2/noisy.csv"},
+      SplitMode::kAuto, true, "a.tar");
   ASSERT_TRUE(shape.ok());
   EXPECT_EQ(shape->stripped, "imagenette2/");
   EXPECT_TRUE(shape->splits);

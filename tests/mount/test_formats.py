@@ -1,0 +1,275 @@
+#!/usr/bin/python3
+"""Native packs, mytar indexes and tar archives, through real mounts: bytes, names, none lost."""
+import io
+import os
+import shutil
+import stat
+import subprocess
+import tarfile
+import tempfile
+import unittest
+
+import gpufs_testlib as lib
+
+
+def files_below(root):
+    """{relative path: bytes} of every regular file below root."""
+    out = {}
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as f:
+                out[os.path.relpath(path, root)] = f.read()
+    return out
+
+
+def class_files(tree):
+    """What an ImageFolder dataset holds: files inside class folders (not loose ones)."""
+    return {k: v for k, v in files_below(tree).items() if k.count("/") >= 1}
+
+
+def flip_byte(path, offset):
+    os.chmod(path, 0o644)
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)
+        f.seek(offset)
+        f.write(bytes([b[0] ^ 0xFF]))
+
+
+class Work(unittest.TestCase):
+    """A scratch folder per test class holding a tree with splits and awkward names."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.work = tempfile.mkdtemp(prefix="gpufs-formats-")
+        cls.tree = os.path.join(cls.work, "tree")
+        lib.make_sample.make_tree(os.path.join(cls.tree, "train"), 5, 9, 1, True, 160)
+        lib.make_sample.make_tree(os.path.join(cls.tree, "val"), 4, 5, 2, True, 160)
+        with open(os.path.join(cls.tree, "README.txt"), "w") as f:
+            f.write("not an image")
+        cls.expected = {k: v for k, v in files_below(cls.tree).items() if k != "README.txt"}
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.work)
+
+    def path(self, *parts):
+        return os.path.join(self.work, *parts)
+
+    def pack(self, out, *options, source=None):
+        result = lib.run_gpufsd("pack", source or self.tree, self.path(out), *options)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        return self.path(out)
+
+
+class Pack(Work):
+    def test_pack_mount_reads_every_file_byte_exact_with_splits(self):
+        out = self.pack("p1", "--group-bytes", "64KiB")
+        with lib.Mount(out) as mnt:
+            self.assertEqual(sorted(os.listdir(mnt)), ["train", "val"])
+            self.assertEqual(files_below(mnt), self.expected)
+            self.assertEqual(os.getxattr(mnt, "user.gpufs.format"), b"native")
+            st = os.stat(os.path.join(mnt, "train"))
+            self.assertEqual(stat.S_IMODE(st.st_mode), 0o555)
+
+    def test_pack_is_reproducible_and_seeded(self):
+        a = files_below(self.pack("seed-a", "--seed", "7", "--group-size", "4"))
+        b = files_below(self.pack("seed-b", "--seed", "7", "--group-size", "4"))
+        c = files_below(self.pack("seed-c", "--seed", "8", "--group-size", "4"))
+        self.assertEqual(a, b)
+        self.assertNotEqual(a, c)
+        self.assertEqual(len([k for k in a if k.startswith("blob-")]), 17)  # 65 files by 4
+
+    def test_align_puts_every_member_on_a_boundary(self):
+        out = self.pack("aligned", "--align", "4096", "--order", "class")
+        with lib.Mount(out) as mnt:
+            for rel in self.expected:
+                offset = int(os.getxattr(os.path.join(mnt, rel), "user.gpufs.offset"))
+                self.assertEqual(offset % 4096, 0, rel)
+            self.assertEqual(files_below(mnt), self.expected)
+
+    def test_a_file_larger_than_the_group_limit_gets_its_own_group(self):
+        tree = self.path("big-tree")
+        os.makedirs(os.path.join(tree, "cls"))
+        blobs = {"big.bin": os.urandom(300_000), "small.bin": b"x" * 10}
+        for name, data in blobs.items():
+            with open(os.path.join(tree, "cls", name), "wb") as f:
+                f.write(data)
+        out = self.pack("big", "--group-bytes", "64KiB", source=tree)
+        with lib.Mount(out) as mnt:
+            self.assertEqual(files_below(mnt), {"cls/" + k: v for k, v in blobs.items()})
+
+    def test_refuses_an_existing_output_a_tree_without_classes_and_unreadable_files(self):
+        os.makedirs(self.path("full"))
+        open(self.path("full", "x"), "w").close()
+        result = lib.run_gpufsd("pack", self.tree, self.path("full"))
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("exists and is not an empty folder", result.stderr)
+
+        flat = self.path("flat")
+        os.makedirs(flat)
+        open(os.path.join(flat, "a.jpg"), "w").close()
+        result = lib.run_gpufsd("pack", flat, self.path("flat-out"))
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("no class folders", result.stderr)
+
+        broken = self.path("broken")
+        shutil.copytree(os.path.join(self.tree, "train"), broken)
+        os.symlink("/nonexistent/target.jpg", os.path.join(broken, "n00000004", "dangling.jpg"))
+        result = lib.run_gpufsd("pack", broken, self.path("broken-out"))
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("dangling.jpg", result.stderr)
+        self.assertFalse(os.path.exists(self.path("broken-out")))
+
+    def test_a_full_disk_leaves_nothing_behind(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to mount a small tmpfs")
+        small = self.path("small")
+        os.makedirs(small)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", small], check=True)
+        try:
+            result = lib.run_gpufsd("pack", self.tree, os.path.join(small, "out"))
+            self.assertEqual(result.returncode, 1)
+            self.assertIn("No space left on device", result.stderr)
+            self.assertEqual(os.listdir(small), [])
+        finally:
+            subprocess.run(["umount", small], check=True)
+
+    def test_verify_names_a_damaged_file_and_mount_verify_refuses_it(self):
+        out = self.pack("damaged", "--group-size", "8")
+        self.assertEqual(lib.run_gpufsd("verify", out).returncode, 0)
+        victim = "train/a,b/comma,in,name.JPEG"
+        with lib.Mount(out) as mnt:
+            blob = os.getxattr(os.path.join(mnt, victim), "user.gpufs.blob").decode()
+            offset = int(os.getxattr(os.path.join(mnt, victim), "user.gpufs.offset"))
+        flip_byte(blob, offset + 100)
+        result = lib.run_gpufsd("verify", out)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn(f"damaged: {victim}: checksum mismatch", result.stdout)
+        self.assertEqual(result.stdout.count("damaged: train/"), 1)
+        with lib.Mount(out, "--verify") as mnt:
+            with self.assertRaises(OSError), open(os.path.join(mnt, victim), "rb") as f:
+                f.read()
+            for rel, data in self.expected.items():
+                if rel != victim:
+                    with open(os.path.join(mnt, rel), "rb") as f:
+                        self.assertEqual(f.read(), data, rel)
+
+
+class MytarIndex(Work):
+    def test_index_is_used_until_metadata_changes(self):
+        _, src = lib.make_dataset(self.path("m"), classes=4, per_class=6, group_size=4)
+        result = lib.run_gpufsd("index", src)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertTrue(os.path.exists(os.path.join(src, "index.gpufs")))
+        tree = self.path("m", "tree")
+        with lib.Mount(src) as mnt:
+            self.assertEqual(os.getxattr(mnt, "user.gpufs.format"), b"mytar+index")
+            self.assertEqual(files_below(mnt), class_files(tree))
+        self.assertEqual(lib.run_gpufsd("verify", src).returncode, 0)
+        os.utime(os.path.join(src, "metadata.txt"), (1, 1))
+        with lib.Mount(src) as mnt:
+            self.assertEqual(os.getxattr(mnt, "user.gpufs.format"), b"mytar")
+            self.assertEqual(files_below(mnt), class_files(tree))
+
+
+class TarArchives(Work):
+    def make_tar(self, name, fmt, entries_root=None, wrapper="dataset"):
+        path = self.path(name)
+        with tarfile.open(path, "w", format=fmt) as tar:
+            tar.add(entries_root or self.tree, arcname=wrapper)
+        return path
+
+    def test_gnu_and_pax_archives_with_a_wrapper_folder_and_splits(self):
+        for fmt in (tarfile.GNU_FORMAT, tarfile.PAX_FORMAT):
+            archive = self.make_tar(f"a{fmt}.tar", fmt)
+            with lib.Mount(archive) as mnt:
+                self.assertEqual(os.getxattr(mnt, "user.gpufs.format"), b"tar")
+                self.assertEqual(files_below(mnt), self.expected)
+            self.assertTrue(os.path.exists(archive + ".gpufs-index"))
+            before = os.stat(archive + ".gpufs-index").st_mtime_ns
+            with lib.Mount(archive) as mnt:  # the saved index is reused, not rebuilt
+                self.assertEqual(len(files_below(mnt)), len(self.expected))
+            self.assertEqual(os.stat(archive + ".gpufs-index").st_mtime_ns, before)
+
+    def test_a_tar_of_per_class_tars(self):
+        outer = self.path("ilsvrc.tar")
+        train = os.path.join(self.tree, "train")
+        with tarfile.open(outer, "w") as tar:
+            for cls in sorted(os.listdir(train)):
+                buffer = io.BytesIO()
+                with tarfile.open(fileobj=buffer, mode="w") as inner:
+                    for name in sorted(os.listdir(os.path.join(train, cls))):
+                        inner.add(os.path.join(train, cls, name), arcname=name)
+                info = tarfile.TarInfo(cls + ".tar")
+                info.size = buffer.tell()
+                buffer.seek(0)
+                tar.addfile(info, buffer)
+        want = {k[len("train/"):]: v for k, v in self.expected.items() if k.startswith("train/")}
+        with lib.Mount(outer) as mnt:
+            self.assertEqual(files_below(mnt), want)
+        out = self.pack("from-tar", source=outer)
+        with lib.Mount(out) as mnt:
+            self.assertEqual(files_below(mnt), want)
+
+    def test_links_duplicates_and_sparse_entries(self):
+        archive = self.path("odd.tar")
+        with tarfile.open(archive, "w", format=tarfile.GNU_FORMAT) as tar:
+            def add(name, data, kind=tarfile.REGTYPE, link=""):
+                info = tarfile.TarInfo(name)
+                info.type, info.linkname = kind, link
+                info.size = len(data) if kind == tarfile.REGTYPE else 0
+                tar.addfile(info, io.BytesIO(data) if info.size else None)
+            add("cls/a.jpg", b"first")
+            add("cls/b.jpg", b"bee")
+            add("cls/a.jpg", b"second wins")
+            add("cls/hard.jpg", b"", tarfile.LNKTYPE, "cls/b.jpg")
+            add("cls/soft.jpg", b"", tarfile.SYMTYPE, "b.jpg")
+        with lib.Mount(archive) as mnt:
+            self.assertEqual(files_below(mnt), {"cls/a.jpg": b"second wins", "cls/b.jpg": b"bee",
+                                                "cls/hard.jpg": b"bee"})
+        sparse = self.path("sparse.tar")
+        with tarfile.open(sparse, "w", format=tarfile.GNU_FORMAT) as tar:
+            info = tarfile.TarInfo("cls/s.jpg")
+            info.type = tarfile.GNUTYPE_SPARSE
+            tar.addfile(info)
+        mnt = tempfile.mkdtemp()
+        result = lib.run_gpufsd("mount", sparse, mnt)
+        os.rmdir(mnt)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("sparse", result.stderr)
+        self.assertIn("cls/s.jpg", result.stderr)
+
+    def test_the_index_goes_to_the_cache_when_the_folder_is_read_only(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to make a read-only mount")
+        ro = self.path("ro")
+        os.makedirs(ro)
+        archive = self.make_tar(os.path.join("ro", "ro.tar"), tarfile.PAX_FORMAT)
+        subprocess.run(["mount", "--bind", ro, ro], check=True)
+        subprocess.run(["mount", "-o", "remount,bind,ro", ro], check=True)
+        cache = self.path("cache")
+        os.environ["XDG_CACHE_HOME"] = cache
+        try:
+            with lib.Mount(archive) as mnt:
+                self.assertEqual(files_below(mnt), self.expected)
+            self.assertEqual(len(os.listdir(os.path.join(cache, "gpufs"))), 1)
+        finally:
+            del os.environ["XDG_CACHE_HOME"]
+            subprocess.run(["umount", ro], check=True)
+
+    def test_compressed_archives_are_refused_clearly(self):
+        gz = self.path("x.tar.gz")
+        with tarfile.open(gz, "w:gz") as tar:
+            tar.add(self.tree, arcname="d")
+        mnt = tempfile.mkdtemp()
+        result = lib.run_gpufsd("mount", gz, mnt)
+        os.rmdir(mnt)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("not a folder nor an uncompressed tar archive", result.stderr)
+
+
+if __name__ == "__main__":
+    lib.exit_unless_fuse_usable()
+    unittest.main(verbosity=2)
