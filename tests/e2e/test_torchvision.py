@@ -81,6 +81,38 @@ class TorchvisionOverMount(lib.MountedSampleCase):
         self.assertEqual(a, b)
 
 
+class TorchvisionOverPackWithSplits(unittest.TestCase):
+    """gpufsd pack of a tree with train/ and val/, read by torchvision per split."""
+
+    @classmethod
+    def setUpClass(cls):
+        import tempfile
+        cls.work = tempfile.mkdtemp(prefix="gpufs-e2e-pack-")
+        cls.tree = os.path.join(cls.work, "tree")
+        lib.make_sample.make_tree(os.path.join(cls.tree, "train"), 5, 8, 3, True, 160)
+        lib.make_sample.make_tree(os.path.join(cls.tree, "val"), 5, 4, 4, True, 160)
+        out = os.path.join(cls.work, "packed")
+        result = lib.run_gpufsd("pack", cls.tree, out, "--group-bytes", "100KiB")
+        assert result.returncode == 0, result.stderr
+        cls.mount = lib.Mount(out)
+        cls.mnt = cls.mount.__enter__()
+
+    @classmethod
+    def tearDownClass(cls):
+        import shutil
+        cls.mount.__exit__(None, None, None)
+        shutil.rmtree(cls.work)
+
+    def test_each_split_reads_like_the_source(self):
+        for split, count in (("train", 40), ("val", 20)):
+            a = datasets.ImageFolder(os.path.join(self.tree, split), loader=digest_loader)
+            b = datasets.ImageFolder(os.path.join(self.mnt, split), loader=digest_loader)
+            self.assertEqual(a.class_to_idx, b.class_to_idx)
+            self.assertEqual(relative_samples(a), relative_samples(b))
+            self.assertEqual(len(b), count)
+            self.assertEqual(epoch(a, 2), epoch(b, 2))
+
+
 if __name__ == "__main__":
     lib.exit_unless_fuse_usable()
     unittest.main(verbosity=2)
