@@ -3,10 +3,12 @@
 import io
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import tarfile
 import tempfile
+import time
 import unittest
 
 import gpufs_testlib as lib
@@ -135,6 +137,29 @@ class Pack(Work):
             self.assertEqual(os.listdir(small), [])
         finally:
             subprocess.run(["umount", small], check=True)
+
+    def test_an_interrupted_pack_leaves_nothing_behind(self):
+        tree = self.path("many")
+        for c in range(4):
+            os.makedirs(os.path.join(tree, f"c{c}"))
+            for i in range(500):
+                with open(os.path.join(tree, f"c{c}", f"{i}.jpg"), "wb") as f:
+                    f.write(os.urandom(512))
+        out = self.path("interrupted")
+        # One blob per image, each synced, on one thread: slow enough to interrupt.
+        proc = subprocess.Popen([lib.GPUFSD, "pack", tree, out, "--group-size", "1",
+                                 "--threads", "1"], stderr=subprocess.PIPE, text=True)
+        partial = os.path.join(self.work, f".interrupted.partial-{proc.pid}")
+        # Interrupt once the first blob exists: the pack has begun writing, not just scanning.
+        while not os.path.isdir(partial) or not os.listdir(partial):
+            self.assertIsNone(proc.poll(), "the pack ended before it could be interrupted")
+            time.sleep(0.005)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+        self.assertEqual(proc.returncode, 130, stderr)
+        self.assertIn("interrupted", stderr)
+        self.assertFalse(os.path.exists(out))
+        self.assertFalse(os.path.exists(partial))
 
     def test_verify_names_a_damaged_file_and_mount_verify_refuses_it(self):
         out = self.pack("damaged", "--group-size", "8")
