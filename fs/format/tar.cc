@@ -94,7 +94,11 @@ class TarWalker {
     std::string long_name;
     PaxValues pax;
     char block[kBlock];
-    for (uint64_t pos = base; pos + kBlock <= base + limit;) {
+    for (uint64_t pos = base; pos < base + limit;) {
+      // An archive may end right after its last entry (some writers omit the end
+      // marker), but not inside a header.
+      if (pos + kBlock > base + limit)
+        return Bad(pos, "the archive ends in the middle of a header");
       if (Status s = ReadBlock(pos, block); !s) return s;
       if (AllZero(block)) return Ok{};
       if (!ChecksumOk(block)) return Bad(pos, "bad header checksum: not a tar archive, or damaged");

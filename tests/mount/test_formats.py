@@ -284,6 +284,29 @@ class TarArchives(Work):
             del os.environ["XDG_CACHE_HOME"]
             subprocess.run(["umount", ro], check=True)
 
+    def test_a_truncated_or_damaged_archive_is_refused_naming_the_byte(self):
+        archive = self.make_tar("whole.tar", tarfile.GNU_FORMAT)
+        with open(archive, "rb") as f:
+            data = f.read()
+        cut = self.path("cut.tar")
+        with open(cut, "wb") as f:
+            f.write(data[: len(data) // 2 + 100])
+        damaged = self.path("damaged.tar")
+        with open(damaged, "wb") as f:
+            f.write(data[:512] + bytes([data[512] ^ 0xFF]) + data[513:])
+        second_header = 512 + (int(data[124:136].strip(b"\0 ") or b"0", 8) + 511) // 512 * 512
+        with open(damaged, "r+b") as f:
+            f.seek(second_header + 10)
+            f.write(b"\xff")
+        for path, expected in ((cut, "ends in the middle|runs past the end"),
+                               (damaged, "bad header checksum")):
+            mnt = tempfile.mkdtemp()
+            result = lib.run_gpufsd("mount", path, mnt)
+            os.rmdir(mnt)
+            self.assertEqual(result.returncode, 1, path)
+            self.assertIn(path, result.stderr)
+            self.assertRegex(result.stderr, expected)
+
     def test_compressed_archives_are_refused_clearly(self):
         gz = self.path("x.tar.gz")
         with tarfile.open(gz, "w:gz") as tar:
