@@ -88,9 +88,7 @@ class TorchvisionOverPackWithSplits(unittest.TestCase):
     def setUpClass(cls):
         import tempfile
         cls.work = tempfile.mkdtemp(prefix="gpufs-e2e-pack-")
-        cls.tree = os.path.join(cls.work, "tree")
-        lib.make_sample.make_tree(os.path.join(cls.tree, "train"), 5, 8, 3, True, 160)
-        lib.make_sample.make_tree(os.path.join(cls.tree, "val"), 5, 4, 4, True, 160)
+        cls.tree = lib.make_split_tree(os.path.join(cls.work, "tree"), (5, 8), (5, 4))
         out = os.path.join(cls.work, "packed")
         result = lib.run_gpufsd("pack", cls.tree, out, "--group-bytes", "100KiB")
         assert result.returncode == 0, result.stderr

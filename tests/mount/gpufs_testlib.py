@@ -39,6 +39,14 @@ def make_dataset(root, classes, per_class, group_size, awkward=True, seed=1):
     return tree, folder
 
 
+def make_split_tree(tree, train, val):
+    """An ImageFolder tree with train/ and val/ splits of awkward names; (classes, per
+    class) for each split."""
+    make_sample.make_tree(os.path.join(tree, "train"), *train, 1, True, 160)
+    make_sample.make_tree(os.path.join(tree, "val"), *val, 2, True, 160)
+    return tree
+
+
 def is_mounted(path):
     path = os.path.realpath(path)
     with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:

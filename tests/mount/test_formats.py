@@ -45,9 +45,7 @@ class Work(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.work = tempfile.mkdtemp(prefix="gpufs-formats-")
-        cls.tree = os.path.join(cls.work, "tree")
-        lib.make_sample.make_tree(os.path.join(cls.tree, "train"), 5, 9, 1, True, 160)
-        lib.make_sample.make_tree(os.path.join(cls.tree, "val"), 4, 5, 2, True, 160)
+        cls.tree = lib.make_split_tree(os.path.join(cls.work, "tree"), (5, 9), (4, 5))
         with open(os.path.join(cls.tree, "README.txt"), "w") as f:
             f.write("not an image")
         cls.expected = {k: v for k, v in files_below(cls.tree).items() if k != "README.txt"}

@@ -19,9 +19,12 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 ROOT = os.path.dirname(os.path.dirname(HERE))
 GPUFSD = os.environ.get("GPUFSD", os.path.join(ROOT, "build", "cli", "gpufsd"))
 PYTHON = "/usr/bin/python3"
+
+from benchlib import drop_caches  # noqa: E402
 
 
 def run(cmd, **kw):
@@ -32,15 +35,6 @@ def timed(fn):
     start = time.perf_counter()
     result = fn()
     return time.perf_counter() - start, result
-
-
-def drop_caches():
-    if os.geteuid() != 0:
-        return False
-    os.sync()
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
-    return True
 
 
 def find_count(root):

@@ -26,11 +26,13 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "mount"))
 import gpufs_testlib as lib  # noqa: E402
 import make_sample  # noqa: E402
+from benchlib import drop_caches  # noqa: E402
 
 VARIANTS = [
     ("gpufs defaults", []),
@@ -87,15 +89,6 @@ def walk_seconds(root):
         for name in files:
             os.stat(os.path.join(folder, name))
     return time.perf_counter() - start
-
-
-def drop_caches():
-    if os.geteuid() != 0:
-        return False
-    os.sync()
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
-    return True
 
 
 def measure(root, rel_paths, repeats):
