@@ -11,13 +11,18 @@ namespace gpufs {
 BlobFiles::BlobFiles(std::filesystem::path dir, std::vector<std::string> names)
     : dir_(std::move(dir)),
       names_(std::move(names)),
-      fds_(std::make_unique<std::atomic<int>[]>(names_.size())) {
-  for (size_t i = 0; i < names_.size(); ++i) fds_[i].store(-1, std::memory_order_relaxed);
+      fds_(std::make_unique<std::atomic<int>[]>(names_.size())),
+      direct_fds_(std::make_unique<std::atomic<int>[]>(names_.size())) {
+  for (size_t i = 0; i < names_.size(); ++i) {
+    fds_[i].store(-1, std::memory_order_relaxed);
+    direct_fds_[i].store(-1, std::memory_order_relaxed);
+  }
 }
 
 BlobFiles::~BlobFiles() {
   for (size_t i = 0; i < names_.size(); ++i) {
     if (int fd = fds_[i].load(std::memory_order_relaxed); fd >= 0) close(fd);
+    if (int fd = direct_fds_[i].load(std::memory_order_relaxed); fd >= 0) close(fd);
   }
 }
 
@@ -36,6 +41,29 @@ Result<int> BlobFiles::Fd(uint32_t group) {
     return expected;
   }
   return fd;
+}
+
+Result<BlobFiles::Handle> BlobFiles::DirectFd(uint32_t group) {
+  if (group >= names_.size()) return Fail(EIO, "cannot open blob #{}: no such group", group);
+  int fd = direct_fds_[group].load(std::memory_order_acquire);
+  if (fd == -1) {
+    const std::filesystem::path path = PathOf(group);
+    fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT | O_NOATIME);
+    if (fd < 0 && errno == EPERM) fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+    if (fd < 0 && errno != EINVAL) {
+      return Fail(errno, "cannot open blob {}: {}", path.string(), strerror(errno));
+    }
+    if (fd < 0) fd = -2;  // this filesystem has no O_DIRECT (tmpfs, some FUSE)
+    int expected = -1;
+    if (!direct_fds_[group].compare_exchange_strong(expected, fd, std::memory_order_acq_rel)) {
+      if (fd >= 0) close(fd);
+      fd = expected;
+    }
+  }
+  if (fd >= 0) return Handle{fd, true};
+  auto buffered = Fd(group);
+  if (!buffered) return buffered.error();
+  return Handle{*buffered, false};
 }
 
 Result<size_t> BlobFiles::ReadAt(uint32_t group, uint64_t offset, void* buffer, size_t size) {

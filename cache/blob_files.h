@@ -26,6 +26,14 @@ class BlobFiles {
   // Descriptor of blob `group`; thread-safe, opens at most once per blob.
   Result<int> Fd(uint32_t group);
 
+  // A descriptor that bypasses the kernel page cache (O_DIRECT) when the blob's
+  // filesystem allows it, else the buffered one; `direct` says which. Thread-safe.
+  struct Handle {
+    int fd = -1;
+    bool direct = false;
+  };
+  Result<Handle> DirectFd(uint32_t group);
+
   // Reads exactly `size` bytes at `offset` of blob `group` unless the blob ends first;
   // thread-safe. Returns the number of bytes read.
   Result<size_t> ReadAt(uint32_t group, uint64_t offset, void* buffer, size_t size);
@@ -37,6 +45,7 @@ class BlobFiles {
   std::filesystem::path dir_;
   std::vector<std::string> names_;
   std::unique_ptr<std::atomic<int>[]> fds_;  // -1 until opened; written once by CAS
+  std::unique_ptr<std::atomic<int>[]> direct_fds_;  // likewise; -2: O_DIRECT refused
 };
 
 // Raises the soft descriptor limit to the hard one so that many blobs can stay open.

@@ -2,6 +2,8 @@
 // checks them.
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
 #include <thread>
 
 #include "cli/dataset_commands.h"
@@ -10,6 +12,14 @@
 namespace {
 
 unsigned DefaultThreads() { return std::max(4u, 2 * std::thread::hardware_concurrency()); }
+
+// The group cache's default budget: a quarter of physical memory.
+uint64_t DefaultCacheBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 4
+                               : (1ull << 30);
+}
 
 void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
   mount
@@ -34,6 +44,31 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
                    "write \"ready\" to this descriptor once the mount serves requests");
   mount.add_flag("--verify", args.verify,
                  "check each file's checksum on its first read; a damaged file reads as EIO");
+  args.cache_bytes = DefaultCacheBytes();
+  mount.add_option("--cache-size", args.cache_bytes,
+                   "pinned group cache budget, e.g. 8GiB; 0 serves straight from the blobs "
+                   "(default: a quarter of RAM)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  mount.add_option("--policy", args.policy,
+                   "consume-once: drop groups served this epoch; pin: fill and keep; lru")
+      ->check(CLI::IsMember({"consume-once", "pin", "lru"}))
+      ->capture_default_str();
+  mount.add_flag_callback("--no-prefetch", [&args] { args.prefetch = false; },
+                          "load groups only when asked for, never ahead");
+  mount.add_option("--io-engine", args.io_engine, "io_uring, or pread where it is unavailable")
+      ->check(CLI::IsMember({"io_uring", "pread"}))
+      ->capture_default_str();
+  mount.add_option("--io-threads", args.io_threads, "I/O threads (each owns a ring)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 64u));
+  mount.add_option("--queue-depth", args.queue_depth, "reads in flight per I/O thread")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 4096u));
+  mount.add_option("--io-size", args.io_size,
+                   "split group reads into requests of at most this size; 0: one request")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
   auto& cache = args.cache;
   mount.add_option("--entry-timeout", cache.entry_timeout_s, "seconds the kernel caches names")
       ->capture_default_str();

@@ -21,7 +21,11 @@
 #include <memory>
 #include <thread>
 
+#include "cache/arena.h"
 #include "cache/blob_files.h"
+#include "cache/group_cache.h"
+#include "cache/io_engine.h"
+#include "cache/policy.h"
 #include "fs/catalog.h"
 #include "fs/filesystem.h"
 #include "fs/format/open_dataset.h"
@@ -135,45 +139,111 @@ int Serve(fuse_session* se, const MountArgs& args) {
   return rc;
 }
 
-}  // namespace
-
-int RunMount(const MountArgs& args_in) {
-  MountArgs args = args_in;
-  if (args.debug) args.foreground = true;
-  RaiseFileLimit();
+// Opens and checks everything a mount serves, before anything is mounted.
+Result<Dataset> OpenForMount(const MountArgs& args) {
   OpenOptions open_options;
   open_options.group_size = args.group_size;
   open_options.cache_dir = DefaultCacheDir();
   auto dataset = OpenDataset(args.source, open_options);
-  if (!dataset) return Refuse(dataset.error());
+  if (!dataset) return dataset.error();
   for (const std::string& note : dataset->notes) fmt::print(stderr, "gpufsd: note: {}\n", note);
   // Parsing freed far more than the catalog keeps; hand it back rather than sit on it.
   malloc_trim(0);
-  if (Status s = CheckMountpoint(args.mountpoint); !s) return Refuse(s.error());
-
-  BlobFiles blobs(dataset->dir, dataset->catalog.blobs());
+  if (Status s = CheckMountpoint(args.mountpoint); !s) return s.error();
   if (args.verify && !dataset->catalog.has_checksums()) {
-    return Refuse(Fail(EINVAL, "cannot --verify {}: it has no checksums", args.source));
+    return Fail(EINVAL, "cannot --verify {}: it has no checksums", args.source);
   }
-  Filesystem fs(dataset->catalog, blobs,
-                ServeOptions{Owner{getuid(), getgid()}, dataset->mtime, dataset->dir.string(),
-                             dataset->format, args.verify});
-  FuseContext context;
-  context.fs = &fs;
-  context.cache = args.cache;
+  if (args.cache_bytes > 0 && !MakePolicy(args.policy, {}, 0)) {
+    return Fail(EINVAL, "unknown --policy {}: use consume-once, pin or lru", args.policy);
+  }
+  return dataset;
+}
 
-  std::vector<std::string> argv_strings = FuseArgv(args, *dataset);
+// The cache and its I/O engine. Built in the serving process: memory locks and threads do
+// not survive the fork that detaches the daemon.
+struct CacheStack {
+  std::unique_ptr<PinnedArena> arena;
+  std::unique_ptr<IoEngine> engine;
+  std::unique_ptr<EvictionPolicy> policy;
+  std::unique_ptr<GroupCache> cache;
+};
+
+std::unique_ptr<IoEngine> MakeEngine(const MountArgs& args, const Dataset& d, PinnedArena& a) {
+  if (args.io_engine == "io_uring") {
+    UringOptions options{args.io_threads, args.queue_depth, a.base(), a.capacity(),
+                         static_cast<unsigned>(std::min<size_t>(d.catalog.blobs().size(), 65536))};
+    auto engine = MakeUringEngine(options);
+    if (engine) return std::move(*engine);
+    spdlog::warn("{}; reading with pread instead", engine.error().message);
+  }
+  return std::make_unique<PreadEngine>(args.io_threads);
+}
+
+Result<CacheStack> MakeCacheStack(const MountArgs& args, const Dataset& dataset,
+                                  BlobFiles& blobs) {
+  CacheStack stack;
+  if (args.cache_bytes == 0) return stack;
+  auto arena = PinnedArena::Create(args.cache_bytes);
+  if (!arena) return arena.error();
+  stack.arena = std::move(*arena);
+  stack.engine = MakeEngine(args, dataset, *stack.arena);
+  GroupSizes sizes(dataset.catalog.group_count(), 0);
+  for (const FileExtent& f : dataset.catalog.tables().files) ++sizes[f.group];
+  stack.policy = MakePolicy(args.policy, std::move(sizes), dataset.catalog.file_count());
+  CacheOptions options{args.policy, args.prefetch, args.io_size};
+  stack.cache = std::make_unique<GroupCache>(dataset.catalog, blobs, *stack.engine, *stack.arena,
+                                             std::move(stack.policy), options);
+  spdlog::info("cache: {:.1f} MiB, {}, {} engine, memory {}locked{}", args.cache_bytes / 1048576.0,
+               args.policy, stack.engine->name(), stack.arena->locked() ? "" : "not ",
+               stack.arena->huge_pages() ? ", huge pages" : "");
+  return stack;
+}
+
+fuse_session* NewSession(const MountArgs& args, const Dataset& dataset, FuseContext& context) {
+  std::vector<std::string> argv_strings = FuseArgv(args, dataset);
   std::vector<char*> argv;
   for (std::string& s : argv_strings) argv.push_back(s.data());
   fuse_args fargs = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
   fuse_session* se =
       fuse_session_new(&fargs, &FuseOperations(), sizeof(fuse_lowlevel_ops), &context);
   fuse_opt_free_args(&fargs);  // the session re-parsed them into memory it handed back to us
-  if (se == nullptr) return Refuse(Fail(EINVAL, "cannot start a FUSE session (see above)"));
-  if (fuse_session_mount(se, args.mountpoint.c_str()) != 0) {
+  if (se && fuse_session_mount(se, args.mountpoint.c_str()) != 0) {
     fuse_session_destroy(se);
-    return Refuse(Fail(EIO, "cannot mount at {} (see above)", args.mountpoint));
+    return nullptr;
   }
+  return se;
+}
+
+// Runs the session until unmounted or signalled; the process exit status.
+int ServeUntilUnmounted(fuse_session* se, const MountArgs& args, const std::string& mountpoint) {
+  fuse_set_signal_handlers(se);
+  const int rc = Serve(se, args);
+  fuse_remove_signal_handlers(se);
+  fuse_session_unmount(se);
+  fuse_session_destroy(se);
+  // libfuse reports a stop by SIGINT/SIGTERM/SIGHUP as that (positive) signal number: a
+  // requested, clean end. Only a negative value is a failure of the session.
+  if (rc < 0) {
+    spdlog::error("the FUSE session failed: {}", strerror(-rc));
+    return 1;
+  }
+  spdlog::info("unmounted {}", mountpoint);
+  return 0;
+}
+
+}  // namespace
+
+int RunMount(const MountArgs& args_in) {
+  MountArgs args = args_in;
+  if (args.debug) args.foreground = true;
+  RaiseFileLimit();
+  auto dataset = OpenForMount(args);
+  if (!dataset) return Refuse(dataset.error());
+  BlobFiles blobs(dataset->dir, dataset->catalog.blobs());
+  FuseContext context;
+  context.cache = args.cache;
+  fuse_session* se = NewSession(args, *dataset, context);
+  if (se == nullptr) return Refuse(Fail(EIO, "cannot mount at {} (see above)", args.mountpoint));
 
   int ready_fd = args.ready_fd;
   if (!args.foreground) {
@@ -181,6 +251,18 @@ int RunMount(const MountArgs& args_in) {
     if (ready_fd < 0) return Refuse(Fail(errno, "cannot detach: {}", strerror(errno)));
     UseDaemonLogging();
   }
+  auto stack = MakeCacheStack(args, *dataset, blobs);
+  if (!stack) {
+    spdlog::error("{}", stack.error().message);
+    fuse_session_unmount(se);
+    fuse_session_destroy(se);
+    return 1;
+  }
+  Filesystem fs(dataset->catalog, blobs,
+                ServeOptions{Owner{getuid(), getgid()}, dataset->mtime, dataset->dir.string(),
+                             dataset->format, args.verify},
+                stack->cache.get());
+  context.fs = &fs;
   const std::string mountpoint = std::filesystem::absolute(args.mountpoint).string();
   // INIT is answered after this callback returns; a statfs from another thread waits for
   // that answer, so "ready" is sent only once the mount really serves requests.
@@ -195,20 +277,7 @@ int RunMount(const MountArgs& args_in) {
       if (!args.foreground) DropTerminal();
     }).detach();
   };
-
-  fuse_set_signal_handlers(se);
-  const int rc = Serve(se, args);
-  fuse_remove_signal_handlers(se);
-  fuse_session_unmount(se);
-  fuse_session_destroy(se);
-  // libfuse reports a stop by SIGINT/SIGTERM/SIGHUP as that (positive) signal number: a
-  // requested, clean end. Only a negative value is a failure of the session.
-  if (rc < 0) {
-    spdlog::error("the FUSE session failed: {}", strerror(-rc));
-    return 1;
-  }
-  spdlog::info("unmounted {}", mountpoint);
-  return 0;
+  return ServeUntilUnmounted(se, args, mountpoint);
 }
 
 int RunUnmount(const std::string& mountpoint) {

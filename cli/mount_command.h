@@ -22,6 +22,13 @@ struct MountArgs {
   unsigned max_readahead_kib = 1024;  // 0 keeps the kernel's default
   int ready_fd = -1;                  // written "ready\n" once the mount serves requests
   bool verify = false;                // check checksums on first read
+  uint64_t cache_bytes = 0;           // group cache budget; 0: no cache (splice reads)
+  std::string policy = "consume-once";
+  bool prefetch = true;
+  std::string io_engine = "io_uring";  // or "pread"
+  unsigned io_threads = 2;
+  unsigned queue_depth = 64;
+  uint64_t io_size = 0;               // largest single read; 0: a group in one request
   CachePolicy cache;
 };
 

@@ -23,8 +23,9 @@ constexpr uint64_t kBlockSize = 4096;
 
 }  // namespace
 
-Filesystem::Filesystem(const Catalog& catalog, BlobFiles& blobs, ServeOptions options)
-    : catalog_(catalog), blobs_(blobs), options_(std::move(options)) {
+Filesystem::Filesystem(const Catalog& catalog, BlobFiles& blobs, ServeOptions options,
+                       GroupCache* cache)
+    : catalog_(catalog), blobs_(blobs), options_(std::move(options)), cache_(cache) {
   if (options_.verify) {
     const size_t words = (catalog_.file_count() + 63) / 64;
     verified_ = std::make_unique<std::atomic<uint64_t>[]>(words);
@@ -155,6 +156,20 @@ Result<ReadExtent> Filesystem::Locate(uint64_t ino, uint64_t offset, size_t size
                     static_cast<size_t>(std::min<uint64_t>(size, file.size - offset))};
 }
 
+Result<ReadData> Filesystem::Fetch(uint64_t ino, uint64_t offset, size_t size) {
+  if (!cache_) {
+    auto extent = Locate(ino, offset, size);
+    if (!extent) return extent.error();
+    return ReadData{false, {}, *extent};
+  }
+  auto id = FileOf(ino);
+  if (!id) return id.error();
+  if (Status s = Verify(*id); !s) return s.error();
+  auto bytes = cache_->Read(*id, offset, size);
+  if (!bytes) return bytes.error();
+  return ReadData{true, std::move(*bytes), {}};
+}
+
 Result<size_t> Filesystem::Read(uint64_t ino, uint64_t offset, std::span<char> out) {
   auto id = FileOf(ino);
   if (!id) return id.error();
@@ -179,6 +194,7 @@ Result<std::string> Filesystem::GetXattr(uint64_t ino, std::string_view name) co
     if (name == kRootXattrNames[0]) return std::to_string(getpid());
     if (name == kRootXattrNames[1]) return options_.source;
     if (name == kRootXattrNames[2]) return options_.format;
+    if (name == "user.gpufs.stats" && cache_) return cache_->StatsJson();
   }
   if (catalog_.IsDir(*id)) return Fail(ENODATA, "no attribute {}", name);
   const FileExtent& file = catalog_.Extent(*id);
@@ -201,6 +217,7 @@ Result<std::string> Filesystem::ListXattr(uint64_t ino) const {
     }
   };
   if (*id == Catalog::kRoot) add(kRootXattrNames);
+  if (*id == Catalog::kRoot && cache_) add(std::array<std::string_view, 1>{"user.gpufs.stats"});
   if (!catalog_.IsDir(*id)) add(kXattrNames);
   return list;
 }

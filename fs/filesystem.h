@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "cache/blob_files.h"
+#include "cache/group_cache.h"
 #include "fs/catalog.h"
 #include "fs/error.h"
 
@@ -56,10 +57,19 @@ struct ReadExtent {
   size_t length = 0;
 };
 
+// The bytes of one read: in the daemon's group cache (held until `cached` is destroyed),
+// or, without a cache, where they lie in a blob.
+struct ReadData {
+  bool from_cache = false;
+  CachedBytes cached;
+  ReadExtent extent;
+};
+
 class Filesystem {
  public:
-  // `catalog` and `blobs` must outlive the Filesystem.
-  Filesystem(const Catalog& catalog, BlobFiles& blobs, ServeOptions options);
+  // `catalog`, `blobs` and `cache` (optional) must outlive the Filesystem.
+  Filesystem(const Catalog& catalog, BlobFiles& blobs, ServeOptions options,
+             GroupCache* cache = nullptr);
 
   static constexpr uint64_t kRootIno = 1;
   static uint64_t InoOf(NodeId id) { return uint64_t{id} + 1; }
@@ -77,10 +87,13 @@ class Filesystem {
   // Where the bytes of a read of `size` at `offset` lie; clamped to the file's end.
   // Thread-safe.
   Result<ReadExtent> Locate(uint64_t ino, uint64_t offset, size_t size);
+  // The bytes of a read, from the group cache when there is one, else as Locate names
+  // them. Thread-safe.
+  Result<ReadData> Fetch(uint64_t ino, uint64_t offset, size_t size);
   // Reads into `out` what Locate names; returns the byte count. Thread-safe.
   Result<size_t> Read(uint64_t ino, uint64_t offset, std::span<char> out);
-  // user.gpufs.{group,blob,offset,size,class} on files, user.gpufs.{pid,source,format} on
-  // the root; ENODATA otherwise.
+  // user.gpufs.{group,blob,offset,size,class} on files; user.gpufs.{pid,source,format} on
+  // the root, and user.gpufs.stats (JSON counters) with a cache; ENODATA otherwise.
   Result<std::string> GetXattr(uint64_t ino, std::string_view name) const;
   // The names above, each NUL-terminated, as listxattr(2) returns them.
   Result<std::string> ListXattr(uint64_t ino) const;
@@ -98,6 +111,7 @@ class Filesystem {
   const Catalog& catalog_;
   BlobFiles& blobs_;
   const ServeOptions options_;
+  GroupCache* const cache_;
   // One bit per member, set once its checksum matched; only allocated with --verify.
   std::unique_ptr<std::atomic<uint64_t>[]> verified_;
 };

@@ -1,0 +1,290 @@
+#include "cache/group_cache.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+namespace gpufs {
+namespace {
+
+constexpr uint64_t kDirectAlign = 4096;  // what O_DIRECT needs of offsets and lengths
+
+}  // namespace
+
+CachedBytes::CachedBytes(CachedBytes&& other) noexcept { *this = std::move(other); }
+
+CachedBytes& CachedBytes::operator=(CachedBytes&& other) noexcept {
+  if (this != &other) {
+    if (cache_) cache_->Unpin(group_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    cache_ = std::exchange(other.cache_, nullptr);
+    group_ = other.group_;
+    owned_ = std::move(other.owned_);
+  }
+  return *this;
+}
+
+CachedBytes::~CachedBytes() {
+  if (cache_) cache_->Unpin(group_);
+}
+
+GroupCache::GroupCache(const Catalog& catalog, BlobFiles& blobs, IoEngine& engine,
+                       PinnedArena& arena, std::unique_ptr<EvictionPolicy> policy,
+                       CacheOptions options)
+    : catalog_(catalog),
+      blobs_(blobs),
+      engine_(engine),
+      arena_(arena),
+      options_(std::move(options)),
+      policy_(std::move(policy)),
+      entries_(catalog.group_count()),
+      busy_(catalog.group_count(), false) {
+  if (options_.prefetch) prefetcher_ = std::thread([this] { Prefetch(); });
+}
+
+GroupCache::~GroupCache() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  if (prefetcher_.joinable()) prefetcher_.join();
+}
+
+// The aligned byte range of the blob a group's load reads; returns its length.
+size_t GroupCache::SpanOf(uint32_t group, uint64_t* start) const {
+  const GroupExtent& g = catalog_.Group(group);
+  *start = g.offset / kDirectAlign * kDirectAlign;
+  const uint64_t end = (g.offset + g.size + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
+  return static_cast<size_t>(end - *start);
+}
+
+Result<CachedBytes> GroupCache::Read(NodeId file, uint64_t offset, size_t size) {
+  const FileExtent& f = catalog_.Extent(file);
+  if (offset >= f.size) return CachedBytes{};
+  size = static_cast<size_t>(std::min<uint64_t>(size, f.size - offset));
+  const uint32_t group = f.group;
+  std::unique_lock lock(mu_);
+  bool loaded_here = false;
+  for (;;) {
+    Entry* entry = entries_[group].get();
+    if (entry && entry->ready) {
+      if (!loaded_here) ++counters_.hits;
+      return ServeHit(group, file, offset, size);
+    }
+    if (entry) {  // a load is in flight: share it
+      ++counters_.shared_waits;
+      changed_.wait(lock);
+      continue;
+    }
+    entry = Admit(group, true);
+    if (!entry) {
+      lock.unlock();
+      return ReadMember(file, offset, size);
+    }
+    ++counters_.misses;
+    ++demand_loads_;
+    Status s = Load(group, *entry, lock);
+    --demand_loads_;
+    if (!s) return s.error();
+    loaded_here = true;
+  }
+}
+
+// Under mu_: pins the group and points into it.
+Result<CachedBytes> GroupCache::ServeHit(uint32_t group, NodeId file, uint64_t offset,
+                                         size_t size) {
+  Entry& entry = *entries_[group];
+  const FileExtent& f = catalog_.Extent(file);
+  if (entry.prefetched && !entry.used) ++counters_.prefetch_used;
+  entry.used = true;
+  ++entry.pins;
+  busy_[group] = true;
+  if (offset + size >= f.size) policy_->Served(group, catalog_.FileIndex(file));
+  counters_.bytes_served += size;
+  CachedBytes bytes;
+  bytes.data_ = arena_.base() + entry.arena_offset + (f.offset + offset - entry.data_start);
+  bytes.size_ = size;
+  bytes.cache_ = this;
+  bytes.group_ = group;
+  return bytes;
+}
+
+// Outside mu_: the ungrouped way, for a member whose group cannot be cached.
+Result<CachedBytes> GroupCache::ReadMember(NodeId file, uint64_t offset, size_t size) {
+  const FileExtent& f = catalog_.Extent(file);
+  const uint32_t blob = catalog_.Group(f.group).blob;
+  CachedBytes bytes;
+  bytes.owned_ = std::make_unique<char[]>(size);
+  auto got = blobs_.ReadAt(blob, f.offset + offset, bytes.owned_.get(), size);
+  if (!got || *got != size) {
+    ++counters_.io_errors;
+    return got ? Fail(EIO, "cannot read {}: blob {} ends early", catalog_.PathOf(file),
+                      blobs_.PathOf(blob).string())
+               : got.error();
+  }
+  ++counters_.member_reads;
+  counters_.bytes_from_disk += size;
+  counters_.bytes_served += size;
+  {
+    std::lock_guard lock(mu_);
+    if (offset + size >= f.size) policy_->Served(f.group, catalog_.FileIndex(file));
+  }
+  bytes.data_ = bytes.owned_.get();
+  bytes.size_ = size;
+  return bytes;
+}
+
+// Under mu_: room for `group` in the arena, evicting if allowed; null when there is none.
+GroupCache::Entry* GroupCache::Admit(uint32_t group, bool may_evict) {
+  uint64_t start = 0;
+  const size_t bytes = SpanOf(group, &start);
+  std::optional<size_t> offset = arena_.Allocate(bytes);
+  while (!offset && may_evict) {
+    const auto victim = policy_->Victim(busy_);
+    if (!victim) break;
+    Evict(*victim);
+    offset = arena_.Allocate(bytes);
+  }
+  if (!offset) return nullptr;
+  auto entry = std::make_unique<Entry>();
+  entry->arena_offset = *offset;
+  entry->arena_bytes = bytes;
+  entry->data_start = start;
+  entries_[group] = std::move(entry);
+  busy_[group] = true;
+  return entries_[group].get();
+}
+
+// Called with `lock` held on mu_; releases it for the I/O.
+Status GroupCache::Load(uint32_t group, Entry& entry, std::unique_lock<std::mutex>& lock) {
+  lock.unlock();
+  const GroupExtent& g = catalog_.Group(group);
+  Status s = Ok{};
+  auto handle = blobs_.DirectFd(g.blob);
+  if (!handle) s = handle.error();
+  if (s) {
+    char* target = arena_.base() + entry.arena_offset;
+    const size_t piece = options_.io_piece ? options_.io_piece : entry.arena_bytes;
+    auto got = ReadThrough(engine_, handle->fd, static_cast<int>(g.blob), entry.data_start,
+                           entry.arena_bytes, target, piece);
+    if (!handle->direct) {
+      posix_fadvise(handle->fd, static_cast<off_t>(entry.data_start),
+                    static_cast<off_t>(entry.arena_bytes), POSIX_FADV_DONTNEED);
+    }
+    if (!got) {
+      s = Fail(got.error().code, "cannot read group {} of blob {}: {}", group,
+               blobs_.PathOf(g.blob).string(), got.error().message);
+    } else if (*got < g.offset + g.size - entry.data_start) {
+      s = Fail(EIO, "cannot read group {}: blob {} ends early", group,
+               blobs_.PathOf(g.blob).string());
+    } else {
+      counters_.bytes_from_disk += *got;
+    }
+  }
+  lock.lock();
+  if (!s) {
+    ++counters_.io_errors;
+    arena_.Free(entry.arena_offset, entry.arena_bytes);
+    entries_[group].reset();
+    busy_[group] = false;
+  } else {
+    entry.ready = true;
+    busy_[group] = entry.pins > 0;
+    ++counters_.groups_loaded;
+    policy_->Admitted(group);
+  }
+  changed_.notify_all();
+  return s;
+}
+
+// Under mu_.
+void GroupCache::Evict(uint32_t group) {
+  Entry& entry = *entries_[group];
+  if (entry.prefetched && !entry.used) ++counters_.prefetch_wasted;
+  arena_.Free(entry.arena_offset, entry.arena_bytes);
+  policy_->Evicted(group);
+  entries_[group].reset();
+  busy_[group] = false;
+  ++counters_.evictions;
+  changed_.notify_all();
+}
+
+void GroupCache::Unpin(uint32_t group) {
+  std::lock_guard lock(mu_);
+  Entry* entry = entries_[group].get();
+  if (!entry || --entry->pins > 0) return;
+  busy_[group] = false;
+  if (policy_->DropNow(group)) Evict(group);  // consumed: the kernel holds what was served
+}
+
+bool GroupCache::Resident(uint32_t group) const {
+  std::lock_guard lock(mu_);
+  return entries_[group] && entries_[group]->ready;
+}
+
+// Loads groups the policy still wants into free room, one at a time, while no demand
+// load is in flight: prefetch must never take the disk from a waiting reader.
+void GroupCache::Prefetch() {
+  std::unique_lock lock(mu_);
+  const uint32_t groups = static_cast<uint32_t>(entries_.size());
+  while (!stop_) {
+    uint32_t candidate = groups;
+    for (uint32_t n = 0; n < groups && demand_loads_ == 0; ++n) {
+      const uint32_t g = (prefetch_cursor_ + n) % groups;
+      if (!entries_[g] && policy_->Wanted(g)) {
+        candidate = g;
+        break;
+      }
+    }
+    Entry* entry = candidate < groups ? Admit(candidate, false) : nullptr;
+    if (!entry) {
+      changed_.wait_for(lock, std::chrono::milliseconds(200));
+      continue;
+    }
+    prefetch_cursor_ = candidate + 1;
+    entry->prefetched = true;
+    ++counters_.prefetch_issued;
+    if (Status s = Load(candidate, *entry, lock); !s) spdlog::warn("{}", s.error().message);
+  }
+}
+
+std::string GroupCache::StatsJson() const {
+  const auto& c = counters_;
+  nlohmann::json j;
+  uint64_t cached_groups = 0;
+  uint32_t epoch = 0;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& e : entries_) cached_groups += e && e->ready;
+    epoch = policy_->epoch();
+  }
+  const double served = static_cast<double>(c.bytes_served.load());
+  j["policy"] = std::string(policy_->name());
+  j["engine"] = std::string(engine_.name());
+  j["budget_bytes"] = arena_.capacity();
+  j["cached_bytes"] = arena_.used();
+  j["cached_groups"] = cached_groups;
+  j["groups"] = catalog_.group_count();
+  j["arena_locked"] = arena_.locked();
+  j["huge_pages"] = arena_.huge_pages();
+  j["epoch"] = epoch;
+  for (const auto& [key, value] :
+       {std::pair{"hits", &c.hits}, {"misses", &c.misses}, {"shared_waits", &c.shared_waits},
+        {"member_reads", &c.member_reads}, {"bytes_from_disk", &c.bytes_from_disk},
+        {"bytes_served", &c.bytes_served}, {"groups_loaded", &c.groups_loaded},
+        {"evictions", &c.evictions}, {"prefetch_issued", &c.prefetch_issued},
+        {"prefetch_used", &c.prefetch_used}, {"prefetch_wasted", &c.prefetch_wasted},
+        {"io_errors", &c.io_errors}}) {
+    j[key] = value->load();
+  }
+  j["read_amplification"] = served > 0 ? static_cast<double>(c.bytes_from_disk) / served : 0.0;
+  return j.dump();
+}
+
+}  // namespace gpufs

@@ -1,0 +1,131 @@
+// The group cache: the reason to group at all. A trainer asks for one image; the cache
+// reads the image's whole group in one large read into pinned memory and serves its
+// siblings from there when they are asked for, later in the epoch.
+//
+// - Single flight: readers of a group that is being loaded wait for that one read.
+// - Budget: groups live in a PinnedArena of fixed size; an EvictionPolicy picks what goes.
+// - Never worse than ungrouped: when a group cannot be admitted (everything cached is in
+//   use, or the policy keeps what it has), just the member is read, as without groups.
+// - No double caching: blobs are read with O_DIRECT where the filesystem allows, else
+//   the blob's pages are dropped from the kernel cache (fadvise) right after the read;
+//   what stays cached in the kernel is the served files themselves.
+// - Prefetch: while no demand read is in flight and the budget has room, the next groups
+//   the policy still wants are loaded in the background.
+// Every decision is counted; StatsJson() reports the counters.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cache/arena.h"
+#include "cache/blob_files.h"
+#include "cache/io_engine.h"
+#include "cache/policy.h"
+#include "fs/catalog.h"
+#include "fs/error.h"
+
+namespace gpufs {
+
+struct CacheOptions {
+  std::string policy = "consume-once";
+  bool prefetch = true;
+  size_t io_piece = 0;  // largest single read; 0: a whole group as one request
+};
+
+struct CacheCounters {
+  std::atomic<uint64_t> hits{0};          // reads served from a cached group
+  std::atomic<uint64_t> misses{0};        // reads that loaded their group
+  std::atomic<uint64_t> shared_waits{0};  // reads that waited for a load in flight
+  std::atomic<uint64_t> member_reads{0};  // reads served by reading just the member
+  std::atomic<uint64_t> bytes_from_disk{0};
+  std::atomic<uint64_t> bytes_served{0};
+  std::atomic<uint64_t> groups_loaded{0};
+  std::atomic<uint64_t> evictions{0};
+  std::atomic<uint64_t> prefetch_issued{0};
+  std::atomic<uint64_t> prefetch_used{0};
+  std::atomic<uint64_t> prefetch_wasted{0};
+  std::atomic<uint64_t> io_errors{0};
+};
+
+class GroupCache;
+
+// The bytes of one read, held in place (a cached group stays pinned) until destroyed.
+class CachedBytes {
+ public:
+  CachedBytes() = default;
+  CachedBytes(CachedBytes&& other) noexcept;
+  CachedBytes& operator=(CachedBytes&& other) noexcept;
+  ~CachedBytes();
+  const char* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  friend class GroupCache;
+  const char* data_ = nullptr;
+  size_t size_ = 0;
+  GroupCache* cache_ = nullptr;  // set when data_ is a pinned group
+  uint32_t group_ = 0;
+  std::unique_ptr<char[]> owned_;  // set when data_ was read for this reply alone
+};
+
+class GroupCache {
+ public:
+  // All references must outlive the cache. Thread-safe.
+  GroupCache(const Catalog& catalog, BlobFiles& blobs, IoEngine& engine, PinnedArena& arena,
+             std::unique_ptr<EvictionPolicy> policy, CacheOptions options);
+  ~GroupCache();
+
+  // Up to `size` bytes of file node `file` at `offset` (clamped to its end).
+  Result<CachedBytes> Read(NodeId file, uint64_t offset, size_t size);
+
+  bool Resident(uint32_t group) const;
+  std::string StatsJson() const;
+  const CacheCounters& counters() const { return counters_; }
+
+ private:
+  friend class CachedBytes;
+  struct Entry {
+    bool ready = false;
+    size_t arena_offset = 0;
+    size_t arena_bytes = 0;
+    uint64_t data_start = 0;  // blob offset of the first byte held
+    uint32_t pins = 0;
+    bool prefetched = false;
+    bool used = false;
+  };
+
+  Result<CachedBytes> ServeHit(uint32_t group, NodeId file, uint64_t offset, size_t size);
+  Result<CachedBytes> ReadMember(NodeId file, uint64_t offset, size_t size);
+  Status Load(uint32_t group, Entry& entry, std::unique_lock<std::mutex>& lock);
+  Entry* Admit(uint32_t group, bool may_evict);
+  void Evict(uint32_t group);
+  void Unpin(uint32_t group);
+  size_t SpanOf(uint32_t group, uint64_t* start) const;
+  void Prefetch();
+
+  const Catalog& catalog_;
+  BlobFiles& blobs_;
+  IoEngine& engine_;
+  PinnedArena& arena_;
+  const CacheOptions options_;
+  CacheCounters counters_;
+
+  // Lock order: mu_ only; the arena's own lock is taken inside it, never the reverse.
+  mutable std::mutex mu_;
+  std::condition_variable changed_;  // a load finished or room was made
+  std::unique_ptr<EvictionPolicy> policy_;     // guarded by mu_
+  std::vector<std::unique_ptr<Entry>> entries_;  // by group; guarded by mu_
+  std::vector<bool> busy_;                       // pinned or loading; guarded by mu_
+  unsigned demand_loads_ = 0;                    // guarded by mu_
+  uint32_t prefetch_cursor_ = 0;                 // guarded by mu_
+  bool stop_ = false;                            // guarded by mu_
+  std::thread prefetcher_;
+};
+
+}  // namespace gpufs

@@ -1,0 +1,97 @@
+// Which cached group to give up when a new one needs room. A policy sees every admission,
+// every member served and every eviction, all under the cache's lock, and answers two
+// questions: may this group go now (DropNow), and which group should go next (Victim).
+//
+//   consume-once (default)  Random-order training reads each image once per epoch; once
+//       served, the kernel's page cache holds it, so the daemon's copy is dead weight. A
+//       group whose members have all been served this epoch is dropped at once; under
+//       pressure the group with the fewest members still to serve goes first. Epochs are
+//       detected from the access stream: a member served again once at least half the
+//       dataset has been served this epoch starts a new one.
+//   pin  Fill the budget and keep it (MinIO-style): a dataset larger than memory gets a
+//       steady hit ratio equal to the cached fraction instead of LRU's thrashing.
+//   lru  Least recently used goes first; the baseline.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace gpufs {
+
+class EvictionPolicy {
+ public:
+  virtual ~EvictionPolicy() = default;
+  virtual std::string_view name() const = 0;
+  virtual void Admitted(uint32_t group) = 0;
+  // Member `file` (an index into the file table) of `group` was read to its end.
+  virtual void Served(uint32_t group, uint32_t file) = 0;
+  virtual void Evicted(uint32_t group) = 0;
+  // Whether a cached group should be dropped now, before any pressure.
+  virtual bool DropNow(uint32_t /*group*/) const { return false; }
+  // Whether an uncached group is still worth loading (consume-once: not fully served).
+  virtual bool Wanted(uint32_t /*group*/) const { return true; }
+  // The cached group to evict next, skipping those `busy` says are in use; none to keep all.
+  virtual std::optional<uint32_t> Victim(const std::vector<bool>& busy) const = 0;
+  virtual uint32_t epoch() const { return 0; }
+};
+
+// Members per group, indexed by group id; what consume-once counts against.
+using GroupSizes = std::vector<uint32_t>;
+
+// "consume-once", "pin" or "lru"; null for an unknown name.
+std::unique_ptr<EvictionPolicy> MakePolicy(std::string_view name, GroupSizes sizes,
+                                           size_t file_count);
+
+class LruPolicy : public EvictionPolicy {
+ public:
+  std::string_view name() const override { return "lru"; }
+  void Admitted(uint32_t group) override;
+  void Served(uint32_t group, uint32_t file) override;
+  void Evicted(uint32_t group) override;
+  std::optional<uint32_t> Victim(const std::vector<bool>& busy) const override;
+
+ private:
+  std::list<uint32_t> order_;  // most recent first
+  std::unordered_map<uint32_t, std::list<uint32_t>::iterator> where_;
+};
+
+class PinPolicy : public EvictionPolicy {
+ public:
+  std::string_view name() const override { return "pin"; }
+  void Admitted(uint32_t) override {}
+  void Served(uint32_t, uint32_t) override {}
+  void Evicted(uint32_t) override {}
+  std::optional<uint32_t> Victim(const std::vector<bool>&) const override { return std::nullopt; }
+};
+
+class ConsumeOncePolicy : public EvictionPolicy {
+ public:
+  ConsumeOncePolicy(GroupSizes sizes, size_t file_count);
+  std::string_view name() const override { return "consume-once"; }
+  void Admitted(uint32_t group) override;
+  void Served(uint32_t group, uint32_t file) override;
+  void Evicted(uint32_t group) override;
+  bool DropNow(uint32_t group) const override { return Remaining(group) == 0; }
+  bool Wanted(uint32_t group) const override { return Remaining(group) > 0; }
+  std::optional<uint32_t> Victim(const std::vector<bool>& busy) const override;
+  uint32_t epoch() const override { return epoch_; }
+
+ private:
+  uint32_t Remaining(uint32_t group) const;
+
+  GroupSizes sizes_;
+  uint32_t epoch_ = 1;
+  size_t served_this_epoch_ = 0;
+  std::vector<uint32_t> file_epoch_;   // epoch in which each file was last served
+  std::vector<uint32_t> group_epoch_;  // epoch that remaining_ of each group counts
+  std::vector<uint32_t> remaining_;
+  std::set<std::pair<uint32_t, uint32_t>> cached_;  // (remaining, group), fewest first
+};
+
+}  // namespace gpufs
