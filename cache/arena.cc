@@ -13,7 +13,7 @@ Result<std::unique_ptr<PinnedArena>> PinnedArena::Create(size_t bytes) {
   void* p = MAP_FAILED;
   if (capacity % kHuge == 0) {
     p = mmap(nullptr, capacity, PROT_READ | PROT_WRITE,
-             MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_NORESERVE, -1, 0);
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);  // fails unless reserved
     huge = p != MAP_FAILED;
   }
   if (p == MAP_FAILED) {

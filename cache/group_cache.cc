@@ -82,7 +82,7 @@ Result<CachedBytes> GroupCache::Read(NodeId file, uint64_t offset, size_t size) 
       changed_.wait(lock);
       continue;
     }
-    entry = Admit(group, true);
+    entry = policy_->Wanted(group) ? Admit(group, true) : nullptr;
     if (!entry) {
       lock.unlock();
       return ReadMember(file, offset, size);

@@ -46,6 +46,10 @@ uint32_t ConsumeOncePolicy::Remaining(uint32_t group) const {
 
 void ConsumeOncePolicy::Admitted(uint32_t group) { cached_.emplace(Remaining(group), group); }
 
+bool ConsumeOncePolicy::Wanted(uint32_t group) const {
+  return Remaining(group) > 0 && 10 * uint64_t{Remaining(group)} >= 9 * uint64_t{sizes_[group]};
+}
+
 void ConsumeOncePolicy::Served(uint32_t group, uint32_t file) {
   if (file_epoch_[file] == epoch_) {
     // Served twice: the kernel dropped it and the trainer came back. Once half the
@@ -67,8 +71,11 @@ void ConsumeOncePolicy::Served(uint32_t group, uint32_t file) {
 
 void ConsumeOncePolicy::Evicted(uint32_t group) { cached_.erase({Remaining(group), group}); }
 
+// Only a group with nothing left to serve may make room; such groups are normally
+// dropped already when their last member is served.
 std::optional<uint32_t> ConsumeOncePolicy::Victim(const std::vector<bool>& busy) const {
   for (const auto& [left, group] : cached_) {
+    if (left > 0) break;
     if (!busy[group]) return group;
   }
   return std::nullopt;

@@ -4,10 +4,13 @@
 //
 //   consume-once (default)  Random-order training reads each image once per epoch; once
 //       served, the kernel's page cache holds it, so the daemon's copy is dead weight. A
-//       group whose members have all been served this epoch is dropped at once; under
-//       pressure the group with the fewest members still to serve goes first. Epochs are
-//       detected from the access stream: a member served again once at least half the
-//       dataset has been served this epoch starts a new one.
+//       group whose members have all been served this epoch is dropped at once. A group
+//       is loaded whole only while at least 90% of its members are still to be served
+//       this epoch, and nothing still useful is evicted for it: otherwise reading the
+//       group would cost more than the members it can still serve (read amplification),
+//       and the member alone is read. Epochs are detected from the access stream: a
+//       member served again once at least half the dataset has been served this epoch
+//       starts a new one, and every group becomes worth loading again.
 //   pin  Fill the budget and keep it (MinIO-style): a dataset larger than memory gets a
 //       steady hit ratio equal to the cached fraction instead of LRU's thrashing.
 //   lru  Least recently used goes first; the baseline.
@@ -34,7 +37,7 @@ class EvictionPolicy {
   virtual void Evicted(uint32_t group) = 0;
   // Whether a cached group should be dropped now, before any pressure.
   virtual bool DropNow(uint32_t /*group*/) const { return false; }
-  // Whether an uncached group is still worth loading (consume-once: not fully served).
+  // Whether an uncached group is worth loading whole now.
   virtual bool Wanted(uint32_t /*group*/) const { return true; }
   // The cached group to evict next, skipping those `busy` says are in use; none to keep all.
   virtual std::optional<uint32_t> Victim(const std::vector<bool>& busy) const = 0;
@@ -78,7 +81,7 @@ class ConsumeOncePolicy : public EvictionPolicy {
   void Served(uint32_t group, uint32_t file) override;
   void Evicted(uint32_t group) override;
   bool DropNow(uint32_t group) const override { return Remaining(group) == 0; }
-  bool Wanted(uint32_t group) const override { return Remaining(group) > 0; }
+  bool Wanted(uint32_t group) const override;
   std::optional<uint32_t> Victim(const std::vector<bool>& busy) const override;
   uint32_t epoch() const override { return epoch_; }
 

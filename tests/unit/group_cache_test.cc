@@ -1,0 +1,271 @@
+#include "cache/group_cache.h"
+
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <future>
+#include <thread>
+
+#include "tests/unit/temp_dir.h"
+
+namespace gpufs {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Reads with pread, but only once released, and counts what it was asked for; can fail.
+class GatedEngine : public IoEngine {
+ public:
+  std::string_view name() const override { return "gated"; }
+  void Submit(std::vector<IoRequest> requests) override {
+    std::unique_lock lock(mu_);
+    submitted_ += requests.size();
+    submitted_changed_.notify_all();
+    open_.wait(lock, [this] { return released_; });
+    lock.unlock();
+    for (IoRequest& r : requests) {
+      const ssize_t n = fail_ ? -EIO : pread(r.fd, r.buffer, r.length, static_cast<off_t>(r.offset));
+      r.done(n < 0 && !fail_ ? -errno : n);
+    }
+  }
+  void Release() {
+    std::lock_guard lock(mu_);
+    released_ = true;
+    open_.notify_all();
+  }
+  void WaitForSubmissions(size_t n) {
+    std::unique_lock lock(mu_);
+    submitted_changed_.wait(lock, [&] { return submitted_ >= n; });
+  }
+  size_t submitted() {
+    std::lock_guard lock(mu_);
+    return submitted_;
+  }
+  bool fail_ = false;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable open_;
+  std::condition_variable submitted_changed_;
+  bool released_ = false;
+  size_t submitted_ = 0;
+};
+
+// Two groups of four 3000-byte members, in two blob files.
+class GroupCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DatasetSpec spec;
+    spec.index_file = "test";
+    spec.classes = {"c"};
+    for (uint32_t g = 0; g < 2; ++g) {
+      const std::string blob = "blob-" + std::to_string(g);
+      std::string bytes;
+      for (uint32_t m = 0; m < 4; ++m) {
+        const std::string name = "c/" + std::to_string(g) + "-" + std::to_string(m);
+        spec.members.push_back(MemberSpec{name, 0, g, bytes.size(), 3000, 0, 0});
+        for (int i = 0; i < 3000; ++i) bytes += static_cast<char>('a' + (g * 4 + m + i) % 26);
+        contents_[name] = bytes.substr(bytes.size() - 3000);
+      }
+      spec.groups.push_back(GroupSpec{blob, 0, bytes.size(), 0});
+      std::ofstream(dir_.path() / blob, std::ios::binary) << bytes;
+    }
+    catalog_ = std::make_unique<Catalog>(std::move(*Catalog::FromSpec(spec)));
+    blobs_ = std::make_unique<BlobFiles>(dir_.path(), catalog_->blobs());
+  }
+
+  void MakeCache(size_t budget, const std::string& policy, IoEngine& engine) {
+    arena_ = std::move(*PinnedArena::Create(budget));
+    cache_ = std::make_unique<GroupCache>(*catalog_, *blobs_, engine, *arena_,
+                                          MakePolicy(policy, {4, 4}, 8),
+                                          CacheOptions{policy, false, 0});
+  }
+
+  NodeId Node(const std::string& path) { return *catalog_->FindPath(path); }
+
+  std::string ReadWhole(const std::string& path) {
+    auto bytes = cache_->Read(Node(path), 0, 1 << 20);
+    EXPECT_TRUE(bytes.ok()) << bytes.error().message;
+    return bytes.ok() ? std::string(bytes->data(), bytes->size()) : "";
+  }
+
+  TempDir dir_;
+  std::map<std::string, std::string> contents_;
+  std::unique_ptr<Catalog> catalog_;
+  std::unique_ptr<BlobFiles> blobs_;
+  std::unique_ptr<PinnedArena> arena_;
+  std::unique_ptr<GroupCache> cache_;
+};
+
+TEST_F(GroupCacheTest, LoadsAGroupOnceAndServesItsSiblingsFromMemory) {
+  PreadEngine engine(2);
+  MakeCache(1 << 20, "lru", engine);
+  EXPECT_EQ(ReadWhole("c/0-0"), contents_["c/0-0"]);
+  EXPECT_EQ(ReadWhole("c/0-3"), contents_["c/0-3"]);
+  auto part = cache_->Read(Node("c/0-2"), 2990, 100);
+  ASSERT_TRUE(part.ok());
+  EXPECT_EQ(std::string(part->data(), part->size()), contents_["c/0-2"].substr(2990));
+  EXPECT_EQ(cache_->Read(Node("c/0-2"), 3000, 10)->size(), 0u);
+  EXPECT_EQ(cache_->counters().misses.load(), 1u);
+  EXPECT_EQ(cache_->counters().hits.load(), 2u);  // a read at the end serves nothing
+  EXPECT_TRUE(cache_->Resident(0));
+  EXPECT_FALSE(cache_->Resident(1));
+}
+
+TEST_F(GroupCacheTest, ReadersOfAGroupInFlightShareItsOneRead) {
+  GatedEngine engine;
+  MakeCache(1 << 20, "lru", engine);
+  std::vector<std::future<std::string>> readers;
+  for (int m = 0; m < 4; ++m) {
+    readers.push_back(std::async(std::launch::async, [this, m] {
+      return ReadWhole("c/0-" + std::to_string(m));
+    }));
+  }
+  engine.WaitForSubmissions(1);
+  engine.Release();
+  for (int m = 0; m < 4; ++m) EXPECT_EQ(readers[m].get(), contents_["c/0-" + std::to_string(m)]);
+  EXPECT_EQ(engine.submitted(), 1u);
+  EXPECT_EQ(cache_->counters().groups_loaded.load(), 1u);
+}
+
+TEST_F(GroupCacheTest, ReadsJustTheMemberWhenTheGroupCannotBeAdmitted) {
+  PreadEngine engine(1);
+  MakeCache(8192, "pin", engine);  // smaller than a 12000-byte group
+  EXPECT_EQ(ReadWhole("c/1-2"), contents_["c/1-2"]);
+  EXPECT_EQ(cache_->counters().member_reads.load(), 1u);
+  EXPECT_EQ(cache_->counters().bytes_from_disk.load(), 3000u);
+  EXPECT_LE(arena_->used(), arena_->capacity());
+}
+
+TEST_F(GroupCacheTest, KeepsWithinTheBudgetAndPinNeverEvicts) {
+  PreadEngine engine(1);
+  MakeCache(16384, "pin", engine);  // room for one group only
+  EXPECT_EQ(ReadWhole("c/0-0"), contents_["c/0-0"]);
+  EXPECT_EQ(ReadWhole("c/1-0"), contents_["c/1-0"]);
+  EXPECT_TRUE(cache_->Resident(0));
+  EXPECT_FALSE(cache_->Resident(1));
+  EXPECT_EQ(cache_->counters().evictions.load(), 0u);
+  EXPECT_EQ(cache_->counters().member_reads.load(), 1u);
+  EXPECT_EQ(arena_->used(), 12288u);
+}
+
+TEST_F(GroupCacheTest, LruEvictsTheLeastRecentGroup) {
+  PreadEngine engine(1);
+  MakeCache(16384, "lru", engine);
+  ReadWhole("c/0-0");
+  ReadWhole("c/1-0");
+  EXPECT_FALSE(cache_->Resident(0));
+  EXPECT_TRUE(cache_->Resident(1));
+  EXPECT_EQ(cache_->counters().evictions.load(), 1u);
+}
+
+TEST_F(GroupCacheTest, ConsumeOnceDropsAGroupWhenAllItsMembersWereServed) {
+  PreadEngine engine(1);
+  MakeCache(1 << 20, "consume-once", engine);
+  for (int m = 0; m < 3; ++m) ReadWhole("c/0-" + std::to_string(m));
+  EXPECT_TRUE(cache_->Resident(0));
+  ReadWhole("c/0-3");
+  EXPECT_FALSE(cache_->Resident(0));
+  EXPECT_EQ(arena_->used(), 0u);
+  // The group is spent for this epoch: another read of it is a member read, not a reload.
+  EXPECT_EQ(ReadWhole("c/0-1"), contents_["c/0-1"]);
+  EXPECT_EQ(cache_->counters().groups_loaded.load(), 1u);
+  EXPECT_EQ(cache_->counters().member_reads.load(), 1u);
+}
+
+TEST_F(GroupCacheTest, ReportsIoErrorsAsEioAndRetriesLater) {
+  GatedEngine engine;
+  engine.fail_ = true;
+  engine.Release();
+  MakeCache(1 << 20, "lru", engine);
+  auto bytes = cache_->Read(Node("c/0-1"), 0, 100);
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_EQ(bytes.error().code, EIO);
+  EXPECT_THAT(bytes.error().message, HasSubstr("blob-0"));
+  EXPECT_EQ(cache_->counters().io_errors.load(), 1u);
+  EXPECT_EQ(arena_->used(), 0u);
+  engine.fail_ = false;
+  EXPECT_EQ(ReadWhole("c/0-1"), contents_["c/0-1"]);
+}
+
+TEST_F(GroupCacheTest, ReportsAShortBlobAsEio) {
+  PreadEngine engine(1);
+  MakeCache(1 << 20, "lru", engine);
+  truncate((dir_.path() / "blob-1").c_str(), 5000);
+  auto bytes = cache_->Read(Node("c/1-3"), 0, 100);
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_EQ(bytes.error().code, EIO);
+  EXPECT_THAT(bytes.error().message, HasSubstr("ends early"));
+}
+
+TEST(ConsumeOncePolicy, WantsOnlyGroupsMostlyUnservedAndStartsEpochsFromTheStream) {
+  ConsumeOncePolicy policy({10, 10}, 20);
+  EXPECT_TRUE(policy.Wanted(0));
+  policy.Served(0, 0);
+  EXPECT_TRUE(policy.Wanted(0));  // 9 of 10 left
+  policy.Served(0, 1);
+  EXPECT_FALSE(policy.Wanted(0));  // 8 of 10: loading it whole would waste a fifth
+  for (uint32_t f = 2; f < 9; ++f) policy.Served(0, f);
+  EXPECT_FALSE(policy.DropNow(0));
+  policy.Served(0, 0);  // served again with 9 of 20 gone by: the same epoch
+  EXPECT_EQ(policy.epoch(), 1u);
+  policy.Served(0, 9);
+  EXPECT_TRUE(policy.DropNow(0));
+  policy.Served(0, 3);  // half the dataset served: a repeat now starts epoch 2
+  EXPECT_EQ(policy.epoch(), 2u);
+  EXPECT_FALSE(policy.DropNow(0));
+  EXPECT_TRUE(policy.Wanted(1));
+}
+
+TEST(ConsumeOncePolicy, EvictsOnlyGroupsWithNothingLeftToServe) {
+  ConsumeOncePolicy policy({2, 2}, 4);
+  policy.Admitted(0);
+  policy.Admitted(1);
+  std::vector<bool> busy(2, false);
+  EXPECT_FALSE(policy.Victim(busy));
+  policy.Served(1, 2);
+  policy.Served(1, 3);
+  EXPECT_EQ(policy.Victim(busy), 1u);
+  busy[1] = true;
+  EXPECT_FALSE(policy.Victim(busy));
+}
+
+TEST(LruPolicy, PicksTheLeastRecentlyServedIdleGroup) {
+  LruPolicy policy;
+  policy.Admitted(0);
+  policy.Admitted(1);
+  policy.Admitted(2);
+  policy.Served(0, 0);
+  std::vector<bool> busy(3, false);
+  EXPECT_EQ(policy.Victim(busy), 1u);
+  busy[1] = true;
+  EXPECT_EQ(policy.Victim(busy), 2u);
+  policy.Evicted(2);
+  busy[1] = false;
+  EXPECT_EQ(policy.Victim(busy), 1u);
+  EXPECT_FALSE(PinPolicy().Victim(busy));
+}
+
+TEST(PinnedArena, AllocatesAlignedRangesAndCoalescesFreedOnes) {
+  auto arena = PinnedArena::Create(64 * 1024);
+  ASSERT_TRUE(arena.ok());
+  auto& a = **arena;
+  auto x = a.Allocate(5000);
+  auto y = a.Allocate(4096);
+  auto z = a.Allocate(100);
+  ASSERT_TRUE(x && y && z);
+  EXPECT_EQ(*x % 4096, 0u);
+  EXPECT_EQ(a.used(), 8192u + 4096 + 4096);
+  EXPECT_FALSE(a.Allocate(64 * 1024));
+  a.Free(*y, 4096);
+  a.Free(*x, 5000);
+  a.Free(*z, 100);
+  EXPECT_EQ(a.used(), 0u);
+  EXPECT_EQ(a.Allocate(64 * 1024), 0u);  // one range again
+}
+
+}  // namespace
+}  // namespace gpufs
