@@ -70,6 +70,10 @@ Result<CachedBytes> GroupCache::Read(NodeId file, uint64_t offset, size_t size) 
   size = static_cast<size_t>(std::min<uint64_t>(size, f.size - offset));
   const uint32_t group = f.group;
   std::unique_lock lock(mu_);
+  if (!reading_) {
+    reading_ = true;
+    changed_.notify_all();  // the prefetcher waits for the first read
+  }
   bool loaded_here = false;
   for (;;) {
     Entry* entry = entries_[group].get();
@@ -220,7 +224,6 @@ void GroupCache::Unpin(uint32_t group) {
   Entry* entry = entries_[group].get();
   if (!entry || --entry->pins > 0) return;
   busy_[group] = false;
-  if (policy_->DropNow(group)) Evict(group);  // consumed: the kernel holds what was served
 }
 
 bool GroupCache::Resident(uint32_t group) const {
@@ -234,6 +237,10 @@ void GroupCache::Prefetch() {
   std::unique_lock lock(mu_);
   const uint32_t groups = static_cast<uint32_t>(entries_.size());
   while (!stop_) {
+    if (!reading_) {
+      changed_.wait(lock);
+      continue;
+    }
     uint32_t candidate = groups;
     for (uint32_t n = 0; n < groups && demand_loads_ == 0; ++n) {
       const uint32_t g = (prefetch_cursor_ + n) % groups;

@@ -9,8 +9,8 @@
 // - No double caching: blobs are read with O_DIRECT where the filesystem allows, else
 //   the blob's pages are dropped from the kernel cache (fadvise) right after the read;
 //   what stays cached in the kernel is the served files themselves.
-// - Prefetch: while no demand read is in flight and the budget has room, the next groups
-//   the policy still wants are loaded in the background.
+// - Prefetch: once reads have begun, while no demand read is in flight and the budget
+//   has room, the next groups the policy still wants are loaded in the background.
 // Every decision is counted; StatsJson() reports the counters.
 #pragma once
 
@@ -125,6 +125,7 @@ class GroupCache {
   unsigned demand_loads_ = 0;                    // guarded by mu_
   uint32_t prefetch_cursor_ = 0;                 // guarded by mu_
   bool stop_ = false;                            // guarded by mu_
+  bool reading_ = false;  // a read has arrived; prefetch follows the access stream; guarded by mu_
   std::thread prefetcher_;
 };
 

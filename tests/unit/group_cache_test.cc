@@ -162,18 +162,20 @@ TEST_F(GroupCacheTest, LruEvictsTheLeastRecentGroup) {
   EXPECT_EQ(cache_->counters().evictions.load(), 1u);
 }
 
-TEST_F(GroupCacheTest, ConsumeOnceDropsAGroupWhenAllItsMembersWereServed) {
+TEST_F(GroupCacheTest, ConsumeOnceGivesUpOnlyGroupsWhoseMembersWereAllServed) {
   PreadEngine engine(1);
-  MakeCache(1 << 20, "consume-once", engine);
+  MakeCache(16384, "consume-once", engine);  // room for one group
   for (int m = 0; m < 3; ++m) ReadWhole("c/0-" + std::to_string(m));
+  EXPECT_EQ(ReadWhole("c/1-0"), contents_["c/1-0"]);  // group 0 still has a member to serve
   EXPECT_TRUE(cache_->Resident(0));
-  ReadWhole("c/0-3");
-  EXPECT_FALSE(cache_->Resident(0));
-  EXPECT_EQ(arena_->used(), 0u);
-  // The group is spent for this epoch: another read of it is a member read, not a reload.
-  EXPECT_EQ(ReadWhole("c/0-1"), contents_["c/0-1"]);
-  EXPECT_EQ(cache_->counters().groups_loaded.load(), 1u);
+  EXPECT_FALSE(cache_->Resident(1));
   EXPECT_EQ(cache_->counters().member_reads.load(), 1u);
+  ReadWhole("c/0-3");  // group 0 is consumed: it stays, but is the first to go
+  EXPECT_TRUE(cache_->Resident(0));
+  EXPECT_EQ(ReadWhole("c/1-2"), contents_["c/1-2"]);  // 3 of 4 left: below 90%, read alone
+  EXPECT_TRUE(cache_->Resident(0));
+  EXPECT_EQ(cache_->counters().member_reads.load(), 2u);
+  EXPECT_EQ(cache_->counters().groups_loaded.load(), 1u);
 }
 
 TEST_F(GroupCacheTest, ReportsIoErrorsAsEioAndRetriesLater) {
@@ -203,20 +205,22 @@ TEST_F(GroupCacheTest, ReportsAShortBlobAsEio) {
 
 TEST(ConsumeOncePolicy, WantsOnlyGroupsMostlyUnservedAndStartsEpochsFromTheStream) {
   ConsumeOncePolicy policy({10, 10}, 20);
+  policy.Admitted(0);
+  const std::vector<bool> idle(2, false);
   EXPECT_TRUE(policy.Wanted(0));
   policy.Served(0, 0);
   EXPECT_TRUE(policy.Wanted(0));  // 9 of 10 left
   policy.Served(0, 1);
   EXPECT_FALSE(policy.Wanted(0));  // 8 of 10: loading it whole would waste a fifth
   for (uint32_t f = 2; f < 9; ++f) policy.Served(0, f);
-  EXPECT_FALSE(policy.DropNow(0));
+  EXPECT_FALSE(policy.Victim(idle));
   policy.Served(0, 0);  // served again with 9 of 20 gone by: the same epoch
   EXPECT_EQ(policy.epoch(), 1u);
   policy.Served(0, 9);
-  EXPECT_TRUE(policy.DropNow(0));
+  EXPECT_EQ(policy.Victim(idle), 0u);  // consumed: first to go
   policy.Served(0, 3);  // half the dataset served: a repeat now starts epoch 2
   EXPECT_EQ(policy.epoch(), 2u);
-  EXPECT_FALSE(policy.DropNow(0));
+  EXPECT_FALSE(policy.Victim(idle));  // worth keeping again
   EXPECT_TRUE(policy.Wanted(1));
 }
 

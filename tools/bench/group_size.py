@@ -15,53 +15,14 @@ import argparse
 import mmap
 import os
 import random
-import subprocess
-import tempfile
+import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import SlowVolume, sh  # noqa: E402
 
 GROUPS = [(128 << 10, "128 KiB"), (1 << 20, "1 MiB"), (4 << 20, "4 MiB"), (16 << 20, "16 MiB"),
           (64 << 20, "64 MiB")]
-
-
-def sh(*cmd):
-    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip()
-
-
-class SlowVolume:
-    def __init__(self, size_mb, iops, mbps):
-        self.dir = tempfile.mkdtemp(prefix="gpufs-slow-")
-        self.image = os.path.join(self.dir, "disk.img")
-        self.mnt = os.path.join(self.dir, "mnt")
-        os.mkdir(self.mnt)
-        sh("truncate", "-s", f"{size_mb + 64}M", self.image)
-        sh("mkfs.ext4", "-q", "-F", self.image)
-        self.loop = sh("losetup", "--find", "--show", self.image)
-        sh("mount", self.loop, self.mnt)
-        # The throttle counts requests after the block layer splits them; a real volume
-        # takes large requests whole, so let the loop device take them as large as it can.
-        queue = f"/sys/block/{os.path.basename(self.loop)}/queue"
-        with open(f"{queue}/max_hw_sectors_kb") as f:
-            self.max_kb = int(f.read())
-        with open(f"{queue}/max_sectors_kb", "w") as f:
-            f.write(str(self.max_kb))
-        major, minor = os.major(os.stat(self.loop).st_rdev), os.minor(os.stat(self.loop).st_rdev)
-        self.group = f"/sys/fs/cgroup/blkio/gpufs-bench-{os.getpid()}"
-        os.makedirs(self.group, exist_ok=True)
-        for knob, value in (("read_iops_device", iops), ("read_bps_device", mbps * 1000 * 1000)):
-            with open(os.path.join(self.group, "blkio.throttle." + knob), "w") as f:
-                f.write(f"{major}:{minor} {value}\n")
-
-    def enter(self):
-        with open(os.path.join(self.group, "cgroup.procs"), "w") as f:
-            f.write(str(os.getpid()))
-
-    def close(self):
-        with open("/sys/fs/cgroup/blkio/cgroup.procs", "w") as f:
-            f.write(str(os.getpid()))
-        os.rmdir(self.group)
-        sh("umount", self.mnt)
-        sh("losetup", "-d", self.loop)
-        sh("rm", "-rf", self.dir)
 
 
 def read_groups(path, size, total_bytes, seed, request):
@@ -93,7 +54,7 @@ def main():
     try:
         data = os.path.join(volume.mnt, "blob")
         sh("dd", "if=/dev/urandom", f"of={data}", "bs=1M", f"count={args.file_mb}", "oflag=direct")
-        volume.enter()
+        volume.enter(os.getpid())
         print(f"emulated volume: {args.iops} IOPS, {args.mbps} MB/s, requests up to "
               f"{volume.max_kb} KiB; random whole-group reads\n")
         print(f"{'group':>8} {'one request':>22} {'1 MiB requests':>22} {'HDD model':>10}")

@@ -1,0 +1,96 @@
+#!/usr/bin/python3
+"""Runs epochs of an unmodified torchvision ImageFolder + DataLoader and reports each.
+
+    epoch_loader.py ROOT --epochs 3 --mode raw|decode [--blkio-group G --device MAJ:MIN]
+                    [--drop-caches] [--workers 2]
+
+One JSON line per epoch on stdout: files, seconds, files/s, bytes read from the device
+(from the blkio group's counters), and the gpufs cache counters when ROOT is a gpufs
+mount. With --drop-caches the kernel page cache is emptied before each epoch, as if the
+dataset were much larger than memory; only a daemon's own cache survives.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+from torch.utils.data import DataLoader
+from torchvision import datasets, transforms
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from benchlib import drop_caches  # noqa: E402
+
+
+def raw_loader(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def collate_raw(batch):
+    return batch
+
+
+def device_read_bytes(group, device):
+    if not group:
+        return 0
+    with open(os.path.join(group, "blkio.throttle.io_service_bytes")) as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) == 3 and fields[0] == device and fields[1] == "Read":
+                return int(fields[2])
+    return 0
+
+
+def gpufs_stats(root):
+    mount = root
+    while mount != "/" and not os.path.ismount(mount):
+        mount = os.path.dirname(mount)
+    try:
+        return json.loads(os.getxattr(mount, "user.gpufs.stats"))
+    except OSError:
+        return None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("root")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--mode", choices=["raw", "decode"], default="raw")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--blkio-group", default="")
+    parser.add_argument("--device", default="")
+    parser.add_argument("--drop-caches", action="store_true")
+    args = parser.parse_args()
+    if args.mode == "raw":
+        dataset = datasets.ImageFolder(args.root, loader=raw_loader)
+        collate = collate_raw
+    else:
+        transform = transforms.Compose([transforms.RandomResizedCrop(160), transforms.ToTensor()])
+        dataset = datasets.ImageFolder(args.root, transform=transform)
+        collate = None
+    for epoch in range(args.epochs):
+        if args.drop_caches:
+            drop_caches()
+        loader = DataLoader(dataset, batch_size=32, shuffle=True, num_workers=args.workers,
+                            generator=torch.Generator().manual_seed(epoch), collate_fn=collate)
+        before = device_read_bytes(args.blkio_group, args.device)
+        stats_before = gpufs_stats(args.root)
+        start = time.perf_counter()
+        files = sum(len(batch) if args.mode == "raw" else len(batch[1]) for batch in loader)
+        seconds = time.perf_counter() - start
+        row = {"epoch": epoch + 1, "files": files, "seconds": seconds,
+               "files_per_s": files / seconds,
+               "disk_bytes": device_read_bytes(args.blkio_group, args.device) - before}
+        stats = gpufs_stats(args.root)
+        if stats and stats_before:
+            row["gpufs"] = {k: stats[k] - stats_before[k] for k in
+                            ("hits", "misses", "member_reads", "bytes_from_disk", "bytes_served",
+                             "prefetch_issued", "prefetch_used", "prefetch_wasted")}
+        print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,194 @@
+#!/usr/bin/python3
+"""The slow-disk benchmark: an unmodified torchvision loader over a throttled volume.
+
+    sudo /usr/bin/python3 tools/bench/slow_disk.py [--files 3000] [--iops 150] [--mbps 150]
+
+Builds an emulated cloud HDD volume (ext4 on a loop device, reads throttled with cgroup
+v1 blkio), puts one generated dataset of real JPEGs (ImageNet-like sizes) on it three
+ways -- an ImageFolder tree, a squashfs image, a gpufs pack -- and runs the same
+torchvision ImageFolder + DataLoader for 3 epochs over: the tree, squashfuse_ll on the
+image, and gpufsd with cache budgets of 25%, 50% and 100% of the dataset. Every process
+that reads the volume (the loader, squashfuse_ll, gpufsd) is throttled, and the kernel
+page cache is dropped before each epoch, as for a dataset much larger than memory; only
+gpufsd's own pinned cache carries over. Then a warm run (nothing dropped) of the tree and
+of gpufs measures FUSE overhead alone. Prints one table and writes results.json and a
+PNG chart to --out.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from benchlib import SlowVolume, drop_caches, sh  # noqa: E402
+import make_sample  # noqa: E402
+
+GPUFSD = os.environ.get("GPUFSD", os.path.join(ROOT, "build", "cli", "gpufsd"))
+PYTHON = "/usr/bin/python3"
+
+
+def tree_bytes(root):
+    total = files = 0
+    for folder, _, names in os.walk(root):
+        for name in names:
+            total += os.path.getsize(os.path.join(folder, name))
+            files += 1
+    return files, total
+
+
+def make_source(cache, files, classes):
+    """The generated tree, made once and reused across runs (it takes a minute)."""
+    tree = os.path.join(cache, f"tree-{files}")
+    if not os.path.isdir(tree):
+        make_sample.make_tree(tree + ".part", classes, files // classes, 0, False, 720)
+        os.rename(tree + ".part", tree)
+    return tree
+
+
+class Bench:
+    def __init__(self, volume, args):
+        self.volume = volume
+        self.args = args
+        self.rows = []
+
+    def throttled(self):
+        return lambda: self.volume.enter(os.getpid())
+
+    def load(self, name, root, mode, drop=True, epochs=3):
+        cmd = [PYTHON, os.path.join(HERE, "epoch_loader.py"), root, "--epochs", str(epochs),
+               "--mode", mode, "--blkio-group", self.volume.group, "--device", self.volume.device]
+        if drop:
+            cmd.append("--drop-caches")
+        drop_caches()
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True,
+                             preexec_fn=self.throttled()).stdout
+        epochs = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        self.rows.append({"name": name, "mode": mode, "warm": not drop, "epochs": epochs})
+        print(f"  {name:24} {mode:6} " + "  ".join(f"{e['files_per_s']:7.0f}" for e in epochs)
+              + " files/s", flush=True)
+
+    def squashfuse(self, image, mode):
+        mnt = tempfile.mkdtemp(prefix="gpufs-sqfs-")
+        proc = subprocess.Popen(["squashfuse_ll", "-f", image, mnt], preexec_fn=self.throttled())
+        try:
+            deadline = time.time() + 30
+            while not os.path.ismount(mnt) and time.time() < deadline:
+                time.sleep(0.05)
+            self.load("squashfuse_ll", mnt, mode)
+        finally:
+            subprocess.run(["fusermount3", "-u", mnt])
+            proc.wait()
+            os.rmdir(mnt)
+
+    def gpufs(self, pack, budget, label, mode, drop=True, epochs=3):
+        mnt = tempfile.mkdtemp(prefix="gpufs-bench-")
+        subprocess.run([GPUFSD, "mount", "--cache-size", str(budget), pack, mnt], check=True,
+                       preexec_fn=self.throttled())
+        try:
+            self.load(label, mnt, mode, drop, epochs)
+        finally:
+            subprocess.run([GPUFSD, "unmount", mnt], check=True)
+            os.rmdir(mnt)
+
+
+def budget_for(pack, fraction):
+    blobs = [os.path.join(pack, n) for n in os.listdir(pack) if n.startswith("blob-")]
+    total = sum(os.path.getsize(b) for b in blobs)
+    return int(total * fraction) + 4096 * (len(blobs) + 1) + (1 << 20)
+
+
+def hit_ratio(epoch):
+    g = epoch.get("gpufs")
+    if not g:
+        return None
+    asked = g["hits"] + g["misses"] + g["member_reads"]
+    return g["hits"] / asked if asked else 0.0
+
+
+def print_table(rows, data_bytes, bound):
+    base = {r["mode"]: r for r in rows if r["name"] == "ext4 tree" and not r["warm"]}
+    print(f"\nbandwidth bound: {bound:.0f} files/s; data per epoch {data_bytes / 1e6:.0f} MB\n")
+    print(f"{'':26}{'mode':7}{'epoch':>6}{'files/s':>9}{'x tree':>8}{'x bound':>9}"
+          f"{'disk MB':>9}{'x data':>8}{'hit ratio':>10}")
+    for r in rows:
+        for e in r["epochs"]:
+            tree = base.get(r["mode"])
+            ratio = e["files_per_s"] / tree["epochs"][e["epoch"] - 1]["files_per_s"] if tree else 0
+            hr = hit_ratio(e)
+            name = r["name"] + (" (warm)" if r["warm"] else "")
+            print(f"{name:26}{r['mode']:7}{e['epoch']:>6}{e['files_per_s']:9.0f}{ratio:8.2f}"
+                  f"{e['files_per_s'] / bound:9.2f}{e['disk_bytes'] / 1e6:9.0f}"
+                  f"{e['disk_bytes'] / data_bytes:8.2f}{'' if hr is None else f'{hr:10.2f}'}")
+
+
+def chart(rows, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    raw = [r for r in rows if r["mode"] == "raw" and not r["warm"]]
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    width = 0.8 / len(raw)
+    for i, r in enumerate(raw):
+        xs = [e["epoch"] - 0.4 + width * (i + 0.5) for e in r["epochs"]]
+        ax.bar(xs, [e["files_per_s"] for e in r["epochs"]], width, label=r["name"])
+    ax.set_xticks([1, 2, 3], ["epoch 1 (cold)", "epoch 2", "epoch 3"])
+    ax.set_ylabel("images/s (raw bytes, 2 loader workers)")
+    ax.set_title("torchvision ImageFolder on a 150 IOPS / 150 MB/s volume")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--files", type=int, default=3000)
+    parser.add_argument("--classes", type=int, default=30)
+    parser.add_argument("--iops", type=int, default=150)
+    parser.add_argument("--mbps", type=int, default=150)
+    parser.add_argument("--cache", default="/var/tmp/gpufs-slow-disk-src")
+    parser.add_argument("--out", default="/var/tmp/gpufs-slow-disk-results")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("slow_disk: needs root (loop device, cgroups, drop_caches)")
+    os.makedirs(args.cache, exist_ok=True)
+    os.makedirs(args.out, exist_ok=True)
+    source = make_source(args.cache, args.files, args.classes)
+    files, data_bytes = tree_bytes(source)
+    volume = SlowVolume(3 * data_bytes // 1_000_000 + 300, args.iops, args.mbps)
+    try:
+        tree = os.path.join(volume.mnt, "tree")
+        shutil.copytree(source, tree)
+        pack = os.path.join(volume.mnt, "pack")
+        sh(GPUFSD, "pack", tree, pack)
+        image = os.path.join(volume.mnt, "tree.sqfs")
+        sh("mksquashfs", tree, image, "-noappend", "-quiet")
+        bench = Bench(volume, args)
+        print(f"{files} files, mean {data_bytes / files / 1000:.0f} KB; volume {args.iops} IOPS, "
+              f"{args.mbps} MB/s; epochs (files/s):", flush=True)
+        for mode in ("raw", "decode"):
+            bench.load("ext4 tree", tree, mode)
+            bench.squashfuse(image, mode)
+            for fraction in ((0.25, 0.5, 1.0) if mode == "raw" else (0.5,)):
+                bench.gpufs(pack, budget_for(pack, fraction), f"gpufs {fraction:.0%} budget", mode)
+        bench.load("ext4 tree", tree, "raw", drop=False, epochs=2)
+        bench.gpufs(pack, budget_for(pack, 1.0), "gpufs 100% budget", "raw", drop=False, epochs=2)
+    finally:
+        volume.close()
+    bound = args.mbps * 1e6 / (data_bytes / files)
+    print_table(bench.rows, data_bytes, bound)
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump({"files": files, "data_bytes": data_bytes, "bound_files_per_s": bound,
+                   "rows": bench.rows}, f, indent=1)
+    chart(bench.rows, os.path.join(args.out, "slow_disk.png"))
+    print(f"\nwrote {args.out}/results.json and {args.out}/slow_disk.png")
+
+
+if __name__ == "__main__":
+    main()
