@@ -66,7 +66,8 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
       ->capture_default_str()
       ->check(CLI::Range(1u, 4096u));
   mount.add_option("--io-size", args.io_size,
-                   "split group reads into requests of at most this size; 0: one request")
+                   "group reads go out as pieces of this size, all in flight together; "
+                   "0: one request per group")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
   auto& cache = args.cache;

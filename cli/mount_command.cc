@@ -190,12 +190,13 @@ Result<CacheStack> MakeCacheStack(const MountArgs& args, const Dataset& dataset,
   GroupSizes sizes(dataset.catalog.group_count(), 0);
   for (const FileExtent& f : dataset.catalog.tables().files) ++sizes[f.group];
   stack.policy = MakePolicy(args.policy, std::move(sizes), dataset.catalog.file_count());
-  CacheOptions options{args.policy, args.prefetch, args.io_size};
+  const uint64_t piece = args.io_size;
+  CacheOptions options{args.policy, args.prefetch, piece};
   stack.cache = std::make_unique<GroupCache>(dataset.catalog, blobs, *stack.engine, *stack.arena,
                                              std::move(stack.policy), options);
-  spdlog::info("cache: {:.1f} MiB, {}, {} engine, memory {}locked{}", args.cache_bytes / 1048576.0,
-               args.policy, stack.engine->name(), stack.arena->locked() ? "" : "not ",
-               stack.arena->huge_pages() ? ", huge pages" : "");
+  spdlog::info("cache: {:.1f} MiB, {}, {} engine, reads of {} KiB, memory {}locked{}",
+               args.cache_bytes / 1048576.0, args.policy, stack.engine->name(), piece / 1024,
+               stack.arena->locked() ? "" : "not ", stack.arena->huge_pages() ? ", huge pages" : "");
   return stack;
 }
 

@@ -28,7 +28,7 @@ struct MountArgs {
   std::string io_engine = "io_uring";  // or "pread"
   unsigned io_threads = 2;
   unsigned queue_depth = 64;
-  uint64_t io_size = 0;               // largest single read; 0: a group in one request
+  uint64_t io_size = 0;  // group reads go out as pieces this large, together; 0: whole
   CachePolicy cache;
 };
 

@@ -27,7 +27,8 @@ class SlowVolume:
         self.mnt = os.path.join(self.dir, "mnt")
         os.mkdir(self.mnt)
         sh("truncate", "-s", f"{size_mb + 64}M", self.image)
-        sh("mkfs.ext4", "-q", "-F", self.image)
+        # Inode tables initialised now, not by a background thread competing with the runs.
+        sh("mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", self.image)
         self.loop = sh("losetup", "--find", "--show", self.image)
         sh("mount", self.loop, self.mnt)
         # The throttle counts requests after the block layer splits them; a real volume
