@@ -44,7 +44,9 @@ GroupCache::GroupCache(const Catalog& catalog, BlobFiles& blobs, IoEngine& engin
       policy_(std::move(policy)),
       entries_(catalog.group_count()),
       busy_(catalog.group_count(), false) {
-  if (options_.prefetch) prefetcher_ = std::thread([this] { Prefetch(); });
+  for (unsigned i = 0; i < options_.prefetch_depth; ++i) {
+    prefetchers_.emplace_back([this] { Prefetch(); });
+  }
 }
 
 GroupCache::~GroupCache() {
@@ -53,7 +55,7 @@ GroupCache::~GroupCache() {
     stop_ = true;
   }
   changed_.notify_all();
-  if (prefetcher_.joinable()) prefetcher_.join();
+  for (std::thread& t : prefetchers_) t.join();
 }
 
 // The aligned byte range of the blob a group's load reads; returns its length.
@@ -231,8 +233,8 @@ bool GroupCache::Resident(uint32_t group) const {
   return entries_[group] && entries_[group]->ready;
 }
 
-// Loads groups the policy still wants into free room, one at a time, while no demand
-// load is in flight: prefetch must never take the disk from a waiting reader.
+// One of prefetch_depth loops: loads groups the policy still wants into free room while
+// no demand load is in flight, so prefetch never starts ahead of a waiting reader.
 void GroupCache::Prefetch() {
   std::unique_lock lock(mu_);
   const uint32_t groups = static_cast<uint32_t>(entries_.size());

@@ -9,8 +9,9 @@
 // - No double caching: blobs are read with O_DIRECT where the filesystem allows, else
 //   the blob's pages are dropped from the kernel cache (fadvise) right after the read;
 //   what stays cached in the kernel is the served files themselves.
-// - Prefetch: once reads have begun, while no demand read is in flight and the budget
-//   has room, the next groups the policy still wants are loaded in the background.
+// - Prefetch: once reads have begun, while no reader waits on a load and the budget has
+//   room, the next groups the policy still wants are loaded in the background, several
+//   at once (one stream of reads leaves a throttled volume half idle).
 // Every decision is counted; StatsJson() reports the counters.
 #pragma once
 
@@ -34,8 +35,8 @@ namespace gpufs {
 
 struct CacheOptions {
   std::string policy = "consume-once";
-  bool prefetch = true;
-  size_t io_piece = 0;  // largest single read; 0: a whole group as one request
+  unsigned prefetch_depth = 4;  // groups prefetched at once; 0: no prefetch
+  size_t io_piece = 0;          // largest single read; 0: a whole group as one request
 };
 
 struct CacheCounters {
@@ -126,7 +127,7 @@ class GroupCache {
   uint32_t prefetch_cursor_ = 0;                 // guarded by mu_
   bool stop_ = false;                            // guarded by mu_
   bool reading_ = false;  // a read has arrived; prefetch follows the access stream; guarded by mu_
-  std::thread prefetcher_;
+  std::vector<std::thread> prefetchers_;
 };
 
 }  // namespace gpufs

@@ -56,6 +56,9 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
       ->capture_default_str();
   mount.add_flag_callback("--no-prefetch", [&args] { args.prefetch = false; },
                           "load groups only when asked for, never ahead");
+  mount.add_option("--prefetch-depth", args.prefetch_depth, "groups prefetched at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 64u));
   mount.add_option("--io-engine", args.io_engine, "io_uring, or pread where it is unavailable")
       ->check(CLI::IsMember({"io_uring", "pread"}))
       ->capture_default_str();

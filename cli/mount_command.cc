@@ -191,7 +191,7 @@ Result<CacheStack> MakeCacheStack(const MountArgs& args, const Dataset& dataset,
   for (const FileExtent& f : dataset.catalog.tables().files) ++sizes[f.group];
   stack.policy = MakePolicy(args.policy, std::move(sizes), dataset.catalog.file_count());
   const uint64_t piece = args.io_size;
-  CacheOptions options{args.policy, args.prefetch, piece};
+  CacheOptions options{args.policy, args.prefetch ? args.prefetch_depth : 0, piece};
   stack.cache = std::make_unique<GroupCache>(dataset.catalog, blobs, *stack.engine, *stack.arena,
                                              std::move(stack.policy), options);
   spdlog::info("cache: {:.1f} MiB, {}, {} engine, reads of {} KiB, memory {}locked{}",

@@ -81,7 +81,7 @@ class GroupCacheTest : public ::testing::Test {
     arena_ = std::move(*PinnedArena::Create(budget));
     cache_ = std::make_unique<GroupCache>(*catalog_, *blobs_, engine, *arena_,
                                           MakePolicy(policy, {4, 4}, 8),
-                                          CacheOptions{policy, false, 0});
+                                          CacheOptions{policy, 0, 0});
   }
 
   NodeId Node(const std::string& path) { return *catalog_->FindPath(path); }
