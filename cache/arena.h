@@ -2,7 +2,8 @@
 // of direct and GPU DMA without pinning per request, carved into page-aligned ranges.
 //
 // Huge pages are used when the system has them reserved (MAP_HUGETLB) and asked for
-// otherwise (transparent huge pages). Pages are locked as they are first touched
+// otherwise (transparent huge pages, on a 2 MiB-aligned mapping; a budget of 2 MiB or more
+// is rounded up to whole huge pages). Pages are locked as they are first touched
 // (MLOCK_ONFAULT), so a large budget costs nothing until it fills. When locking is not
 // allowed (RLIMIT_MEMLOCK) the arena still works, unlocked, and says so.
 #pragma once

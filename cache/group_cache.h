@@ -35,7 +35,7 @@ namespace gpufs {
 
 struct CacheOptions {
   std::string policy = "consume-once";
-  unsigned prefetch_depth = 4;  // groups prefetched at once; 0: no prefetch
+  unsigned prefetch_depth = 8;  // groups prefetched at once; 0: no prefetch
   size_t io_piece = 0;          // largest single read; 0: a whole group as one request
 };
 

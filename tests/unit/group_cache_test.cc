@@ -271,5 +271,12 @@ TEST(PinnedArena, AllocatesAlignedRangesAndCoalescesFreedOnes) {
   EXPECT_EQ(a.Allocate(64 * 1024), 0u);  // one range again
 }
 
+TEST(PinnedArena, RoundsLargeBudgetsToAlignedHugePages) {
+  auto arena = PinnedArena::Create((5u << 20) + 1);
+  ASSERT_TRUE(arena.ok());
+  EXPECT_EQ((*arena)->capacity(), 6u << 20);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>((*arena)->base()) % (2u << 20), 0u);
+}
+
 }  // namespace
 }  // namespace gpufs
