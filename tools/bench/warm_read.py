@@ -36,6 +36,7 @@ from benchlib import drop_caches  # noqa: E402
 
 VARIANTS = [
     ("gpufs defaults", []),
+    ("  --cache-size 0 (no group cache)", ["--cache-size", "0"]),
     ("  entry/attr timeout 0", ["--entry-timeout", "0", "--attr-timeout", "0"]),
     ("  --open-calls", ["--open-calls"]),
     ("  --open-calls --no-keep-cache", ["--open-calls", "--no-keep-cache"]),
