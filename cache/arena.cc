@@ -16,14 +16,15 @@ constexpr size_t kHuge = 2u << 20;
 // into 4 KiB pages a thousand, which the block layer splits into more requests (on the
 // throttled benchmark volume that halved the cold-epoch rate).
 void* MapAligned(size_t capacity) {
-  void* p = mmap(nullptr, capacity + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                 -1, 0);
+  void* p =
+      mmap(nullptr, capacity + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return p;
   const auto start = reinterpret_cast<uintptr_t>(p);
   const uintptr_t aligned = (start + kHuge - 1) / kHuge * kHuge;
   if (aligned > start) munmap(p, aligned - start);
   const uintptr_t end = aligned + capacity;
-  if (start + capacity + kHuge > end) munmap(reinterpret_cast<void*>(end), start + capacity + kHuge - end);
+  if (start + capacity + kHuge > end)
+    munmap(reinterpret_cast<void*>(end), start + capacity + kHuge - end);
   return reinterpret_cast<void*>(aligned);
 }
 

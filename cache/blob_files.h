@@ -44,7 +44,7 @@ class BlobFiles {
  private:
   std::filesystem::path dir_;
   std::vector<std::string> names_;
-  std::unique_ptr<std::atomic<int>[]> fds_;  // -1 until opened; written once by CAS
+  std::unique_ptr<std::atomic<int>[]> fds_;         // -1 until opened; written once by CAS
   std::unique_ptr<std::atomic<int>[]> direct_fds_;  // likewise; -2: O_DIRECT refused
 };
 

@@ -3,8 +3,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include <cstring>
 
@@ -283,13 +283,18 @@ std::string GroupCache::StatsJson() const {
   j["arena_locked"] = arena_.locked();
   j["huge_pages"] = arena_.huge_pages();
   j["epoch"] = epoch;
-  for (const auto& [key, value] :
-       {std::pair{"hits", &c.hits}, {"misses", &c.misses}, {"shared_waits", &c.shared_waits},
-        {"member_reads", &c.member_reads}, {"bytes_from_disk", &c.bytes_from_disk},
-        {"bytes_served", &c.bytes_served}, {"groups_loaded", &c.groups_loaded},
-        {"evictions", &c.evictions}, {"prefetch_issued", &c.prefetch_issued},
-        {"prefetch_used", &c.prefetch_used}, {"prefetch_wasted", &c.prefetch_wasted},
-        {"io_errors", &c.io_errors}}) {
+  for (const auto& [key, value] : {std::pair{"hits", &c.hits},
+                                   {"misses", &c.misses},
+                                   {"shared_waits", &c.shared_waits},
+                                   {"member_reads", &c.member_reads},
+                                   {"bytes_from_disk", &c.bytes_from_disk},
+                                   {"bytes_served", &c.bytes_served},
+                                   {"groups_loaded", &c.groups_loaded},
+                                   {"evictions", &c.evictions},
+                                   {"prefetch_issued", &c.prefetch_issued},
+                                   {"prefetch_used", &c.prefetch_used},
+                                   {"prefetch_wasted", &c.prefetch_wasted},
+                                   {"io_errors", &c.io_errors}}) {
     j[key] = value->load();
   }
   j["read_amplification"] = served > 0 ? static_cast<double>(c.bytes_from_disk) / served : 0.0;

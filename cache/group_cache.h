@@ -119,8 +119,8 @@ class GroupCache {
 
   // Lock order: mu_ only; the arena's own lock is taken inside it, never the reverse.
   mutable std::mutex mu_;
-  std::condition_variable changed_;  // a load finished or room was made
-  std::unique_ptr<EvictionPolicy> policy_;     // guarded by mu_
+  std::condition_variable changed_;              // a load finished or room was made
+  std::unique_ptr<EvictionPolicy> policy_;       // guarded by mu_
   std::vector<std::unique_ptr<Entry>> entries_;  // by group; guarded by mu_
   std::vector<bool> busy_;                       // pinned or loading; guarded by mu_
   unsigned demand_loads_ = 0;                    // guarded by mu_

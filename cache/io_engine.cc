@@ -7,8 +7,8 @@
 
 namespace gpufs {
 
-Result<size_t> ReadThrough(IoEngine& engine, int fd, int file_slot, uint64_t offset,
-                           size_t length, char* buffer, size_t piece) {
+Result<size_t> ReadThrough(IoEngine& engine, int fd, int file_slot, uint64_t offset, size_t length,
+                           char* buffer, size_t piece) {
   struct Latch {
     std::mutex mu;
     std::condition_variable done;

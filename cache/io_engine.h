@@ -40,8 +40,8 @@ class IoEngine {
 // Reads `length` bytes at `offset` of `fd` into `buffer` as pieces of at most `piece`
 // bytes, all in flight at once, and waits. Returns the bytes read before the first
 // short piece (the file's end), or the first error.
-Result<size_t> ReadThrough(IoEngine& engine, int fd, int file_slot, uint64_t offset,
-                           size_t length, char* buffer, size_t piece);
+Result<size_t> ReadThrough(IoEngine& engine, int fd, int file_slot, uint64_t offset, size_t length,
+                           char* buffer, size_t piece);
 
 class PreadEngine : public IoEngine {
  public:

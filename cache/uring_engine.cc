@@ -6,7 +6,6 @@
 
 #include <cstring>
 
-
 #include "cache/io_engine.h"
 
 namespace gpufs {
@@ -107,8 +106,7 @@ class UringEngine : public IoEngine {
     }
     const int chunk = RegisteredChunk(r, request->buffer, request->length);
     if (chunk >= 0) {
-      io_uring_prep_read_fixed(sqe, fd, request->buffer, request->length, request->offset,
-                               chunk);
+      io_uring_prep_read_fixed(sqe, fd, request->buffer, request->length, request->offset, chunk);
     } else {
       io_uring_prep_read(sqe, fd, request->buffer, request->length, request->offset);
     }
@@ -128,8 +126,8 @@ class UringEngine : public IoEngine {
     if (!r.chunks[chunk]) {
       iovec iov{options_.buffers + chunk * kRegisteredChunk,
                 std::min(kRegisteredChunk, options_.buffers_size - chunk * kRegisteredChunk)};
-      if (io_uring_register_buffers_update_tag(&r.ring, static_cast<unsigned>(chunk), &iov,
-                                               nullptr, 1) != 1) {
+      if (io_uring_register_buffers_update_tag(&r.ring, static_cast<unsigned>(chunk), &iov, nullptr,
+                                               1) != 1) {
         r.chunks.clear();  // not allowed here (e.g. RLIMIT_MEMLOCK): stop trying
         return -1;
       }

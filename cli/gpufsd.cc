@@ -45,17 +45,20 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
   mount.add_flag("--verify", args.verify,
                  "check each file's checksum on its first read; a damaged file reads as EIO");
   args.cache_bytes = DefaultCacheBytes();
-  mount.add_option("--cache-size", args.cache_bytes,
-                   "pinned group cache budget, e.g. 8GiB; 0 serves straight from the blobs "
-                   "(default: a quarter of RAM)")
+  mount
+      .add_option("--cache-size", args.cache_bytes,
+                  "pinned group cache budget, e.g. 8GiB; 0 serves straight from the blobs "
+                  "(default: a quarter of RAM)")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
-  mount.add_option("--policy", args.policy,
-                   "consume-once: drop groups served this epoch; pin: fill and keep; lru")
+  mount
+      .add_option("--policy", args.policy,
+                  "consume-once: drop groups served this epoch; pin: fill and keep; lru")
       ->check(CLI::IsMember({"consume-once", "pin", "lru"}))
       ->capture_default_str();
-  mount.add_flag_callback("--no-prefetch", [&args] { args.prefetch = false; },
-                          "load groups only when asked for, never ahead");
+  mount.add_flag_callback(
+      "--no-prefetch", [&args] { args.prefetch = false; },
+      "load groups only when asked for, never ahead");
   mount.add_option("--prefetch-depth", args.prefetch_depth, "groups prefetched at once")
       ->capture_default_str()
       ->check(CLI::Range(1u, 64u));
@@ -68,9 +71,10 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
   mount.add_option("--queue-depth", args.queue_depth, "reads in flight per I/O thread")
       ->capture_default_str()
       ->check(CLI::Range(1u, 4096u));
-  mount.add_option("--io-size", args.io_size,
-                   "group reads go out as pieces of this size, all in flight together; "
-                   "0: one request per group")
+  mount
+      .add_option("--io-size", args.io_size,
+                  "group reads go out as pieces of this size, all in flight together; "
+                  "0: one request per group")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
   auto& cache = args.cache;

@@ -179,8 +179,7 @@ std::unique_ptr<IoEngine> MakeEngine(const MountArgs& args, const Dataset& d, Pi
   return std::make_unique<PreadEngine>(args.io_threads);
 }
 
-Result<CacheStack> MakeCacheStack(const MountArgs& args, const Dataset& dataset,
-                                  BlobFiles& blobs) {
+Result<CacheStack> MakeCacheStack(const MountArgs& args, const Dataset& dataset, BlobFiles& blobs) {
   CacheStack stack;
   if (args.cache_bytes == 0) return stack;
   auto arena = PinnedArena::Create(args.cache_bytes);
@@ -196,7 +195,8 @@ Result<CacheStack> MakeCacheStack(const MountArgs& args, const Dataset& dataset,
                                              std::move(stack.policy), options);
   spdlog::info("cache: {:.1f} MiB, {}, {} engine, reads of {} KiB, memory {}locked{}",
                args.cache_bytes / 1048576.0, args.policy, stack.engine->name(), piece / 1024,
-               stack.arena->locked() ? "" : "not ", stack.arena->huge_pages() ? ", huge pages" : "");
+               stack.arena->locked() ? "" : "not ",
+               stack.arena->huge_pages() ? ", huge pages" : "");
   return stack;
 }
 

@@ -25,7 +25,7 @@ struct MountArgs {
   uint64_t cache_bytes = 0;           // group cache budget; 0: no cache (splice reads)
   std::string policy = "consume-once";
   bool prefetch = true;
-  unsigned prefetch_depth = 8;        // groups prefetched at once
+  unsigned prefetch_depth = 8;         // groups prefetched at once
   std::string io_engine = "io_uring";  // or "pread"
   unsigned io_threads = 2;
   unsigned queue_depth = 64;

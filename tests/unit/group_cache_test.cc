@@ -27,7 +27,8 @@ class GatedEngine : public IoEngine {
     open_.wait(lock, [this] { return released_; });
     lock.unlock();
     for (IoRequest& r : requests) {
-      const ssize_t n = fail_ ? -EIO : pread(r.fd, r.buffer, r.length, static_cast<off_t>(r.offset));
+      const ssize_t n =
+          fail_ ? -EIO : pread(r.fd, r.buffer, r.length, static_cast<off_t>(r.offset));
       r.done(n < 0 && !fail_ ? -errno : n);
     }
   }
@@ -79,9 +80,9 @@ class GroupCacheTest : public ::testing::Test {
 
   void MakeCache(size_t budget, const std::string& policy, IoEngine& engine) {
     arena_ = std::move(*PinnedArena::Create(budget));
-    cache_ = std::make_unique<GroupCache>(*catalog_, *blobs_, engine, *arena_,
-                                          MakePolicy(policy, {4, 4}, 8),
-                                          CacheOptions{policy, 0, 0});
+    cache_ =
+        std::make_unique<GroupCache>(*catalog_, *blobs_, engine, *arena_,
+                                     MakePolicy(policy, {4, 4}, 8), CacheOptions{policy, 0, 0});
   }
 
   NodeId Node(const std::string& path) { return *catalog_->FindPath(path); }
@@ -120,9 +121,8 @@ TEST_F(GroupCacheTest, ReadersOfAGroupInFlightShareItsOneRead) {
   MakeCache(1 << 20, "lru", engine);
   std::vector<std::future<std::string>> readers;
   for (int m = 0; m < 4; ++m) {
-    readers.push_back(std::async(std::launch::async, [this, m] {
-      return ReadWhole("c/0-" + std::to_string(m));
-    }));
+    readers.push_back(std::async(std::launch::async,
+                                 [this, m] { return ReadWhole("c/0-" + std::to_string(m)); }));
   }
   engine.WaitForSubmissions(1);
   engine.Release();
@@ -218,7 +218,7 @@ TEST(ConsumeOncePolicy, WantsOnlyGroupsMostlyUnservedAndStartsEpochsFromTheStrea
   EXPECT_EQ(policy.epoch(), 1u);
   policy.Served(0, 9);
   EXPECT_EQ(policy.Victim(idle), 0u);  // consumed: first to go
-  policy.Served(0, 3);  // half the dataset served: a repeat now starts epoch 2
+  policy.Served(0, 3);                 // half the dataset served: a repeat now starts epoch 2
   EXPECT_EQ(policy.epoch(), 2u);
   EXPECT_FALSE(policy.Victim(idle));  // worth keeping again
   EXPECT_TRUE(policy.Wanted(1));
