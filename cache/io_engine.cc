@@ -44,6 +44,14 @@ Result<size_t> ReadThrough(IoEngine& engine, int fd, int file_slot, uint64_t off
   return total;
 }
 
+ssize_t PreadOnce(const IoRequest& r) {
+  ssize_t n;
+  do {
+    n = pread(r.fd, r.buffer, r.length, static_cast<off_t>(r.offset));
+  } while (n < 0 && errno == EINTR);
+  return n < 0 ? -errno : n;
+}
+
 PreadEngine::PreadEngine(unsigned threads) {
   for (unsigned i = 0; i < std::max(1u, threads); ++i) threads_.emplace_back([this] { Work(); });
 }
@@ -75,13 +83,7 @@ void PreadEngine::Work() {
       r = std::move(queue_.front());
       queue_.pop_front();
     }
-    // One call: a regular file reads short only at its end, and with O_DIRECT a retry at
-    // the unaligned remainder would fail anyway.
-    ssize_t n;
-    do {
-      n = pread(r.fd, r.buffer, r.length, static_cast<off_t>(r.offset));
-    } while (n < 0 && errno == EINTR);
-    r.done(n < 0 ? -errno : n);
+    r.done(PreadOnce(r));
   }
 }
 

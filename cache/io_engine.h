@@ -37,6 +37,10 @@ class IoEngine {
   virtual void Submit(std::vector<IoRequest> requests) = 0;
 };
 
+// Serves one request with a single pread (a regular file reads short only at its end, and
+// with O_DIRECT a retry at an unaligned remainder would fail anyway); bytes or -errno.
+ssize_t PreadOnce(const IoRequest& request);
+
 // Reads `length` bytes at `offset` of `fd` into `buffer` as pieces of at most `piece`
 // bytes, all in flight at once, and waits. Returns the bytes read before the first
 // short piece (the file's end), or the first error.

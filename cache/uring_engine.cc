@@ -81,11 +81,7 @@ class UringEngine : public IoEngine {
         request = std::move(queue_.front());
         queue_.pop_front();
       }
-      ssize_t n;
-      do {
-        n = pread(request.fd, request.buffer, request.length, static_cast<off_t>(request.offset));
-      } while (n < 0 && errno == EINTR);
-      request.done(n < 0 ? -errno : n);
+      request.done(PreadOnce(request));
     }
   }
 

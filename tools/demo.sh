@@ -34,3 +34,12 @@ df -h "$MNT"
 
 echo "+ python3 tools/train_demo.py $MNT"
 /usr/bin/python3 tools/train_demo.py "$MNT" --epochs 2
+
+echo "+ the daemon's group cache after training (user.gpufs.stats):"
+/usr/bin/python3 - "$MNT" <<'PY'
+import json, os, sys
+s = json.loads(os.getxattr(sys.argv[1], "user.gpufs.stats"))
+print(f"  policy {s['policy']}, {s['engine']}: {s['cached_groups']}/{s['groups']} groups cached; "
+      f"{s['hits']} hits, {s['misses']} misses, {s['member_reads']} member reads; "
+      f"{s['bytes_from_disk'] / 1e6:.1f} MB read from disk for {s['bytes_served'] / 1e6:.1f} MB served")
+PY

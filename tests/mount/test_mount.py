@@ -25,6 +25,40 @@ def walk(root):
     return out
 
 
+def concurrent_random_reads(mnt, sources, threads=8, reads=300):
+    """Reads random ranges of random files from `threads` threads; the mismatches."""
+    files = sorted(sources)
+    failures = []
+
+    def reader(seed):
+        rng = random.Random(seed)
+        for _ in range(reads):
+            rel = rng.choice(files)
+            data = sources[rel]
+            offset = rng.randrange(len(data) + 10)
+            length = rng.randrange(1, 200000)
+            with open(os.path.join(mnt, rel), "rb") as f:
+                f.seek(offset)
+                got = f.read(length)
+            if got != data[offset:offset + length]:
+                failures.append(f"{rel} @{offset}+{length}")
+
+    pool = [threading.Thread(target=reader, args=(seed,)) for seed in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return failures
+
+
+def read_sources(tree, files):
+    sources = {}
+    for rel in files:
+        with open(os.path.join(tree, rel), "rb") as f:
+            sources[rel] = f.read()
+    return sources
+
+
 class MountedDataset(lib.MountedSampleCase):
     # 6 classes x 10 files grouped by 4: every file is kept, so the trees must match.
     CLASSES, PER_CLASS, GROUP_SIZE = 6, 10, 4
@@ -79,32 +113,8 @@ class MountedDataset(lib.MountedSampleCase):
                 os.close(mnt)
 
     def test_eight_threads_reading_random_ranges_get_correct_bytes(self):
-        files = self.sample_files(60)
-        sources = {}
-        for rel in files:
-            with open(os.path.join(self.tree, rel), "rb") as f:
-                sources[rel] = f.read()
-        failures = []
-
-        def reader(seed):
-            rng = random.Random(seed)
-            for _ in range(300):
-                rel = rng.choice(files)
-                data = sources[rel]
-                offset = rng.randrange(len(data) + 10)
-                length = rng.randrange(1, 200000)
-                with open(os.path.join(self.mnt, rel), "rb") as f:
-                    f.seek(offset)
-                    got = f.read(length)
-                if got != data[offset:offset + length]:
-                    failures.append(f"{rel} @{offset}+{length}")
-
-        threads = [threading.Thread(target=reader, args=(seed,)) for seed in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        self.assertEqual(failures, [])
+        sources = read_sources(self.tree, self.sample_files(60))
+        self.assertEqual(concurrent_random_reads(self.mnt, sources), [])
 
     def test_writes_fail_with_erofs(self):
         rel = self.sample_files(1)[0]
@@ -166,30 +176,8 @@ class EveryCachePolicy(lib.MountedSampleCase):
     def check_mount(self, *options):
         with lib.Mount(self.src, *options) as mnt:
             files = sorted(r for r, s in walk(self.tree).items() if stat.S_ISREG(s.st_mode))
-            sources = {}
-            for rel in files:
-                with open(os.path.join(self.tree, rel), "rb") as f:
-                    sources[rel] = f.read()
-            failures = []
-
-            def reader(seed):
-                rng = random.Random(seed)
-                for _ in range(120):
-                    rel = rng.choice(files)
-                    offset = rng.randrange(len(sources[rel]) + 10)
-                    with open(os.path.join(mnt, rel), "rb") as f:
-                        f.seek(offset)
-                        got = f.read(rng.randrange(1, 100000))
-                    if got != sources[rel][offset:offset + len(got)] or (
-                            not got and offset < len(sources[rel])):
-                        failures.append(f"{rel} @{offset}")
-
-            threads = [threading.Thread(target=reader, args=(s,)) for s in range(8)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            self.assertEqual(failures, [], options)
+            sources = read_sources(self.tree, files)
+            self.assertEqual(concurrent_random_reads(mnt, sources, reads=120), [], options)
             for rel in files:
                 with open(os.path.join(mnt, rel), "rb") as f:
                     self.assertEqual(f.read(), sources[rel], (rel, options))
