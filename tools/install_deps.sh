@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what gpufs builds, tests and demos with, from Debian 12 packages. Quick when
-# everything is already there: apt runs only for what is missing.
+# Installs what gpufs builds, tests and demos with, from Debian 12 packages; with the
+# argument "bench", also what the benchmarks compare against. Quick when everything is
+# already there: apt runs only for what is missing.
 set -euo pipefail
 
 PACKAGES=(
@@ -10,6 +11,9 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-torchvision python3-pil
 )
+if [ "${1:-}" = "bench" ]; then
+  PACKAGES+=(squashfuse squashfs-tools python3-matplotlib)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

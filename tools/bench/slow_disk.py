@@ -157,6 +157,7 @@ def main():
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("slow_disk: needs root (loop device, cgroups, drop_caches)")
+    subprocess.run(["bash", os.path.join(ROOT, "tools", "install_deps.sh"), "bench"], check=True)
     os.makedirs(args.cache, exist_ok=True)
     os.makedirs(args.out, exist_ok=True)
     source = make_source(args.cache, args.files, args.classes)
