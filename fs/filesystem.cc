@@ -16,8 +16,8 @@ constexpr std::array<std::string_view, 5> kXattrNames = {"user.gpufs.group", "us
                                                          "user.gpufs.offset", "user.gpufs.size",
                                                          "user.gpufs.class"};
 
-constexpr std::array<std::string_view, 3> kRootXattrNames = {"user.gpufs.pid", "user.gpufs.source",
-                                                             "user.gpufs.format"};
+constexpr std::array<std::string_view, 4> kRootXattrNames = {
+    "user.gpufs.pid", "user.gpufs.source", "user.gpufs.format", "user.gpufs.inodes"};
 
 constexpr uint64_t kBlockSize = 4096;
 
@@ -194,6 +194,7 @@ Result<std::string> Filesystem::GetXattr(uint64_t ino, std::string_view name) co
     if (name == kRootXattrNames[0]) return std::to_string(getpid());
     if (name == kRootXattrNames[1]) return options_.source;
     if (name == kRootXattrNames[2]) return options_.format;
+    if (name == kRootXattrNames[3]) return std::to_string(references_.load());
     if (name == "user.gpufs.stats" && cache_) return cache_->StatsJson();
   }
   if (catalog_.IsDir(*id)) return Fail(ENODATA, "no attribute {}", name);

@@ -92,12 +92,19 @@ class Filesystem {
   Result<ReadData> Fetch(uint64_t ino, uint64_t offset, size_t size);
   // Reads into `out` what Locate names; returns the byte count. Thread-safe.
   Result<size_t> Read(uint64_t ino, uint64_t offset, std::span<char> out);
-  // user.gpufs.{group,blob,offset,size,class} on files; user.gpufs.{pid,source,format} on
-  // the root, and user.gpufs.stats (JSON counters) with a cache; ENODATA otherwise.
+  // user.gpufs.{group,blob,offset,size,class} on files; user.gpufs.{pid,source,format,
+  // inodes} on the root, and user.gpufs.stats (JSON counters) with a cache; ENODATA
+  // otherwise.
   Result<std::string> GetXattr(uint64_t ino, std::string_view name) const;
   // The names above, each NUL-terminated, as listxattr(2) returns them.
   Result<std::string> ListXattr(uint64_t ino) const;
   struct statvfs StatFs() const;
+
+  // The kernel's references to inodes: each entry it was given (lookup, readdirplus) adds
+  // one, each forget removes what it says. Inodes are catalog ids, so nothing is freed;
+  // the count shows the kernel's inode cache (user.gpufs.inodes) and that forgets balance.
+  void Remember(uint64_t references) { references_.fetch_add(references); }
+  void Forget(uint64_t references) { references_.fetch_sub(references); }
 
   const Catalog& catalog() const { return catalog_; }
 
@@ -114,6 +121,7 @@ class Filesystem {
   GroupCache* const cache_;
   // One bit per member, set once its checksum matched; only allocated with --verify.
   std::unique_ptr<std::atomic<uint64_t>[]> verified_;
+  std::atomic<uint64_t> references_{0};
 };
 
 }  // namespace gpufs

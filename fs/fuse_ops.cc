@@ -78,7 +78,7 @@ void LookupBody(fuse_req_t req, fuse_ino_t parent, const char* name) {
     ReplyError(req, entry.error());
     return;
   }
-  ctx.lookups.fetch_add(1, std::memory_order_relaxed);
+  ctx.fs->Remember(1);
   fuse_entry_param e = EntryParam(ctx, entry->ino, entry->attr);
   fuse_reply_entry(req, &e);
 }
@@ -88,14 +88,14 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 }
 
 void Forget(fuse_req_t req, fuse_ino_t /*ino*/, uint64_t nlookup) {
-  Ctx(req).lookups.fetch_sub(static_cast<int64_t>(nlookup), std::memory_order_relaxed);
+  Ctx(req).fs->Forget(nlookup);
   fuse_reply_none(req);
 }
 
 void ForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
   int64_t total = 0;
   for (size_t i = 0; i < count; ++i) total += static_cast<int64_t>(forgets[i].nlookup);
-  Ctx(req).lookups.fetch_sub(total, std::memory_order_relaxed);
+  Ctx(req).fs->Forget(static_cast<uint64_t>(total));
   fuse_reply_none(req);
 }
 
@@ -154,7 +154,7 @@ void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, bo
     return true;
   });
   if (!s) return ReplyError(req, s.error());
-  ctx.lookups.fetch_add(linked, std::memory_order_relaxed);
+  ctx.fs->Remember(static_cast<uint64_t>(linked));
   fuse_reply_buf(req, buffer.data(), used);
 }
 

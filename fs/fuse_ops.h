@@ -29,8 +29,7 @@ struct CachePolicy {
 struct FuseContext {
   Filesystem* fs = nullptr;
   CachePolicy cache;
-  std::function<void()> on_init;    // called while answering INIT; later requests wait for it
-  std::atomic<int64_t> lookups{0};  // kernel-held lookup references (lookups - forgets)
+  std::function<void()> on_init;  // called while answering INIT; later requests wait for it
 };
 
 const struct fuse_lowlevel_ops& FuseOperations();

@@ -153,6 +153,20 @@ class MountedDataset(lib.MountedSampleCase):
             self.assertIn("user.gpufs.group", os.listxattr(path))
         self.assertEqual(int(os.getxattr(self.mnt, "user.gpufs.pid")), self.mount.proc.pid)
 
+    def test_forgets_balance_the_entries_the_kernel_was_given(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to drop the kernel's inode cache")
+        entries = len(walk(self.mnt))  # readdirplus hands the kernel every entry
+        self.assertGreaterEqual(int(os.getxattr(self.mnt, "user.gpufs.inodes")), entries)
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("2\n")  # dentries and inodes: the kernel forgets them
+        # Forgets are asynchronous messages; a getxattr on the root is answered after them
+        # only once they are read, so ask until they are in (bounded by the entry count).
+        for _ in range(entries + 100):
+            if int(os.getxattr(self.mnt, "user.gpufs.inodes")) <= 1:
+                break
+        self.assertLessEqual(int(os.getxattr(self.mnt, "user.gpufs.inodes")), 1)
+
     def test_statfs_reports_the_dataset(self):
         st = os.statvfs(self.mnt)
         total = sum(os.path.getsize(os.path.join(self.tree, r)) for r in self.sample_files(60))

@@ -175,7 +175,10 @@ TEST_F(FilesystemTest, TellsEachFileItsGroupAndOffset) {
   EXPECT_EQ(*fs_->GetXattr(Filesystem::kRootIno, "user.gpufs.pid"), std::to_string(getpid()));
   EXPECT_EQ(*fs_->GetXattr(Filesystem::kRootIno, "user.gpufs.format"), "mytar");
   const std::string root_list = *fs_->ListXattr(Filesystem::kRootIno);
-  EXPECT_EQ(std::count(root_list.begin(), root_list.end(), '\0'), 3);
+  EXPECT_EQ(std::count(root_list.begin(), root_list.end(), '\0'), 4);
+  fs_->Remember(5);
+  fs_->Forget(3);
+  EXPECT_EQ(*fs_->GetXattr(Filesystem::kRootIno, "user.gpufs.inodes"), "2");
   const std::string list = *fs_->ListXattr(tiny);
   EXPECT_EQ(std::count(list.begin(), list.end(), '\0'), 5);
   EXPECT_EQ(fs_->ListXattr(InoOf("dog"))->size(), 0u);
