@@ -140,7 +140,7 @@ class Pack(Work):
         tree = self.path("many")
         for c in range(4):
             os.makedirs(os.path.join(tree, f"c{c}"))
-            for i in range(500):
+            for i in range(1500):
                 with open(os.path.join(tree, f"c{c}", f"{i}.jpg"), "wb") as f:
                     f.write(os.urandom(512))
         out = self.path("interrupted")
@@ -151,7 +151,7 @@ class Pack(Work):
         # Interrupt once the first blob exists: the pack has begun writing, not just scanning.
         while not os.path.isdir(partial) or not os.listdir(partial):
             self.assertIsNone(proc.poll(), "the pack ended before it could be interrupted")
-            time.sleep(0.005)
+            time.sleep(0.001)
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=60)
         self.assertEqual(proc.returncode, 130, stderr)
