@@ -52,20 +52,7 @@ ssize_t PreadOnce(const IoRequest& r) {
   return n < 0 ? -errno : n;
 }
 
-PreadEngine::PreadEngine(unsigned threads) {
-  for (unsigned i = 0; i < std::max(1u, threads); ++i) threads_.emplace_back([this] { Work(); });
-}
-
-PreadEngine::~PreadEngine() {
-  {
-    std::lock_guard lock(mu_);
-    stop_ = true;
-  }
-  wake_.notify_all();
-  for (std::thread& t : threads_) t.join();
-}
-
-void PreadEngine::Submit(std::vector<IoRequest> requests) {
+void RequestQueue::Push(std::vector<IoRequest> requests) {
   {
     std::lock_guard lock(mu_);
     for (IoRequest& r : requests) queue_.push_back(std::move(r));
@@ -73,18 +60,44 @@ void PreadEngine::Submit(std::vector<IoRequest> requests) {
   wake_.notify_all();
 }
 
-void PreadEngine::Work() {
+std::vector<IoRequest> RequestQueue::Take(size_t max, bool wait) {
+  std::unique_lock lock(mu_);
+  if (wait) wake_.wait(lock, [this] { return closed_ || !queue_.empty(); });
+  std::vector<IoRequest> out;
+  while (!queue_.empty() && out.size() < max) {
+    out.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  return out;
+}
+
+void RequestQueue::Close() {
+  {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+  }
+  wake_.notify_all();
+}
+
+void ServeWithPread(RequestQueue& queue) {
   for (;;) {
-    IoRequest r;
-    {
-      std::unique_lock lock(mu_);
-      wake_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;
-      r = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    r.done(PreadOnce(r));
+    std::vector<IoRequest> one = queue.Take(1, true);
+    if (one.empty()) return;
+    one[0].done(PreadOnce(one[0]));
   }
 }
+
+PreadEngine::PreadEngine(unsigned threads) {
+  for (unsigned i = 0; i < std::max(1u, threads); ++i) {
+    threads_.emplace_back([this] { ServeWithPread(queue_); });
+  }
+}
+
+PreadEngine::~PreadEngine() {
+  queue_.Close();
+  for (std::thread& t : threads_) t.join();
+}
+
+void PreadEngine::Submit(std::vector<IoRequest> requests) { queue_.Push(std::move(requests)); }
 
 }  // namespace gpufs

@@ -37,6 +37,26 @@ class IoEngine {
   virtual void Submit(std::vector<IoRequest> requests) = 0;
 };
 
+// The queue an engine's threads take requests from. Thread-safe.
+class RequestQueue {
+ public:
+  void Push(std::vector<IoRequest> requests);
+  // Up to `max` requests. With `wait`, blocks until there is one or the queue is closed;
+  // the result is then empty only once the queue is closed and drained.
+  std::vector<IoRequest> Take(size_t max, bool wait);
+  // Wakes every waiter; what is queued is still handed out.
+  void Close();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<IoRequest> queue_;  // guarded by mu_
+  bool closed_ = false;          // guarded by mu_
+};
+
+// Serves requests from `queue` with PreadOnce, one at a time, until it is closed and drained.
+void ServeWithPread(RequestQueue& queue);
+
 // Serves one request with a single pread (a regular file reads short only at its end, and
 // with O_DIRECT a retry at an unaligned remainder would fail anyway); bytes or -errno.
 ssize_t PreadOnce(const IoRequest& request);
@@ -55,12 +75,7 @@ class PreadEngine : public IoEngine {
   void Submit(std::vector<IoRequest> requests) override;
 
  private:
-  void Work();
-
-  std::mutex mu_;
-  std::condition_variable wake_;
-  std::deque<IoRequest> queue_;  // guarded by mu_
-  bool stop_ = false;            // guarded by mu_
+  RequestQueue queue_;
   std::vector<std::thread> threads_;
 };
 

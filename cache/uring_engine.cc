@@ -19,11 +19,7 @@ class UringEngine : public IoEngine {
  public:
   explicit UringEngine(const UringOptions& options) : options_(options) {}
   ~UringEngine() override {
-    {
-      std::lock_guard lock(mu_);
-      stop_ = true;
-    }
-    wake_.notify_all();
+    queue_.Close();
     for (std::thread& t : threads_) t.join();
   }
 
@@ -41,13 +37,7 @@ class UringEngine : public IoEngine {
 
   std::string_view name() const override { return "io_uring"; }
 
-  void Submit(std::vector<IoRequest> requests) override {
-    {
-      std::lock_guard lock(mu_);
-      for (IoRequest& r : requests) queue_.push_back(std::move(r));
-    }
-    wake_.notify_all();
-  }
+  void Submit(std::vector<IoRequest> requests) override { queue_.Push(std::move(requests)); }
 
  private:
   struct Ring {
@@ -68,21 +58,6 @@ class UringEngine : public IoEngine {
       r.files.assign(options_.max_files, -1);
     }
     return true;
-  }
-
-  // Without a ring (a kernel limit hit after start-up), this thread reads synchronously.
-  void RunWithoutRing() {
-    for (;;) {
-      IoRequest request;
-      {
-        std::unique_lock lock(mu_);
-        wake_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-        if (queue_.empty()) return;
-        request = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      request.done(PreadOnce(request));
-    }
   }
 
   // Fills one SQE for `request`, using the registered buffer and file when it can.
@@ -134,20 +109,14 @@ class UringEngine : public IoEngine {
 
   void Run() {
     Ring r;
-    if (!Setup(r)) return RunWithoutRing();
+    // Without a ring (a kernel limit hit after start-up), this thread reads synchronously.
+    if (!Setup(r)) return ServeWithPread(queue_);
     unsigned in_flight = 0;
     for (;;) {
-      std::vector<IoRequest*> batch;
-      {
-        std::unique_lock lock(mu_);
-        if (in_flight == 0) wake_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-        if (stop_ && queue_.empty() && in_flight == 0) break;
-        while (!queue_.empty() && in_flight + batch.size() < options_.queue_depth) {
-          batch.push_back(new IoRequest(std::move(queue_.front())));
-          queue_.pop_front();
-        }
-      }
-      for (IoRequest* request : batch) Prepare(r, request);
+      // Block for work only when nothing is in flight; else take what is there and reap.
+      std::vector<IoRequest> batch = queue_.Take(options_.queue_depth - in_flight, in_flight == 0);
+      if (batch.empty() && in_flight == 0) break;  // closed and drained
+      for (IoRequest& request : batch) Prepare(r, new IoRequest(std::move(request)));
       in_flight += static_cast<unsigned>(batch.size());
       if (!batch.empty()) io_uring_submit(&r.ring);
       Reap(r, in_flight);
@@ -177,10 +146,7 @@ class UringEngine : public IoEngine {
   }
 
   const UringOptions options_;
-  std::mutex mu_;
-  std::condition_variable wake_;
-  std::deque<IoRequest> queue_;  // guarded by mu_
-  bool stop_ = false;            // guarded by mu_
+  RequestQueue queue_;
   std::vector<std::thread> threads_;
 };
 
