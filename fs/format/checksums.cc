@@ -17,16 +17,6 @@ namespace {
 
 constexpr size_t kChunk = 4u << 20;
 
-struct HashState {
-  XXH3_state_t* state = XXH3_createState();
-  HashState() { XXH3_64bits_reset(state); }
-  ~HashState() { XXH3_freeState(state); }
-  HashState(const HashState&) = delete;
-  HashState& operator=(const HashState&) = delete;
-  void Update(const char* data, size_t n) { XXH3_64bits_update(state, data, n); }
-  uint64_t Digest() const { return XXH3_64bits_digest(state); }
-};
-
 // File indices of each group, by offset.
 std::vector<std::vector<uint32_t>> MembersByGroup(const Catalog& catalog) {
   const auto& files = catalog.tables().files;
@@ -47,9 +37,9 @@ Status HashGroup(int fd, const Catalog& catalog, uint32_t group,
                  DatasetChecksums& out, Progress& progress) {
   const GroupExtent& g = catalog.Group(group);
   const auto& files = catalog.tables().files;
-  std::vector<std::unique_ptr<HashState>> states(members.size());
-  for (auto& s : states) s = std::make_unique<HashState>();
-  HashState blob;
+  std::vector<std::unique_ptr<ChecksumStream>> states(members.size());
+  for (auto& s : states) s = std::make_unique<ChecksumStream>();
+  ChecksumStream blob;
   size_t first_open = 0;  // members before this one are complete
   for (uint64_t pos = g.offset; pos < g.offset + g.size;) {
     const size_t want = static_cast<size_t>(std::min<uint64_t>(kChunk, g.offset + g.size - pos));
@@ -78,6 +68,13 @@ Status HashGroup(int fd, const Catalog& catalog, uint32_t group,
 }  // namespace
 
 uint64_t ChecksumOf(const void* data, size_t size) { return XXH3_64bits(data, size); }
+
+ChecksumStream::ChecksumStream() : state_(XXH3_createState()) { XXH3_64bits_reset(state_); }
+ChecksumStream::~ChecksumStream() { XXH3_freeState(state_); }
+void ChecksumStream::Update(const char* data, size_t size) {
+  XXH3_64bits_update(state_, data, size);
+}
+uint64_t ChecksumStream::Digest() const { return XXH3_64bits_digest(state_); }
 
 DatasetChecksums ComputeChecksums(const Catalog& catalog, const std::filesystem::path& dir,
                                   unsigned threads, Progress& progress) {

@@ -12,6 +12,8 @@
 #include "fs/error.h"
 #include "fs/format/progress.h"
 
+struct XXH3_state_s;  // xxhash.h's streaming state, kept out of this header
+
 namespace gpufs {
 
 struct DatasetChecksums {
@@ -39,5 +41,19 @@ std::vector<Damage> CompareChecksums(const Catalog& catalog,
 
 // The XXH3-64 of `size` bytes; what a member's checksum is.
 uint64_t ChecksumOf(const void* data, size_t size);
+
+// The same checksum over bytes that arrive in pieces.
+class ChecksumStream {
+ public:
+  ChecksumStream();
+  ~ChecksumStream();
+  ChecksumStream(const ChecksumStream&) = delete;
+  ChecksumStream& operator=(const ChecksumStream&) = delete;
+  void Update(const char* data, size_t size);
+  uint64_t Digest() const;
+
+ private:
+  ::XXH3_state_s* state_;
+};
 
 }  // namespace gpufs

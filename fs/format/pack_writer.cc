@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <cstring>
@@ -14,6 +13,7 @@
 #include <thread>
 
 #include "fs/catalog.h"
+#include "fs/format/checksums.h"
 #include "fs/format/file_io.h"
 #include "fs/format/native_index.h"
 
@@ -103,8 +103,7 @@ class BlobWriter {
     const std::filesystem::path path = folder_ / BlobName(group_id);
     const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
     if (fd < 0) return Fail(errno, "cannot create {}: {}", path.string(), strerror(errno));
-    XXH3_state_t* blob_hash = XXH3_createState();
-    XXH3_64bits_reset(blob_hash);
+    ChecksumStream blob_hash;
     Status s = Ok{};
     uint64_t written = 0;
     for (size_t pos = group.begin; s && pos < group.end; ++pos) {
@@ -113,8 +112,7 @@ class BlobWriter {
       if (s) s = CopyMember(fd, path, pos, blob_hash);
       written = plan_.offsets[pos] + source_.entries[shape_.files[plan_.order[pos]].input].size;
     }
-    plan_.blobs[group_id] = BlobInfo{written, XXH3_64bits_digest(blob_hash)};
-    XXH3_freeState(blob_hash);
+    plan_.blobs[group_id] = BlobInfo{written, blob_hash.Digest()};
     if (s && fdatasync(fd) != 0)
       s = Fail(errno, "cannot sync {}: {}", path.string(), strerror(errno));
     close(fd);
@@ -122,19 +120,18 @@ class BlobWriter {
   }
 
  private:
-  Status Pad(int fd, const std::filesystem::path& path, uint64_t bytes, XXH3_state_t* hash) {
+  Status Pad(int fd, const std::filesystem::path& path, uint64_t bytes, ChecksumStream& hash) {
     if (bytes == 0) return Ok{};
     const std::string zeros(bytes, '\0');
-    XXH3_64bits_update(hash, zeros.data(), zeros.size());
+    hash.Update(zeros.data(), zeros.size());
     return WriteAll(fd, zeros, path);
   }
 
-  Status CopyMember(int fd, const std::filesystem::path& path, size_t pos, XXH3_state_t* blob) {
+  Status CopyMember(int fd, const std::filesystem::path& path, size_t pos, ChecksumStream& blob) {
     const SourceEntry& entry = source_.entries[shape_.files[plan_.order[pos]].input];
     auto in = SourceFd(entry.file);
     if (!in) return in.error();
-    XXH3_state_t* member = XXH3_createState();
-    XXH3_64bits_reset(member);
+    ChecksumStream member;
     Status s = Ok{};
     for (uint64_t done = 0; s && done < entry.size;) {
       const size_t want = static_cast<size_t>(std::min<uint64_t>(kChunk, entry.size - done));
@@ -145,13 +142,12 @@ class BlobWriter {
                   : Fail(EIO, "cannot read {}: it shrank while being packed", SourceName(entry));
         break;
       }
-      XXH3_64bits_update(member, buffer_.get(), static_cast<size_t>(n));
-      XXH3_64bits_update(blob, buffer_.get(), static_cast<size_t>(n));
+      member.Update(buffer_.get(), static_cast<size_t>(n));
+      blob.Update(buffer_.get(), static_cast<size_t>(n));
       s = WriteAll(fd, std::string_view(buffer_.get(), static_cast<size_t>(n)), path);
       done += static_cast<uint64_t>(n);
     }
-    plan_.checksums[pos] = XXH3_64bits_digest(member);
-    XXH3_freeState(member);
+    plan_.checksums[pos] = member.Digest();
     progress_.files.fetch_add(1);
     progress_.bytes.fetch_add(entry.size);
     return s;
