@@ -264,19 +264,29 @@ void GroupCache::Prefetch() {
     prefetch_cursor_ = candidate + 1;
     entry->prefetched = true;
     ++counters_.prefetch_issued;
+    ++prefetch_loads_;
     if (Status s = Load(candidate, *entry, lock); !s) spdlog::warn("{}", s.error().message);
+    --prefetch_loads_;
   }
 }
 
-std::string GroupCache::StatsJson() const {
+std::vector<bool> GroupCache::ResidentGroups() const {
+  std::lock_guard lock(mu_);
+  std::vector<bool> resident(entries_.size());
+  for (size_t g = 0; g < entries_.size(); ++g) resident[g] = entries_[g] && entries_[g]->ready;
+  return resident;
+}
+
+nlohmann::json GroupCache::Stats() const {
   const auto& c = counters_;
   nlohmann::json j;
   uint64_t cached_groups = 0;
-  uint32_t epoch = 0;
   {
     std::lock_guard lock(mu_);
     for (const auto& e : entries_) cached_groups += e && e->ready;
-    epoch = policy_->epoch();
+    j["epoch"] = policy_->epoch();
+    j["epoch_files_served"] = policy_->served_this_epoch();
+    j["prefetch_in_flight"] = prefetch_loads_;
   }
   const double served = static_cast<double>(c.bytes_served.load());
   j["policy"] = std::string(policy_->name());
@@ -287,7 +297,7 @@ std::string GroupCache::StatsJson() const {
   j["groups"] = catalog_.group_count();
   j["arena_locked"] = arena_.locked();
   j["huge_pages"] = arena_.huge_pages();
-  j["epoch"] = epoch;
+  j["files"] = catalog_.file_count();
   for (const auto& [key, value] : {std::pair{"hits", &c.hits},
                                    {"misses", &c.misses},
                                    {"shared_waits", &c.shared_waits},
@@ -303,7 +313,7 @@ std::string GroupCache::StatsJson() const {
     j[key] = value->load();
   }
   j["read_amplification"] = served > 0 ? static_cast<double>(c.bytes_from_disk) / served : 0.0;
-  return j.dump();
+  return j;
 }
 
 }  // namespace gpufs

@@ -12,7 +12,7 @@
 // - Prefetch: once reads have begun, while no reader waits on a load and the budget has
 //   room, the next groups the policy still wants are loaded in the background, several
 //   at once (one stream of reads leaves a throttled volume half idle).
-// Every decision is counted; StatsJson() reports the counters.
+// Every decision is counted; Stats() reports the counters.
 #pragma once
 
 #include <atomic>
@@ -23,6 +23,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "cache/arena.h"
 #include "cache/blob_files.h"
@@ -86,7 +88,10 @@ class GroupCache {
   Result<CachedBytes> Read(NodeId file, uint64_t offset, size_t size);
 
   bool Resident(uint32_t group) const;
-  std::string StatsJson() const;
+  // Which groups are cached, all at one instant. Thread-safe.
+  std::vector<bool> ResidentGroups() const;
+  // The counters, the fill and the policy's epoch, as gpufs-stat and the metrics read them.
+  nlohmann::json Stats() const;
   const CacheCounters& counters() const { return counters_; }
 
  private:
@@ -124,6 +129,7 @@ class GroupCache {
   std::vector<std::unique_ptr<Entry>> entries_;  // by group; guarded by mu_
   std::vector<bool> busy_;                       // pinned or loading; guarded by mu_
   unsigned demand_loads_ = 0;                    // guarded by mu_
+  unsigned prefetch_loads_ = 0;                  // in flight; guarded by mu_
   uint32_t prefetch_cursor_ = 0;                 // guarded by mu_
   bool stop_ = false;                            // guarded by mu_
   bool reading_ = false;  // a read has arrived; prefetch follows the access stream; guarded by mu_

@@ -43,7 +43,10 @@ class EvictionPolicy {
   virtual bool Wanted(uint32_t /*group*/) const { return true; }
   // The cached group to evict next, skipping those `busy` says are in use; none to keep all.
   virtual std::optional<uint32_t> Victim(const std::vector<bool>& busy) const = 0;
+  // The epoch detected from the access stream and the files served in it; 0 where the
+  // policy does not follow epochs.
   virtual uint32_t epoch() const { return 0; }
+  virtual uint64_t served_this_epoch() const { return 0; }
 };
 
 // Members per group, indexed by group id; what consume-once counts against.
@@ -85,6 +88,7 @@ class ConsumeOncePolicy : public EvictionPolicy {
   bool Wanted(uint32_t group) const override;
   std::optional<uint32_t> Victim(const std::vector<bool>& busy) const override;
   uint32_t epoch() const override { return epoch_; }
+  uint64_t served_this_epoch() const override { return served_this_epoch_; }
 
  private:
   uint32_t Remaining(uint32_t group) const;

@@ -77,6 +77,8 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
                   "0: one request per group")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
+  mount.add_option("--metrics", args.metrics,
+                   "serve Prometheus metrics at http://HOST:PORT/metrics (off by default)");
   auto& cache = args.cache;
   mount.add_option("--entry-timeout", cache.entry_timeout_s, "seconds the kernel caches names")
       ->capture_default_str();

@@ -26,6 +26,8 @@
 #include "cache/group_cache.h"
 #include "cache/io_engine.h"
 #include "cache/policy.h"
+#include "cli/control_server.h"
+#include "cli/metrics_server.h"
 #include "fs/catalog.h"
 #include "fs/filesystem.h"
 #include "fs/format/open_dataset.h"
@@ -241,6 +243,12 @@ int RunMount(const MountArgs& args_in) {
   auto dataset = OpenForMount(args);
   if (!dataset) return Refuse(dataset.error());
   BlobFiles blobs(dataset->dir, dataset->catalog.blobs());
+  std::unique_ptr<MetricsServer> metrics;
+  if (!args.metrics.empty()) {
+    auto bound = MetricsServer::Bind(args.metrics);
+    if (!bound) return Refuse(bound.error());
+    metrics = std::move(*bound);
+  }
   FuseContext context;
   context.cache = args.cache;
   fuse_session* se = NewSession(args, *dataset, context);
@@ -264,6 +272,14 @@ int RunMount(const MountArgs& args_in) {
                              dataset->format, args.verify},
                 stack->cache.get());
   context.fs = &fs;
+  // The control socket only reports; a mount without it still serves its data.
+  auto control = ControlServer::Start(fs);
+  if (control) {
+    fs.SetControlPath((*control)->path());
+  } else {
+    spdlog::warn("gpufs-stat will see the kernel cache only: {}", control.error().message);
+  }
+  if (metrics) metrics->Start(fs);
   const std::string mountpoint = std::filesystem::absolute(args.mountpoint).string();
   // INIT is answered after this callback returns; a statfs from another thread waits for
   // that answer, so "ready" is sent only once the mount really serves requests.
@@ -278,7 +294,9 @@ int RunMount(const MountArgs& args_in) {
       if (!args.foreground) DropTerminal();
     }).detach();
   };
-  return ServeUntilUnmounted(se, args, mountpoint);
+  const int rc = ServeUntilUnmounted(se, args, mountpoint);
+  metrics.reset();  // its thread reads fs, which goes first otherwise
+  return rc;
 }
 
 int RunUnmount(const std::string& mountpoint) {

@@ -31,6 +31,7 @@ struct MountArgs {
   unsigned queue_depth = 64;
   uint64_t io_size = 0;  // group reads go out as pieces this large, together; 0: whole
   CachePolicy cache;
+  std::string metrics;  // HOST:PORT of a Prometheus endpoint; empty: none
 };
 
 // Returns the process exit status.

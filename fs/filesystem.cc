@@ -31,6 +31,24 @@ Filesystem::Filesystem(const Catalog& catalog, BlobFiles& blobs, ServeOptions op
     verified_ = std::make_unique<std::atomic<uint64_t>[]>(words);
     for (size_t i = 0; i < words; ++i) verified_[i].store(0, std::memory_order_relaxed);
   }
+  lookups_ = std::make_unique<std::atomic<uint32_t>[]>(catalog_.node_count());
+  for (size_t i = 0; i < catalog_.node_count(); ++i) {
+    lookups_[i].store(0, std::memory_order_relaxed);
+  }
+}
+
+void Filesystem::Remember(uint64_t ino, uint64_t references) {
+  if (auto id = NodeOf(ino)) {
+    lookups_[*id].fetch_add(static_cast<uint32_t>(references), std::memory_order_relaxed);
+    references_.fetch_add(references, std::memory_order_relaxed);
+  }
+}
+
+void Filesystem::Forget(uint64_t ino, uint64_t references) {
+  if (auto id = NodeOf(ino)) {
+    lookups_[*id].fetch_sub(static_cast<uint32_t>(references), std::memory_order_relaxed);
+    references_.fetch_sub(references, std::memory_order_relaxed);
+  }
 }
 
 Result<NodeId> Filesystem::NodeOf(uint64_t ino) const {
@@ -160,6 +178,9 @@ Result<ReadData> Filesystem::Fetch(uint64_t ino, uint64_t offset, size_t size) {
   if (!cache_) {
     auto extent = Locate(ino, offset, size);
     if (!extent) return extent.error();
+    if (extent->length > 0) {
+      Count(offset, extent->length, catalog_.Extent(static_cast<NodeId>(ino - 1)).size);
+    }
     return ReadData{false, {}, *extent};
   }
   auto id = FileOf(ino);
@@ -167,7 +188,16 @@ Result<ReadData> Filesystem::Fetch(uint64_t ino, uint64_t offset, size_t size) {
   if (Status s = Verify(*id); !s) return s.error();
   auto bytes = cache_->Read(*id, offset, size);
   if (!bytes) return bytes.error();
+  Count(offset, bytes->size(), catalog_.Extent(*id).size);
   return ReadData{true, std::move(*bytes), {}};
+}
+
+void Filesystem::Count(uint64_t offset, size_t length, uint64_t file_size) {
+  served_.reads.fetch_add(1, std::memory_order_relaxed);
+  served_.bytes.fetch_add(length, std::memory_order_relaxed);
+  if (length > 0 && offset + length >= file_size) {
+    served_.files.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 Result<size_t> Filesystem::Read(uint64_t ino, uint64_t offset, std::span<char> out) {
@@ -195,7 +225,8 @@ Result<std::string> Filesystem::GetXattr(uint64_t ino, std::string_view name) co
     if (name == kRootXattrNames[1]) return options_.source;
     if (name == kRootXattrNames[2]) return options_.format;
     if (name == kRootXattrNames[3]) return std::to_string(references_.load());
-    if (name == "user.gpufs.stats" && cache_) return cache_->StatsJson();
+    if (name == "user.gpufs.stats" && cache_) return cache_->Stats().dump();
+    if (name == "user.gpufs.control" && !control_path_.empty()) return control_path_;
   }
   if (catalog_.IsDir(*id)) return Fail(ENODATA, "no attribute {}", name);
   const FileExtent& file = catalog_.Extent(*id);
@@ -219,6 +250,9 @@ Result<std::string> Filesystem::ListXattr(uint64_t ino) const {
   };
   if (*id == Catalog::kRoot) add(kRootXattrNames);
   if (*id == Catalog::kRoot && cache_) add(std::array<std::string_view, 1>{"user.gpufs.stats"});
+  if (*id == Catalog::kRoot && !control_path_.empty()) {
+    add(std::array<std::string_view, 1>{"user.gpufs.control"});
+  }
   if (!catalog_.IsDir(*id)) add(kXattrNames);
   return list;
 }

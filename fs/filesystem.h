@@ -93,25 +93,43 @@ class Filesystem {
   // Reads into `out` what Locate names; returns the byte count. Thread-safe.
   Result<size_t> Read(uint64_t ino, uint64_t offset, std::span<char> out);
   // user.gpufs.{group,blob,offset,size,class} on files; user.gpufs.{pid,source,format,
-  // inodes} on the root, and user.gpufs.stats (JSON counters) with a cache; ENODATA
-  // otherwise.
+  // inodes} on the root, user.gpufs.control once set, and user.gpufs.stats (JSON counters)
+  // with a cache; ENODATA otherwise.
   Result<std::string> GetXattr(uint64_t ino, std::string_view name) const;
   // The names above, each NUL-terminated, as listxattr(2) returns them.
   Result<std::string> ListXattr(uint64_t ino) const;
   struct statvfs StatFs() const;
 
   // The kernel's references to inodes: each entry it was given (lookup, readdirplus) adds
-  // one, each forget removes what it says. Inodes are catalog ids, so nothing is freed;
-  // the count shows the kernel's inode cache (user.gpufs.inodes) and that forgets balance.
-  void Remember(uint64_t references) { references_.fetch_add(references); }
-  void Forget(uint64_t references) { references_.fetch_sub(references); }
+  // one, each forget removes what it says. Inodes are catalog ids, so nothing is freed.
+  // Counted per inode: a file the kernel holds no reference to has no inode there, hence
+  // no page cache, which lets gpufs-stat skip it; the total (user.gpufs.inodes) shows that
+  // forgets balance. Thread-safe.
+  void Remember(uint64_t ino, uint64_t references = 1);
+  void Forget(uint64_t ino, uint64_t references);
+  uint64_t references() const { return references_.load(std::memory_order_relaxed); }
+  bool KernelKnows(NodeId id) const { return lookups_[id].load(std::memory_order_relaxed) > 0; }
+
+  // What reads asked for, with or without a cache: every read, its bytes, and the files
+  // read to their end (a trainer reads each image whole, so this counts images served).
+  struct ServeCounters {
+    std::atomic<uint64_t> reads{0};
+    std::atomic<uint64_t> bytes{0};
+    std::atomic<uint64_t> files{0};
+  };
+  const ServeCounters& served() const { return served_; }
 
   const Catalog& catalog() const { return catalog_; }
+  const ServeOptions& options() const { return options_; }
+  const GroupCache* cache() const { return cache_; }
+  // Where the daemon answers gpufs-stat (the root's user.gpufs.control); set before serving.
+  void SetControlPath(std::string path) { control_path_ = std::move(path); }
 
  private:
   Result<NodeId> NodeOf(uint64_t ino) const;
   Result<NodeId> FileOf(uint64_t ino) const;  // like NodeOf, and verified when asked
   Status Verify(NodeId id);
+  void Count(uint64_t offset, size_t length, uint64_t file_size);
   uint32_t BlobOf(const FileExtent& file) const;
   struct stat AttrOf(NodeId id) const;
 
@@ -121,7 +139,10 @@ class Filesystem {
   GroupCache* const cache_;
   // One bit per member, set once its checksum matched; only allocated with --verify.
   std::unique_ptr<std::atomic<uint64_t>[]> verified_;
+  std::unique_ptr<std::atomic<uint32_t>[]> lookups_;  // by node id
   std::atomic<uint64_t> references_{0};
+  ServeCounters served_;
+  std::string control_path_;
 };
 
 }  // namespace gpufs

@@ -78,7 +78,7 @@ void LookupBody(fuse_req_t req, fuse_ino_t parent, const char* name) {
     ReplyError(req, entry.error());
     return;
   }
-  ctx.fs->Remember(1);
+  ctx.fs->Remember(entry->ino);
   fuse_entry_param e = EntryParam(ctx, entry->ino, entry->attr);
   fuse_reply_entry(req, &e);
 }
@@ -87,15 +87,13 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   Guarded(req, [&] { LookupBody(req, parent, name); });
 }
 
-void Forget(fuse_req_t req, fuse_ino_t /*ino*/, uint64_t nlookup) {
-  Ctx(req).fs->Forget(nlookup);
+void Forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  Ctx(req).fs->Forget(ino, nlookup);
   fuse_reply_none(req);
 }
 
 void ForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
-  int64_t total = 0;
-  for (size_t i = 0; i < count; ++i) total += static_cast<int64_t>(forgets[i].nlookup);
-  Ctx(req).fs->Forget(static_cast<uint64_t>(total));
+  for (size_t i = 0; i < count; ++i) Ctx(req).fs->Forget(forgets[i].ino, forgets[i].nlookup);
   fuse_reply_none(req);
 }
 
@@ -135,7 +133,6 @@ void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, bo
   auto& ctx = Ctx(req);
   std::vector<char> buffer(size);
   size_t used = 0;
-  int64_t linked = 0;
   std::string name;
   Status s = ctx.fs->ReadDir(ino, static_cast<uint64_t>(offset), [&](const DirEntry& entry) {
     name.assign(entry.name);  // the fuse helpers want a NUL-terminated name
@@ -150,11 +147,11 @@ void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, bo
     }
     if (need > size - used) return false;
     used += need;
-    if (plus && name != "." && name != "..") ++linked;  // the kernel skips dot entries
+    // The kernel takes a reference to each entry but the dot ones.
+    if (plus && name != "." && name != "..") ctx.fs->Remember(entry.attr.st_ino);
     return true;
   });
   if (!s) return ReplyError(req, s.error());
-  ctx.fs->Remember(static_cast<uint64_t>(linked));
   fuse_reply_buf(req, buffer.data(), used);
 }
 

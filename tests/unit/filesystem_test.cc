@@ -176,9 +176,14 @@ TEST_F(FilesystemTest, TellsEachFileItsGroupAndOffset) {
   EXPECT_EQ(*fs_->GetXattr(Filesystem::kRootIno, "user.gpufs.format"), "mytar");
   const std::string root_list = *fs_->ListXattr(Filesystem::kRootIno);
   EXPECT_EQ(std::count(root_list.begin(), root_list.end(), '\0'), 4);
-  fs_->Remember(5);
-  fs_->Forget(3);
-  EXPECT_EQ(*fs_->GetXattr(Filesystem::kRootIno, "user.gpufs.inodes"), "2");
+  fs_->Remember(tiny, 5);
+  fs_->Remember(InoOf("dog"));
+  fs_->Forget(tiny, 3);
+  EXPECT_EQ(*fs_->GetXattr(Filesystem::kRootIno, "user.gpufs.inodes"), "3");
+  EXPECT_TRUE(fs_->KernelKnows(*catalog_->FindPath("dog/tiny.jpg")));
+  fs_->Forget(tiny, 2);
+  EXPECT_FALSE(fs_->KernelKnows(*catalog_->FindPath("dog/tiny.jpg")));
+  EXPECT_TRUE(fs_->KernelKnows(*catalog_->FindPath("dog")));
   const std::string list = *fs_->ListXattr(tiny);
   EXPECT_EQ(std::count(list.begin(), list.end(), '\0'), 5);
   EXPECT_EQ(fs_->ListXattr(InoOf("dog"))->size(), 0u);

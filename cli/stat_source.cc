@@ -1,0 +1,157 @@
+#include "cli/stat_source.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <future>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+namespace gpufs {
+namespace {
+
+// mountinfo escapes space, tab, newline and backslash as \ooo.
+std::string Unescape(std::string_view field) {
+  std::string out;
+  for (size_t i = 0; i < field.size(); ++i) {
+    if (field[i] == '\\' && i + 3 < field.size()) {
+      const std::string digits(field.substr(i + 1, 3));
+      out += static_cast<char>(std::stoi(digits, nullptr, 8));
+      i += 3;
+    } else {
+      out += field[i];
+    }
+  }
+  return out;
+}
+
+bool Under(const std::string& path, const std::string& mount) {
+  if (mount == "/") return true;
+  return path.compare(0, mount.size(), mount) == 0 &&
+         (path.size() == mount.size() || path[mount.size()] == '/');
+}
+
+// getxattr through a mount waits for the daemon; a stopped daemon would hold us forever.
+// The call runs on its own thread, left behind (and ended with the process) on a timeout.
+Result<std::string> ControlPathOf(const std::string& mount, double timeout_s) {
+  auto result = std::make_shared<std::promise<Result<std::string>>>();
+  auto future = result->get_future();
+  std::thread([mount, result] {
+    char buffer[4096];
+    const ssize_t n = getxattr(mount.c_str(), "user.gpufs.control", buffer, sizeof(buffer));
+    if (n < 0) {
+      const int saved = errno;
+      if (saved == ENOTCONN) {
+        result->set_value(Fail(saved,
+                               "{}: the gpufsd serving this mount has exited (the mount is "
+                               "left dangling); remove it with `fusermount3 -u {}`",
+                               mount, mount));
+      } else if (saved == ENODATA) {
+        result->set_value(Fail(saved,
+                               "{}: the gpufsd serving this mount has no control socket "
+                               "(see its log)",
+                               mount));
+      } else {
+        result->set_value(
+            Fail(saved, "cannot ask {} for its control socket: {}", mount, strerror(saved)));
+      }
+      return;
+    }
+    result->set_value(std::string(buffer, static_cast<size_t>(n)));
+  }).detach();
+  if (future.wait_for(std::chrono::duration<double>(timeout_s)) != std::future_status::ready) {
+    return Fail(ETIMEDOUT,
+                "{}: the gpufsd serving this mount does not answer (stopped or busy "
+                "for over {:g} s)",
+                mount, timeout_s);
+  }
+  return future.get();
+}
+
+}  // namespace
+
+Result<MountPoint> MountOf(const std::filesystem::path& path) {
+  std::ifstream table("/proc/self/mountinfo");
+  if (!table) return Fail(errno, "cannot read /proc/self/mountinfo: {}", strerror(errno));
+  const std::string target = path.string();
+  MountPoint best;
+  std::string line;
+  while (std::getline(table, line)) {
+    // id parent major:minor root mountpoint options [optional...] - type source super
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, where, options, word;
+    fields >> id >> parent >> dev >> root >> where >> options;
+    while (fields >> word && word != "-") {
+    }
+    MountPoint mount;
+    mount.path = Unescape(where);
+    fields >> mount.type >> mount.source;
+    mount.source = Unescape(mount.source);
+    // Later lines are mounted over earlier ones: the last, longest match is what is seen.
+    if (Under(target, mount.path) && mount.path.size() >= best.path.size()) best = mount;
+  }
+  if (best.path.empty()) return Fail(ENOENT, "cannot find the mount holding {}", target);
+  return best;
+}
+
+Result<DaemonClient> DaemonClient::Connect(const MountPoint& mount, double timeout_s) {
+  auto socket = ControlPathOf(mount.path, timeout_s);
+  if (!socket) return socket.error();
+  return DaemonClient(mount.path, *socket, timeout_s);
+}
+
+Result<std::string> DaemonClient::Ask(const nlohmann::json& request) const {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Fail(errno, "cannot make a socket: {}", strerror(errno));
+  std::unique_ptr<int, void (*)(int*)> closer(new int(fd), [](int* p) {
+    close(*p);
+    delete p;
+  });
+  const auto micros = static_cast<long>(timeout_s_ * 1e6);
+  const timeval timeout{micros / 1000000, micros % 1000000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, socket_.c_str(), sizeof(address.sun_path) - 1);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    return Fail(errno, "cannot reach the gpufsd of {} at {}: {}", mount_, socket_, strerror(errno));
+  }
+  const std::string line = request.dump() + "\n";
+  if (send(fd, line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size())) {
+    return Fail(errno, "cannot ask the gpufsd of {}: {}", mount_, strerror(errno));
+  }
+  std::string reply;
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return Fail(errno, "the gpufsd of {} did not answer: {}", mount_, strerror(errno));
+    }
+    if (n == 0) break;
+    reply.append(buffer, static_cast<size_t>(n));
+  }
+  return reply;
+}
+
+Result<nlohmann::json> DaemonClient::Stats() const {
+  auto reply = Ask({{"op", "stats"}});
+  if (!reply) return reply.error();
+  auto stats = nlohmann::json::parse(*reply, nullptr, false);
+  if (stats.is_discarded()) return Fail(EPROTO, "the gpufsd of {} sent a bad reply", mount_);
+  if (stats.contains("error")) {
+    return Fail(EPROTO, "the gpufsd of {}: {}", mount_, stats["error"].get<std::string>());
+  }
+  return stats;
+}
+
+}  // namespace gpufs

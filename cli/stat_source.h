@@ -1,0 +1,47 @@
+// Where gpufs-stat's figures come from: the mount table tells whether a path is on a gpufs
+// mount; the daemon behind it answers on its control socket (fs/control.h). Every wait is
+// bounded, so a stopped or dead daemon gives a message, never a hang.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "fs/error.h"
+
+namespace gpufs {
+
+struct MountPoint {
+  std::string path;    // where it is mounted
+  std::string type;    // e.g. fuse.gpufs, ext4
+  std::string source;  // what is mounted
+  bool is_gpufs() const { return type == "fuse.gpufs"; }
+};
+
+// The mount that holds `path` (absolute and normalized), from /proc/self/mountinfo.
+Result<MountPoint> MountOf(const std::filesystem::path& path);
+
+// Checks that a gpufs mount still has its daemon, and how to reach it.
+class DaemonClient {
+ public:
+  // Asks the mount for its control socket, giving up after `timeout_s`.
+  static Result<DaemonClient> Connect(const MountPoint& mount, double timeout_s = 5);
+
+  // One request line, the whole reply text.
+  Result<std::string> Ask(const nlohmann::json& request) const;
+  Result<nlohmann::json> Stats() const;
+
+  const std::string& socket_path() const { return socket_; }
+
+ private:
+  DaemonClient(std::string mount, std::string socket, double timeout_s)
+      : mount_(std::move(mount)), socket_(std::move(socket)), timeout_s_(timeout_s) {}
+  std::string mount_;
+  std::string socket_;
+  double timeout_s_;
+};
+
+}  // namespace gpufs

@@ -1,0 +1,214 @@
+#include "cli/stat_watch.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+
+#include "cli/stat_source.h"
+
+namespace gpufs {
+namespace {
+
+constexpr int kBarWidth = 30;
+std::atomic<bool> interrupted{false};
+
+// The counters a frame needs, as differences and totals.
+struct Rates {
+  double files_s = 0, served_mb_s = 0, disk_mb_s = 0;
+  double hit_now = -1, hit_total = -1;  // -1: no reads yet
+  double amp_now = 0, amp_total = 0;
+  uint64_t files_total = 0, bytes_total = 0, disk_total = 0;
+};
+
+uint64_t At(const nlohmann::json& j, std::initializer_list<const char*> keys) {
+  const nlohmann::json* at = &j;
+  for (const char* key : keys) {
+    if (!at->is_object() || !at->contains(key)) return 0;
+    at = &(*at)[key];
+  }
+  return at->is_number() ? at->get<uint64_t>() : 0;
+}
+
+double Ratio(double part, double whole) { return whole > 0 ? part / whole : -1; }
+
+Rates RatesOf(const nlohmann::json& a, const nlohmann::json& b, double dt) {
+  Rates r;
+  auto delta = [&](std::initializer_list<const char*> keys) {
+    return static_cast<double>(At(b, keys) - std::min(At(a, keys), At(b, keys)));
+  };
+  const double per_s = dt > 0 ? 1.0 / dt : 0;
+  r.files_s = delta({"served", "files"}) * per_s;
+  r.served_mb_s = delta({"served", "bytes"}) * per_s / 1e6;
+  r.disk_mb_s = delta({"cache", "bytes_from_disk"}) * per_s / 1e6;
+  const double hits = delta({"cache", "hits"});
+  const double asked = hits + delta({"cache", "misses"}) + delta({"cache", "member_reads"});
+  r.hit_now = Ratio(hits, asked);
+  const auto total_hits = static_cast<double>(At(b, {"cache", "hits"}));
+  r.hit_total =
+      Ratio(total_hits, total_hits + At(b, {"cache", "misses"}) + At(b, {"cache", "member_reads"}));
+  r.amp_now =
+      std::max(0.0, Ratio(delta({"cache", "bytes_from_disk"}), delta({"cache", "bytes_served"})));
+  r.amp_total =
+      std::max(0.0, Ratio(At(b, {"cache", "bytes_from_disk"}), At(b, {"cache", "bytes_served"})));
+  r.files_total = At(b, {"served", "files"});
+  r.bytes_total = At(b, {"served", "bytes"});
+  r.disk_total = At(b, {"cache", "bytes_from_disk"});
+  return r;
+}
+
+std::string Grouped(uint64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string Bytes(double bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  size_t unit = 0;
+  while (bytes >= 1024 && unit + 1 < std::size(kUnits)) {
+    bytes /= 1024;
+    ++unit;
+  }
+  return fmt::format("{:.1f} {}", bytes, kUnits[unit]);
+}
+
+std::string Bar(double fraction) {
+  const int filled = static_cast<int>(std::clamp(fraction, 0.0, 1.0) * kBarWidth + 0.5);
+  return "[" + std::string(filled, '#') + std::string(kBarWidth - filled, '.') + "]";
+}
+
+std::string Pct(double ratio) { return ratio < 0 ? "  -  " : fmt::format("{:.1f}%", 100 * ratio); }
+
+void OnSignal(int) { interrupted.store(true); }
+
+// Sleeps up to `seconds`, waking early on SIGINT/SIGTERM.
+void Pause(double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!interrupted.load() && std::chrono::steady_clock::now() < until) {
+    poll(nullptr, 0, 50);
+  }
+}
+
+}  // namespace
+
+std::string WatchFrame(const std::string& mount, const nlohmann::json& previous,
+                       const nlohmann::json& now, double dt_s) {
+  const Rates r = RatesOf(previous, now, dt_s);
+  const nlohmann::json& c = now.contains("cache") ? now["cache"] : nlohmann::json();
+  std::string f;
+  auto line = [&f](const std::string& text) { f += text.substr(0, 80) + "\n"; };
+  line(fmt::format("gpufs-stat -w {}   gpufsd {}   {}   {:%H:%M:%S}", mount, At(now, {"pid"}),
+                   c.is_null() ? "no cache" : c.value("policy", "") + ", " + c.value("engine", ""),
+                   fmt::localtime(std::time(nullptr))));
+  line(fmt::format("{:<10}{:>10} files/s {:>9} MB/s   total {} files, {}", "served",
+                   fmt::format("{:.0f}", r.files_s), fmt::format("{:.1f}", r.served_mb_s),
+                   Grouped(r.files_total), Bytes(static_cast<double>(r.bytes_total))));
+  if (c.is_null()) {
+    line("cache     none (mounted with --cache-size 0): reads go straight to the blobs");
+    return f;
+  }
+  line(fmt::format("{:<10}{:>27} MB/s   total {}, read amp {:.2f}x", "disk",
+                   fmt::format("{:.1f}", r.disk_mb_s), Bytes(static_cast<double>(r.disk_total)),
+                   r.amp_total));
+  line(fmt::format("{:<10}pinned {:>6} now {:>6} overall   (kernel cache hits bypass gpufsd)",
+                   "hit ratio", Pct(r.hit_now), Pct(r.hit_total)));
+  const uint64_t issued = At(c, {"prefetch_issued"}), wasted = At(c, {"prefetch_wasted"});
+  line(fmt::format("{:<10}{} in flight   {} used   {} wasted ({} of issued)", "prefetch",
+                   At(c, {"prefetch_in_flight"}), Grouped(At(c, {"prefetch_used"})),
+                   Grouped(wasted), Pct(Ratio(static_cast<double>(wasted), issued))));
+  const double budget = static_cast<double>(At(c, {"budget_bytes"}));
+  const double cached = static_cast<double>(At(c, {"cached_bytes"}));
+  line(fmt::format("{:<10}{} {} / {}, {} groups", "cache", Bar(Ratio(cached, budget)),
+                   Bytes(cached), Bytes(budget), Grouped(At(c, {"cached_groups"}))));
+  const uint64_t epoch = At(c, {"epoch"});
+  const uint64_t files = At(now, {"files"}), done = At(c, {"epoch_files_served"});
+  if (epoch == 0) {
+    line(fmt::format("{:<10}not followed by the {} policy", "epoch", c.value("policy", "")));
+  } else {
+    line(fmt::format("{:<10}{} {} / {} files", fmt::format("epoch {}", epoch),
+                     Bar(Ratio(static_cast<double>(done), static_cast<double>(files))),
+                     Grouped(done), Grouped(files)));
+  }
+  return f;
+}
+
+std::string WatchLine(const nlohmann::json& previous, const nlohmann::json& now, double dt_s) {
+  const Rates r = RatesOf(previous, now, dt_s);
+  const nlohmann::json& c = now.contains("cache") ? now["cache"] : nlohmann::json();
+  const auto files = static_cast<double>(At(now, {"files"}));
+  return fmt::format(
+      "time={:%H:%M:%S} files_per_s={:.0f} served_mb_per_s={:.1f} disk_mb_per_s={:.1f} "
+      "pinned_hit_ratio={} read_amplification={:.2f} prefetch_in_flight={} "
+      "prefetch_used={} prefetch_wasted={} cache_fill={:.3f} epoch={} epoch_progress={:.3f}",
+      fmt::localtime(std::time(nullptr)), r.files_s, r.served_mb_s, r.disk_mb_s,
+      r.hit_now < 0 ? std::string("-") : fmt::format("{:.3f}", r.hit_now), r.amp_total,
+      At(c, {"prefetch_in_flight"}), At(c, {"prefetch_used"}), At(c, {"prefetch_wasted"}),
+      std::max(0.0, Ratio(static_cast<double>(At(c, {"cached_bytes"})),
+                          static_cast<double>(At(c, {"budget_bytes"})))),
+      At(c, {"epoch"}),
+      std::max(0.0, Ratio(static_cast<double>(At(c, {"epoch_files_served"})), files)));
+}
+
+int RunWatch(const std::string& path, const WatchOptions& options) {
+  const std::string absolute = std::filesystem::absolute(path).lexically_normal().string();
+  auto mount = MountOf(absolute);
+  if (!mount) return fmt::print(stderr, "gpufs-stat: {}\n", mount.error().message), 1;
+  if (!mount->is_gpufs()) {
+    fmt::print(stderr, "gpufs-stat: {} is not on a gpufs mount; -w watches a gpufsd\n", path);
+    return 1;
+  }
+  auto client = DaemonClient::Connect(*mount);
+  if (!client) return fmt::print(stderr, "gpufs-stat: {}\n", client.error().message), 1;
+  struct sigaction action {};
+  action.sa_handler = OnSignal;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+  auto previous = client->Stats();
+  auto then = std::chrono::steady_clock::now();
+  if (options.terminal) fmt::print("\x1b[?25l\x1b[2J");  // hide the cursor, clear once
+  int status = 0;
+  for (unsigned shown = 0; previous && (options.count == 0 || shown < options.count); ++shown) {
+    Pause(options.interval_s);
+    if (interrupted.load()) break;
+    auto now = client->Stats();
+    if (!now) {
+      previous = now;
+      break;
+    }
+    const auto when = std::chrono::steady_clock::now();
+    const double dt = std::chrono::duration<double>(when - then).count();
+    if (options.terminal) {
+      std::string frame = WatchFrame(mount->path, *previous, *now, dt);
+      std::string drawn = "\x1b[H";  // home, then each line cleared past its end
+      for (size_t at = 0, eol; (eol = frame.find('\n', at)) != std::string::npos; at = eol + 1) {
+        drawn += frame.substr(at, eol - at) + "\x1b[K\n";
+      }
+      fmt::print("{}\x1b[J", drawn);
+    } else {
+      fmt::print("{}\n", WatchLine(*previous, *now, dt));
+    }
+    std::fflush(stdout);
+    previous = std::move(now);
+    then = when;
+  }
+  if (options.terminal) fmt::print("\x1b[?25h");
+  if (!previous) {
+    fmt::print(stderr, "gpufs-stat: the gpufsd of {} is gone: {}\n", mount->path,
+               previous.error().message);
+    status = 1;
+  }
+  return status;
+}
+
+}  // namespace gpufs

@@ -1,0 +1,146 @@
+#include "fs/control.h"
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "fs/residency.h"
+
+namespace gpufs {
+namespace {
+
+void ReplyError(const ReplySink& reply, std::string_view message) {
+  reply(nlohmann::json{{"error", message}}.dump() + "\n");
+}
+
+nlohmann::json CountJson(const PageCount& count) {
+  return {{"resident_pages", count.resident}, {"total_pages", count.total}};
+}
+
+Result<ResidencyQuery> ParseQuery(const nlohmann::json& request) {
+  ResidencyQuery query;
+  query.path = request.value("path", "");
+  const std::string list = request.value("list", "none");
+  const std::string by = request.value("by", "none");
+  if (list == "kernel") {
+    query.list = ListFiles::kKernelKnown;
+  } else if (list == "all") {
+    query.list = ListFiles::kAll;
+  } else if (list != "none") {
+    return Fail(EINVAL, "unknown list '{}': use none, kernel or all", list);
+  }
+  if (by == "class") {
+    query.by = GroupBy::kClass;
+  } else if (by == "group") {
+    query.by = GroupBy::kGroup;
+  } else if (by != "none") {
+    return Fail(EINVAL, "unknown by '{}': use none, class or group", by);
+  }
+  return query;
+}
+
+void ReplyResidency(const Filesystem& fs, const nlohmann::json& request, const ReplySink& reply) {
+  auto query = ParseQuery(request);
+  if (!query) return ReplyError(reply, query.error().message);
+  // File lines are buffered and sent in large pieces; the header must come first, so the
+  // lines wait in memory (about 60 bytes a file) until the walk has the totals.
+  std::string lines;
+  auto report = Residency(fs, *query, [&lines](const FileResidency& f) {
+    fmt::format_to(std::back_inserter(lines), "{}{} {} {} {} {}\n", f.pinned ? 'p' : '-',
+                   f.kernel_known ? 'k' : '-', f.size, f.group, f.class_id, f.path);
+  });
+  if (!report) return ReplyError(reply, report.error().message);
+  nlohmann::json header{{"files", report->files},
+                        {"dirs", report->dirs},
+                        {"page_size", kStatPageSize},
+                        {"pinned", CountJson(report->pinned)},
+                        {"classes", fs.catalog().classes()}};
+  nlohmann::json buckets = nlohmann::json::array();
+  for (const ResidencyBucket& b : report->buckets) {
+    buckets.push_back({{"id", b.id}, {"files", b.files}, {"pinned", CountJson(b.pinned)}});
+  }
+  header["buckets"] = std::move(buckets);
+  reply(header.dump() + "\n");
+  constexpr size_t kPiece = 1 << 20;
+  for (size_t at = 0; at < lines.size(); at += kPiece) {
+    reply(std::string_view(lines).substr(at, kPiece));
+  }
+}
+
+}  // namespace
+
+nlohmann::json StatsOf(const Filesystem& fs) {
+  const Catalog& catalog = fs.catalog();
+  const auto& served = fs.served();
+  nlohmann::json j{{"pid", getpid()},
+                   {"source", fs.options().source},
+                   {"format", fs.options().format},
+                   {"files", catalog.file_count()},
+                   {"dirs", catalog.dir_count()},
+                   {"bytes", catalog.total_bytes()},
+                   {"groups", catalog.group_count()},
+                   {"inodes", fs.references()},
+                   {"served",
+                    {{"reads", served.reads.load()},
+                     {"bytes", served.bytes.load()},
+                     {"files", served.files.load()}}}};
+  j["cache"] = fs.cache() ? fs.cache()->Stats() : nlohmann::json();
+  return j;
+}
+
+void HandleControlRequest(const Filesystem& fs, std::string_view request, const ReplySink& reply) {
+  const nlohmann::json parsed = nlohmann::json::parse(request, nullptr, false);
+  if (parsed.is_discarded() || !parsed.is_object()) {
+    return ReplyError(reply, "cannot read the request: not a JSON object");
+  }
+  try {
+    const std::string op = parsed.value("op", "");
+    if (op == "stats") return reply(StatsOf(fs).dump() + "\n");
+    if (op == "residency") return ReplyResidency(fs, parsed, reply);
+    ReplyError(reply, fmt::format("unknown op '{}': use stats or residency", op));
+  } catch (const nlohmann::json::exception& e) {  // a field of the wrong type
+    ReplyError(reply, fmt::format("cannot read the request: {}", e.what()));
+  }
+}
+
+std::string MetricsText(const Filesystem& fs) {
+  const nlohmann::json stats = StatsOf(fs);
+  std::string out;
+  auto metric = [&out](std::string_view name, std::string_view type, std::string_view help,
+                       const nlohmann::json& value) {
+    if (!value.is_number()) return;
+    fmt::format_to(std::back_inserter(out), "# HELP gpufs_{0} {1}\n# TYPE gpufs_{0} {2}\n", name,
+                   help, type);
+    if (value.is_number_float()) {
+      fmt::format_to(std::back_inserter(out), "gpufs_{} {}\n", name, value.get<double>());
+    } else {
+      fmt::format_to(std::back_inserter(out), "gpufs_{} {}\n", name, value.get<uint64_t>());
+    }
+  };
+  metric("dataset_files", "gauge", "Files in the mounted dataset.", stats["files"]);
+  metric("dataset_bytes", "gauge", "Bytes in the mounted dataset.", stats["bytes"]);
+  metric("kernel_inodes", "gauge", "Inode references the kernel holds.", stats["inodes"]);
+  metric("reads_total", "counter", "Read requests answered.", stats["served"]["reads"]);
+  metric("served_bytes_total", "counter", "Bytes returned by reads.", stats["served"]["bytes"]);
+  metric("served_files_total", "counter", "Files read to their end.", stats["served"]["files"]);
+  const nlohmann::json& c = stats["cache"];
+  if (c.is_null()) return out;
+  for (const char* key :
+       {"hits", "misses", "shared_waits", "member_reads", "groups_loaded", "evictions",
+        "prefetch_issued", "prefetch_used", "prefetch_wasted", "io_errors"}) {
+    metric(fmt::format("cache_{}_total", key), "counter", "Group cache counter.", c[key]);
+  }
+  metric("cache_disk_bytes_total", "counter", "Bytes read from the blobs.", c["bytes_from_disk"]);
+  metric("cache_budget_bytes", "gauge", "Pinned cache budget.", c["budget_bytes"]);
+  metric("cache_bytes", "gauge", "Pinned cache bytes in use.", c["cached_bytes"]);
+  metric("cache_groups", "gauge", "Groups held in the pinned cache.", c["cached_groups"]);
+  metric("cache_prefetch_in_flight", "gauge", "Prefetch loads in flight.", c["prefetch_in_flight"]);
+  metric("cache_read_amplification", "gauge", "Disk bytes per byte served.",
+         c["read_amplification"]);
+  metric("epoch", "gauge", "Training epoch detected from the access stream.", c["epoch"]);
+  metric("epoch_served_files", "gauge", "Files served in the current epoch.",
+         c["epoch_files_served"]);
+  return out;
+}
+
+}  // namespace gpufs
