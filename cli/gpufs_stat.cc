@@ -40,7 +40,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.05, 3600.0))
       ->capture_default_str();
   app.add_option("--count", watch_options.count, "stop -w after this many refreshes");
+  app.add_option("--timeout", options.timeout_s, "seconds to wait for a daemon's answer")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  watch_options.timeout_s = options.timeout_s;
 
   if (watch) {
     if (paths.size() != 1) return fmt::print(stderr, "gpufs-stat: -w watches one mount\n"), 2;

@@ -85,7 +85,7 @@ size_t Scanner::Bucket(const std::string& mount, uint32_t id, const std::string&
 Status Scanner::AddGpufs(const MountPoint& mount, const stdfs::path& path) {
   auto client = clients_.find(mount.path);
   if (client == clients_.end()) {
-    auto connected = DaemonClient::Connect(mount);
+    auto connected = DaemonClient::Connect(mount, options_.timeout_s);
     if (!connected) return connected.error();
     client = clients_.emplace(mount.path, std::move(*connected)).first;
   }

@@ -46,6 +46,7 @@ struct StatOptions {
   bool verbose = false;  // each file, with each page's state
   GroupBy by = GroupBy::kNone;
   unsigned threads = 4;  // measuring the kernel tier
+  double timeout_s = 5;  // for each answer of a daemon
 };
 
 Result<StatReport> Measure(const std::vector<std::string>& paths, const StatOptions& options);

@@ -168,7 +168,7 @@ int RunWatch(const std::string& path, const WatchOptions& options) {
     fmt::print(stderr, "gpufs-stat: {} is not on a gpufs mount; -w watches a gpufsd\n", path);
     return 1;
   }
-  auto client = DaemonClient::Connect(*mount);
+  auto client = DaemonClient::Connect(*mount, options.timeout_s);
   if (!client) return fmt::print(stderr, "gpufs-stat: {}\n", client.error().message), 1;
   struct sigaction action {};
   action.sa_handler = OnSignal;

@@ -13,6 +13,7 @@ struct WatchOptions {
   double interval_s = 1.0;
   unsigned count = 0;     // frames to show; 0: until interrupted
   bool terminal = false;  // redraw in place
+  double timeout_s = 5;   // for each answer of the daemon
 };
 
 // Returns the exit status.
