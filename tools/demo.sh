@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on a built-in sample, from a fresh machine: installs dependencies, builds,
 # makes a dataset of real JPEGs grouped in the mytar layout, mounts it with gpufsd, trains
-# an unmodified torchvision script through the mount, and unmounts.
+# an unmodified torchvision script through the mount, shows what each cache tier holds
+# (gpufs-stat), and unmounts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,14 +33,13 @@ done
 echo "+ df -h $MNT"
 df -h "$MNT"
 
-echo "+ python3 tools/train_demo.py $MNT"
+echo "+ python3 tools/train_demo.py $MNT    (gpufs-stat -w records the daemon meanwhile)"
+build/cli/gpufs-stat -w --interval 1 "$MNT" >"$SAMPLE/watch.log" 2>&1 &
+watcher=$!
 /usr/bin/python3 tools/train_demo.py "$MNT" --epochs 2
+kill -INT "$watcher" && wait "$watcher" || true
 
-echo "+ the daemon's group cache after training (user.gpufs.stats):"
-/usr/bin/python3 - "$MNT" <<'PY'
-import json, os, sys
-s = json.loads(os.getxattr(sys.argv[1], "user.gpufs.stats"))
-print(f"  policy {s['policy']}, {s['engine']}: {s['cached_groups']}/{s['groups']} groups cached; "
-      f"{s['hits']} hits, {s['misses']} misses, {s['member_reads']} member reads; "
-      f"{s['bytes_from_disk'] / 1e6:.1f} MB read from disk for {s['bytes_served'] / 1e6:.1f} MB served")
-PY
+echo "+ gpufs-stat -c $MNT    (what each cache tier holds, vmtouch-style, and per class)"
+build/cli/gpufs-stat -c "$MNT"
+echo "+ gpufs-stat -w $MNT, one line a second during training (a live screen on a terminal):"
+cut -c1-160 "$SAMPLE/watch.log"
