@@ -10,6 +10,19 @@
 #include "cli/stat_scan.h"
 #include "cli/stat_watch.h"
 
+namespace {
+
+// A thread may still be blocked in a request to a stopped daemon (stat_source.cc); ending
+// with _exit leaves it to the kernel instead of waiting for it in exit handlers.
+int Failed(const gpufs::Error& error) {
+  fmt::print(stderr, "gpufs-stat: {}\n", error.message);
+  std::fflush(stderr);
+  if (error.code == ETIMEDOUT) _exit(1);
+  return 1;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{
       "gpufs-stat: how much of each path the kernel page cache and the gpufsd pinned cache "
@@ -56,7 +69,7 @@ int main(int argc, char** argv) {
                : by == "group" ? gpufs::GroupBy::kGroup
                                : gpufs::GroupBy::kNone;
   auto report = gpufs::Measure(paths, options);
-  if (!report) return fmt::print(stderr, "gpufs-stat: {}\n", report.error().message), 1;
+  if (!report) return Failed(report.error());
   for (const std::string& note : report->notes) fmt::print(stderr, "gpufs-stat: {}\n", note);
   const auto format = json             ? gpufs::StatFormat::kJson
                       : output == "kv" ? gpufs::StatFormat::kKv

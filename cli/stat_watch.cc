@@ -169,7 +169,12 @@ int RunWatch(const std::string& path, const WatchOptions& options) {
     return 1;
   }
   auto client = DaemonClient::Connect(*mount, options.timeout_s);
-  if (!client) return fmt::print(stderr, "gpufs-stat: {}\n", client.error().message), 1;
+  if (!client) {
+    fmt::print(stderr, "gpufs-stat: {}\n", client.error().message);
+    std::fflush(stderr);
+    if (client.error().code == ETIMEDOUT) _exit(1);  // see gpufs_stat.cc
+    return 1;
+  }
   struct sigaction action {};
   action.sa_handler = OnSignal;
   sigaction(SIGINT, &action, nullptr);

@@ -73,9 +73,9 @@ BatchPlan PlanBatch(std::vector<MemberLocation> members, const PlanOptions& opti
     const MemberLocation& m = plan.members[i];
     const size_t blob = blob_index[m.blob];
     ReadRun* run = plan.runs.empty() ? nullptr : &plan.runs.back();
-    const bool joins = run && run->blob == blob && m.offset <= run->offset + run->size + options.max_gap &&
-                       std::max(run->offset + run->size, m.offset + m.size) - run->offset <=
-                           options.max_run;
+    const bool joins =
+        run && run->blob == blob && m.offset <= run->offset + run->size + options.max_gap &&
+        std::max(run->offset + run->size, m.offset + m.size) - run->offset <= options.max_run;
     if (!joins) {
       plan.runs.push_back(ReadRun{blob, m.offset, 0, {}});
       run = &plan.runs.back();

@@ -43,8 +43,7 @@ class Stager {
   virtual void DestroyStream(StreamId stream) = 0;
   // Queues a host-to-device copy; `source` must stay unchanged until the stream has
   // passed it (Synchronize, or a later Fence on the same stream).
-  virtual Status CopyToDevice(void* device, const void* source, size_t bytes,
-                              StreamId stream) = 0;
+  virtual Status CopyToDevice(void* device, const void* source, size_t bytes, StreamId stream) = 0;
   // Marks the stream's current position; Wait(fence) returns once copies before it ended.
   virtual Result<uint64_t> Fence(StreamId stream) = 0;
   virtual Status Wait(uint64_t fence) = 0;

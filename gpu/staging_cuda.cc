@@ -55,8 +55,8 @@ struct CuFile {
   CuFileError (*DriverOpen)() = nullptr;
   CuFileError (*HandleRegister)(void** handle, CuFileDescr* descr) = nullptr;
   void (*HandleDeregister)(void* handle) = nullptr;
-  ssize_t (*Read)(void* handle, void* device, size_t bytes, off_t offset, off_t device_offset) =
-      nullptr;
+  ssize_t (*Read)(void* handle, void* device, size_t bytes, off_t offset,
+                  off_t device_offset) = nullptr;
 };
 
 template <typename Fn>
@@ -140,32 +140,32 @@ class CudaStager : public Stager {
 };
 
 std::unique_ptr<CudaStager> CudaStager::Open(std::string* why) {
-  void* library = OpenFirst({"libcudart.so", "libcudart.so.13", "libcudart.so.12",
-                             "libcudart.so.11.0"});
+  void* library =
+      OpenFirst({"libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"});
   if (library == nullptr) {
     *why = "no CUDA runtime (libcudart.so) on this host";
     return nullptr;
   }
   auto stager = std::unique_ptr<CudaStager>(new CudaStager());
   Cudart& rt = stager->rt_;
-  const bool all =
-      Resolve(library, "cudaGetDeviceCount", rt.GetDeviceCount) &&
-      Resolve(library, "cudaGetDeviceProperties", rt.GetDeviceProperties) &&
-      Resolve(library, "cudaGetErrorString", rt.GetErrorString) &&
-      Resolve(library, "cudaHostRegister", rt.HostRegister) &&
-      Resolve(library, "cudaHostUnregister", rt.HostUnregister) &&
-      Resolve(library, "cudaMalloc", rt.Malloc) && Resolve(library, "cudaFree", rt.Free) &&
-      Resolve(library, "cudaMallocHost", rt.MallocHost) &&
-      Resolve(library, "cudaFreeHost", rt.FreeHost) &&
-      Resolve(library, "cudaStreamCreateWithFlags", rt.StreamCreateWithFlags) &&
-      Resolve(library, "cudaStreamDestroy", rt.StreamDestroy) &&
-      Resolve(library, "cudaStreamSynchronize", rt.StreamSynchronize) &&
-      Resolve(library, "cudaMemcpyAsync", rt.MemcpyAsync) &&
-      Resolve(library, "cudaMemcpy", rt.Memcpy) &&
-      Resolve(library, "cudaEventCreateWithFlags", rt.EventCreateWithFlags) &&
-      Resolve(library, "cudaEventRecord", rt.EventRecord) &&
-      Resolve(library, "cudaEventSynchronize", rt.EventSynchronize) &&
-      Resolve(library, "cudaEventDestroy", rt.EventDestroy);
+  const bool all = Resolve(library, "cudaGetDeviceCount", rt.GetDeviceCount) &&
+                   Resolve(library, "cudaGetDeviceProperties", rt.GetDeviceProperties) &&
+                   Resolve(library, "cudaGetErrorString", rt.GetErrorString) &&
+                   Resolve(library, "cudaHostRegister", rt.HostRegister) &&
+                   Resolve(library, "cudaHostUnregister", rt.HostUnregister) &&
+                   Resolve(library, "cudaMalloc", rt.Malloc) &&
+                   Resolve(library, "cudaFree", rt.Free) &&
+                   Resolve(library, "cudaMallocHost", rt.MallocHost) &&
+                   Resolve(library, "cudaFreeHost", rt.FreeHost) &&
+                   Resolve(library, "cudaStreamCreateWithFlags", rt.StreamCreateWithFlags) &&
+                   Resolve(library, "cudaStreamDestroy", rt.StreamDestroy) &&
+                   Resolve(library, "cudaStreamSynchronize", rt.StreamSynchronize) &&
+                   Resolve(library, "cudaMemcpyAsync", rt.MemcpyAsync) &&
+                   Resolve(library, "cudaMemcpy", rt.Memcpy) &&
+                   Resolve(library, "cudaEventCreateWithFlags", rt.EventCreateWithFlags) &&
+                   Resolve(library, "cudaEventRecord", rt.EventRecord) &&
+                   Resolve(library, "cudaEventSynchronize", rt.EventSynchronize) &&
+                   Resolve(library, "cudaEventDestroy", rt.EventDestroy);
   if (!all) {
     *why = fmt::format("the CUDA runtime lacks an entry point: {}", dlerror());
     return nullptr;
@@ -178,8 +178,8 @@ std::unique_ptr<CudaStager> CudaStager::Open(std::string* why) {
   }
   cudaDeviceProp properties{};
   rt.GetDeviceProperties(&properties, 0);
-  stager->description_ = fmt::format("{} ({:.0f} GiB)", properties.name,
-                                     properties.totalGlobalMem / 1073741824.0);
+  stager->description_ =
+      fmt::format("{} ({:.0f} GiB)", properties.name, properties.totalGlobalMem / 1073741824.0);
   stager->OpenCuFile();
   return stager;
 }

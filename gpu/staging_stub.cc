@@ -5,7 +5,8 @@
 namespace gpufs::gpu {
 
 std::unique_ptr<Stager> MakeDeviceStager() {
-  return MakeNoDeviceStager("gpufs was built without CUDA (meson -Dcuda=enabled needs the toolkit)");
+  return MakeNoDeviceStager(
+      "gpufs was built without CUDA (meson -Dcuda=enabled needs the toolkit)");
 }
 
 }  // namespace gpufs::gpu
