@@ -79,6 +79,9 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
       ->capture_default_str();
   mount.add_option("--metrics", args.metrics,
                    "serve Prometheus metrics at http://HOST:PORT/metrics (off by default)");
+  mount.add_flag_callback(
+      "--no-gpu-register", [&args] { args.gpu_register = false; },
+      "leave the pinned cache unregistered with the GPU (registering pins all of it at start)");
   auto& cache = args.cache;
   mount.add_option("--entry-timeout", cache.entry_timeout_s, "seconds the kernel caches names")
       ->capture_default_str();

@@ -31,7 +31,8 @@ struct MountArgs {
   unsigned queue_depth = 64;
   uint64_t io_size = 0;  // group reads go out as pieces this large, together; 0: whole
   CachePolicy cache;
-  std::string metrics;  // HOST:PORT of a Prometheus endpoint; empty: none
+  std::string metrics;       // HOST:PORT of a Prometheus endpoint; empty: none
+  bool gpu_register = true;  // register the pinned cache for DMA when a GPU is present
 };
 
 // Returns the process exit status.

@@ -85,6 +85,11 @@ nlohmann::json StatsOf(const Filesystem& fs) {
                      {"bytes", served.bytes.load()},
                      {"files", served.files.load()}}}};
   j["cache"] = fs.cache() ? fs.cache()->Stats() : nlohmann::json();
+  const GpuInfo& gpu = fs.options().gpu;
+  j["gpu"] = {{"device", gpu.device},
+              {"registered", gpu.registered},
+              {"registered_bytes", gpu.bytes},
+              {"register_ms", gpu.register_ms}};
   return j;
 }
 

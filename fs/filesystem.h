@@ -30,12 +30,21 @@ struct Owner {
   gid_t gid = 0;
 };
 
+// The GPU the daemon registered its pinned cache with, for the stats.
+struct GpuInfo {
+  std::string device;  // what it is, or why there is none
+  bool registered = false;
+  uint64_t bytes = 0;
+  double register_ms = 0;
+};
+
 struct ServeOptions {
   Owner owner;               // of every node
   struct timespec mtime {};  // of every node
   std::string source;        // reported by the root's user.gpufs.source
   std::string format;        // and its user.gpufs.format: native, mytar, mytar+index, tar
   bool verify = false;       // check each member's checksum on its first read
+  GpuInfo gpu;
 };
 
 struct Entry {
