@@ -85,7 +85,10 @@ std::string Bytes(double bytes) {
 
 std::string Bar(double fraction) {
   const int filled = static_cast<int>(std::clamp(fraction, 0.0, 1.0) * kBarWidth + 0.5);
-  return "[" + std::string(filled, '#') + std::string(kBarWidth - filled, '.') + "]";
+  std::string bar = "[";
+  bar.append(static_cast<size_t>(filled), '#');
+  bar.append(static_cast<size_t>(kBarWidth - filled), '.');
+  return bar + "]";
 }
 
 std::string Pct(double ratio) { return ratio < 0 ? "  -  " : fmt::format("{:.1f}%", 100 * ratio); }
@@ -131,6 +134,12 @@ std::string WatchFrame(const std::string& mount, const nlohmann::json& previous,
   const double cached = static_cast<double>(At(c, {"cached_bytes"}));
   line(fmt::format("{:<10}{} {} / {}, {} groups", "cache", Bar(Ratio(cached, budget)),
                    Bytes(cached), Bytes(budget), Grouped(At(c, {"cached_groups"}))));
+  if (now.contains("gpu") && now["gpu"].value("registered", false)) {
+    line(fmt::format("{:<10}{}: cache registered for DMA ({}, {:.0f} ms)", "gpu",
+                     now["gpu"].value("device", ""),
+                     Bytes(static_cast<double>(At(now, {"gpu", "registered_bytes"}))),
+                     now["gpu"].value("register_ms", 0.0)));
+  }
   const uint64_t epoch = At(c, {"epoch"});
   const uint64_t files = At(now, {"files"}), done = At(c, {"epoch_files_served"});
   if (epoch == 0) {

@@ -32,7 +32,9 @@ gpu::BatchReader& ReaderFor(bool cuda) {
     r.device = std::move(*made);
   }
   if (cuda && r.device) return *r.device;
-  if (cuda) TORCH_WARN_ONCE("gpufs: no GPU (", r.device_stager->description(), "); reading to CPU");
+  if (cuda) {
+    TORCH_WARN_ONCE("gpufs: no GPU (", r.device_stager->description(), "); reading to CPU");
+  }
   if (!r.host) {
     r.host_stager = gpu::MakeHostStager();
     auto made = gpu::BatchReader::Create(*r.host_stager);
