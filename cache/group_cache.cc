@@ -297,7 +297,6 @@ nlohmann::json GroupCache::Stats() const {
   j["groups"] = catalog_.group_count();
   j["arena_locked"] = arena_.locked();
   j["huge_pages"] = arena_.huge_pages();
-  j["files"] = catalog_.file_count();
   for (const auto& [key, value] : {std::pair{"hits", &c.hits},
                                    {"misses", &c.misses},
                                    {"shared_waits", &c.shared_waits},

@@ -69,8 +69,8 @@ Status CountWithMincore(int fd, uint64_t size, const std::string& path, bool per
   const int saved = errno;
   munmap(map, size);
   if (rc != 0) return Fail(saved, "cannot ask the kernel about {}: {}", path, strerror(saved));
-  // mincore speaks in the system's pages; report in 4 KiB pages as everything else does.
-  const uint64_t per = static_cast<uint64_t>(page) / 4096;
+  // mincore speaks in the system's pages.
+  const uint64_t per = static_cast<uint64_t>(page) / kStatPageSize;
   if (per_page) out.pages.assign(out.total, false);
   out.resident = 0;
   for (uint64_t p = 0; p < out.total; ++p) {
@@ -90,7 +90,7 @@ Result<KernelPages> KernelPagesOf(const std::string& path, bool per_page) {
   if (fstat(fd.get(), &st) != 0) return Fail(errno, "cannot stat {}: {}", path, strerror(errno));
   if (!S_ISREG(st.st_mode)) return Fail(EINVAL, "cannot measure {}: not a regular file", path);
   KernelPages out;
-  out.total = (static_cast<uint64_t>(st.st_size) + 4095) / 4096;
+  out.total = PagesOf(static_cast<uint64_t>(st.st_size));
   if (out.total == 0) return out;
   if (!per_page && CountWithCachestat(fd.get(), out)) return out;
   if (Status s = CountWithMincore(fd.get(), static_cast<uint64_t>(st.st_size), path, per_page, out);

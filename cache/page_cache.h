@@ -11,6 +11,11 @@
 
 namespace gpufs {
 
+// Pages as vmtouch counts them: 4 KiB pages, each file's last one partial. Every tier is
+// reported in these, whatever the system's page size.
+constexpr uint64_t kStatPageSize = 4096;
+inline uint64_t PagesOf(uint64_t bytes) { return (bytes + kStatPageSize - 1) / kStatPageSize; }
+
 struct KernelPages {
   uint64_t resident = 0;
   uint64_t total = 0;       // pages of the file, the last one partial

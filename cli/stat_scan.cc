@@ -45,7 +45,8 @@ class Scanner {
 
  private:
   size_t Listed(std::string path, uint64_t pages);
-  size_t Bucket(const std::string& mount, uint32_t id, const std::string& name);
+  // The bucket of class or group `id` of `mount`, made on first use.
+  size_t Bucket(const std::string& mount, uint32_t id, const std::vector<std::string>& classes);
   Status AddDaemonLines(const std::string& mount, std::string_view lines,
                         const std::vector<std::string>& classes);
   void MeasureKernel();
@@ -71,11 +72,13 @@ size_t Scanner::Listed(std::string path, uint64_t pages) {
   return report_.listed.size() - 1;
 }
 
-size_t Scanner::Bucket(const std::string& mount, uint32_t id, const std::string& name) {
+size_t Scanner::Bucket(const std::string& mount, uint32_t id,
+                       const std::vector<std::string>& classes) {
   auto [it, added] = bucket_index_.try_emplace({mount, id}, report_.buckets.size());
   if (added) {
     BucketStat bucket;
-    bucket.name = name;
+    bucket.name =
+        options_.by == GroupBy::kClass && id < classes.size() ? classes[id] : std::to_string(id);
     bucket.resident.assign(report_.tiers.size(), 0);
     report_.buckets.push_back(std::move(bucket));
   }
@@ -112,10 +115,7 @@ Status Scanner::AddGpufs(const MountPoint& mount, const stdfs::path& path) {
   report_.resident[kPinnedTier] += header["pinned"]["resident_pages"].get<uint64_t>();
   const auto classes = header["classes"].get<std::vector<std::string>>();
   for (const auto& b : header["buckets"]) {
-    const uint32_t id = b["id"].get<uint32_t>();
-    const std::string name =
-        options_.by == GroupBy::kClass && id < classes.size() ? classes[id] : std::to_string(id);
-    BucketStat& bucket = report_.buckets[Bucket(mount.path, id, name)];
+    BucketStat& bucket = report_.buckets[Bucket(mount.path, b["id"].get<uint32_t>(), classes)];
     bucket.files += b["files"].get<uint64_t>();
     bucket.pages += b["pinned"]["total_pages"].get<uint64_t>();
     bucket.resident[kPinnedTier] += b["pinned"]["resident_pages"].get<uint64_t>();
@@ -148,10 +148,7 @@ Status Scanner::AddDaemonLines(const std::string& mount, std::string_view lines,
     if (flags[1] != 'k') continue;  // no inode in the kernel: nothing cached there
     size_t bucket = kNone;
     if (options_.by != GroupBy::kNone) {
-      const uint32_t id = options_.by == GroupBy::kClass ? class_id : group;
-      bucket = Bucket(
-          mount, id,
-          options_.by == GroupBy::kClass && id < classes.size() ? classes[id] : std::to_string(id));
+      bucket = Bucket(mount, options_.by == GroupBy::kClass ? class_id : group, classes);
     }
     jobs_.push_back(KernelJob{path, listed, bucket, {}, {}});
   }
@@ -212,8 +209,9 @@ StatReport Scanner::Finish() {
       continue;
     }
     report_.resident[kKernelTier] += job.pages.resident;
-    if (job.bucket != kNone)
+    if (job.bucket != kNone) {
       report_.buckets[job.bucket].resident[kKernelTier] += job.pages.resident;
+    }
     if (job.listed != kNone) {
       FileStat& file = report_.listed[job.listed];
       file.resident[kKernelTier] = job.pages.resident;

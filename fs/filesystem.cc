@@ -175,16 +175,14 @@ Result<ReadExtent> Filesystem::Locate(uint64_t ino, uint64_t offset, size_t size
 }
 
 Result<ReadData> Filesystem::Fetch(uint64_t ino, uint64_t offset, size_t size) {
+  auto id = FileOf(ino);
+  if (!id) return id.error();
   if (!cache_) {
     auto extent = Locate(ino, offset, size);
     if (!extent) return extent.error();
-    if (extent->length > 0) {
-      Count(offset, extent->length, catalog_.Extent(static_cast<NodeId>(ino - 1)).size);
-    }
+    if (extent->length > 0) Count(offset, extent->length, catalog_.Extent(*id).size);
     return ReadData{false, {}, *extent};
   }
-  auto id = FileOf(ino);
-  if (!id) return id.error();
   if (Status s = Verify(*id); !s) return s.error();
   auto bytes = cache_->Read(*id, offset, size);
   if (!bytes) return bytes.error();

@@ -13,15 +13,12 @@
 #include <string_view>
 #include <vector>
 
+#include "cache/page_cache.h"
 #include "fs/catalog.h"
 #include "fs/error.h"
 #include "fs/filesystem.h"
 
 namespace gpufs {
-
-// Pages as vmtouch counts them: 4 KiB pages, each file's last one partial.
-constexpr uint64_t kStatPageSize = 4096;
-inline uint64_t PagesOf(uint64_t bytes) { return (bytes + kStatPageSize - 1) / kStatPageSize; }
 
 enum class ListFiles { kNone, kKernelKnown, kAll };
 enum class GroupBy { kNone, kClass, kGroup };

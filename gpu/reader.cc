@@ -74,9 +74,9 @@ Status BatchReader::Pipeline::Run() {
       in_flight[b] = pieces.front();
       pieces.pop_front();
       status = Submit(b, in_flight[b]);
-      reading += status.ok();
-      if (!have_ring_ && status) {  // pread finished it already
-        --reading;
+      if (status && have_ring_) {
+        ++reading;
+      } else if (status) {  // pread has filled the buffer already
         status = Complete(b, in_flight[b], -1);
         free_buffers.push_back(b);
       }
