@@ -25,7 +25,8 @@ trap 'build/cli/gpufsd unmount "$MNT" && echo "+ unmounted $MNT"' EXIT
 
 echo "+ ls $MNT"
 ls "$MNT"
-first=$(find "$MNT" -type f -name '*.JPEG' | sort | head -n 1)
+# sed reads to the end (head would exit early and fail the pipe under pipefail)
+first=$(find "$MNT" -type f -name '*.JPEG' | sort | sed -n 1p)
 echo "+ where $first lives:"
 for attr in blob offset size; do
   printf '  %-7s %s\n' "$attr" "$(/usr/bin/python3 -c 'import os,sys; print(os.getxattr(sys.argv[1], sys.argv[2]).decode())' "$first" "user.gpufs.$attr")"
