@@ -29,6 +29,7 @@
 #include "cache/policy.h"
 #include "cli/control_server.h"
 #include "cli/metrics_server.h"
+#include "cli/stat_source.h"
 #include "fs/catalog.h"
 #include "fs/filesystem.h"
 #include "fs/format/open_dataset.h"
@@ -335,26 +336,58 @@ int RunMount(const MountArgs& args_in) {
   return rc;
 }
 
-int RunUnmount(const std::string& mountpoint) {
-  char pid_text[32] = {};
-  const ssize_t n = getxattr(mountpoint.c_str(), "user.gpufs.pid", pid_text, sizeof(pid_text) - 1);
-  if (n <= 0) {
-    return Refuse(Fail(EINVAL, "cannot unmount {}: not a gpufs mount", mountpoint));
-  }
-  const pid_t pid = static_cast<pid_t>(std::atoi(pid_text));
-  // pidfd lets us wait for a process that is not our child.
-  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-  const std::string command = fmt::format("fusermount3 -u -- '{}'", mountpoint);
-  pid_t helper = fork();
+namespace {
+
+// Runs fusermount3 with `flags`; true when it succeeded.
+bool Fusermount(const std::string& mountpoint, const char* flags) {
+  const pid_t helper = fork();
   if (helper == 0) {
-    execlp("fusermount3", "fusermount3", "-u", "--", mountpoint.c_str(), nullptr);
+    execlp("fusermount3", "fusermount3", flags, "--", mountpoint.c_str(), nullptr);
     _exit(127);
   }
   int status = 0;
-  if (helper < 0 || waitpid(helper, &status, 0) < 0 || !WIFEXITED(status) ||
-      WEXITSTATUS(status) != 0) {
+  return helper > 0 && waitpid(helper, &status, 0) == helper && WIFEXITED(status) &&
+         WEXITSTATUS(status) == 0;
+}
+
+// A mount whose daemon has died (or is stopped) answers nothing, so nobody can be waited
+// for: the mount is removed, lazily when a reader still holds it, so the folder is usable
+// again at once.
+int UnmountOrphan(const std::string& mountpoint, const Error& why) {
+  fmt::print(stderr, "gpufsd: {}; unmounting it without the daemon\n", why.message);
+  if (Fusermount(mountpoint, "-u")) return 0;
+  if (Fusermount(mountpoint, "-uz")) {
+    fmt::print(stderr, "gpufsd: {} was busy: detached; it goes once its last user lets go\n",
+               mountpoint);
+    return 0;
+  }
+  return Refuse(Fail(EIO, "cannot unmount {}: fusermount3 -u failed", mountpoint));
+}
+
+}  // namespace
+
+int RunUnmount(const std::string& mountpoint_in) {
+  // The mount table, not the mount itself, says what is there: a stat or getxattr of a
+  // mount whose daemon is stopped would never return.
+  std::string mountpoint = std::filesystem::absolute(mountpoint_in).lexically_normal().string();
+  if (mountpoint.size() > 1 && mountpoint.back() == '/') mountpoint.pop_back();
+  auto mount = MountOf(mountpoint);
+  if (!mount || mount->path != mountpoint) {
+    return Refuse(Fail(EINVAL, "cannot unmount {}: nothing is mounted there", mountpoint));
+  }
+  if (!mount->is_gpufs()) {
+    return Refuse(Fail(EINVAL, "cannot unmount {}: it is a {} mount, not a gpufs one",
+                       mountpoint, mount->type));
+  }
+  auto pid_text = RootXattr(mountpoint, "user.gpufs.pid", 5);
+  if (!pid_text) return UnmountOrphan(mountpoint, pid_text.error());
+  const pid_t pid = static_cast<pid_t>(std::atoi(pid_text->c_str()));
+  // pidfd lets us wait for a process that is not our child.
+  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (!Fusermount(mountpoint, "-u")) {
     if (pidfd >= 0) close(pidfd);
-    return Refuse(Fail(EIO, "cannot unmount {}: {} failed", mountpoint, command));
+    return Refuse(Fail(EIO, "cannot unmount {}: fusermount3 -u -- '{}' failed", mountpoint,
+                       mountpoint));
   }
   if (pidfd >= 0) {
     pollfd wait_exit{pidfd, POLLIN, 0};

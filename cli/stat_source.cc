@@ -39,43 +39,6 @@ bool Under(const std::string& path, const std::string& mount) {
          (path.size() == mount.size() || path[mount.size()] == '/');
 }
 
-// getxattr through a mount waits for the daemon; a stopped daemon would hold us forever.
-// The call runs on its own thread, left behind (and ended with the process) on a timeout.
-Result<std::string> ControlPathOf(const std::string& mount, double timeout_s) {
-  auto result = std::make_shared<std::promise<Result<std::string>>>();
-  auto future = result->get_future();
-  std::thread([mount, result] {
-    char buffer[4096];
-    const ssize_t n = getxattr(mount.c_str(), "user.gpufs.control", buffer, sizeof(buffer));
-    if (n < 0) {
-      const int saved = errno;
-      if (saved == ENOTCONN) {
-        result->set_value(Fail(saved,
-                               "{}: the gpufsd serving this mount has exited (the mount is "
-                               "left dangling); remove it with `fusermount3 -u {}`",
-                               mount, mount));
-      } else if (saved == ENODATA) {
-        result->set_value(Fail(saved,
-                               "{}: the gpufsd serving this mount has no control socket "
-                               "(see its log)",
-                               mount));
-      } else {
-        result->set_value(
-            Fail(saved, "cannot ask {} for its control socket: {}", mount, strerror(saved)));
-      }
-      return;
-    }
-    result->set_value(std::string(buffer, static_cast<size_t>(n)));
-  }).detach();
-  if (future.wait_for(std::chrono::duration<double>(timeout_s)) != std::future_status::ready) {
-    return Fail(ETIMEDOUT,
-                "{}: the gpufsd serving this mount does not answer (stopped or busy "
-                "for over {:g} s)",
-                mount, timeout_s);
-  }
-  return future.get();
-}
-
 }  // namespace
 
 Result<MountPoint> MountOf(const std::filesystem::path& path) {
@@ -102,8 +65,43 @@ Result<MountPoint> MountOf(const std::filesystem::path& path) {
   return best;
 }
 
+// getxattr through a mount waits for the daemon; a stopped daemon would hold us forever.
+// The call runs on its own thread, left behind (and ended with the process) on a timeout.
+Result<std::string> RootXattr(const std::string& mount, const char* name, double timeout_s) {
+  auto result = std::make_shared<std::promise<Result<std::string>>>();
+  auto future = result->get_future();
+  std::thread([mount, name, result] {
+    char buffer[4096];
+    const ssize_t n = getxattr(mount.c_str(), name, buffer, sizeof(buffer));
+    if (n >= 0) return result->set_value(std::string(buffer, static_cast<size_t>(n)));
+    const int saved = errno;
+    if (saved == ENOTCONN) {
+      return result->set_value(
+          Fail(saved, "{}: the gpufsd serving this mount has exited", mount));
+    }
+    result->set_value(Fail(saved, "cannot read {} of {}: {}", name, mount, strerror(saved)));
+  }).detach();
+  if (future.wait_for(std::chrono::duration<double>(timeout_s)) != std::future_status::ready) {
+    return Fail(ETIMEDOUT,
+                "{}: the gpufsd serving this mount does not answer (stopped or busy "
+                "for over {:g} s)",
+                mount, timeout_s);
+  }
+  return future.get();
+}
+
 Result<DaemonClient> DaemonClient::Connect(const MountPoint& mount, double timeout_s) {
-  auto socket = ControlPathOf(mount.path, timeout_s);
+  auto socket = RootXattr(mount.path, "user.gpufs.control", timeout_s);
+  if (!socket && socket.error().code == ENOTCONN) {
+    return Fail(ENOTCONN,
+                "{} (the mount is left dangling); remove it with `gpufsd unmount {}` or "
+                "`fusermount3 -u {}`",
+                socket.error().message, mount.path, mount.path);
+  }
+  if (!socket && socket.error().code == ENODATA) {
+    return Fail(ENODATA, "{}: the gpufsd serving this mount has no control socket (see its log)",
+                mount.path);
+  }
   if (!socket) return socket.error();
   return DaemonClient(mount.path, *socket, timeout_s);
 }

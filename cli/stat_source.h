@@ -24,6 +24,11 @@ struct MountPoint {
 // The mount that holds `path` (absolute and normalized), from /proc/self/mountinfo.
 Result<MountPoint> MountOf(const std::filesystem::path& path);
 
+// The root attribute `name` of the gpufs mount at `mount`, read on a thread of its own so
+// that a stopped daemon costs `timeout_s` (ETIMEDOUT), not a hang; ENOTCONN when the
+// daemon has exited.
+Result<std::string> RootXattr(const std::string& mount, const char* name, double timeout_s);
+
 // Checks that a gpufs mount still has its daemon, and how to reach it.
 class DaemonClient {
  public:

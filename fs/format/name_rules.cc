@@ -1,5 +1,7 @@
 #include "fs/format/name_rules.h"
 
+#include <fmt/format.h>
+
 namespace gpufs {
 
 std::string_view NameProblem(std::string_view name) {
@@ -8,7 +10,25 @@ std::string_view NameProblem(std::string_view name) {
   if (name.size() > kNameMax) return "name longer than 255 bytes";
   if (name.find('/') != std::string_view::npos) return "name contains '/'";
   if (name.find('\0') != std::string_view::npos) return "name contains a NUL byte";
+  // Listings and the control protocol are line-based: a newline would split a name in two.
+  if (name.find('\n') != std::string_view::npos) return "name contains a newline";
   return {};
+}
+
+std::string Printable(std::string_view name) {
+  std::string out;
+  out.reserve(name.size());
+  for (char c : name) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f && c != '\\') {
+      out += c;
+    } else if (u >= 0x80) {
+      out += c;  // UTF-8 is common in names and harmless in a log line
+    } else {
+      out += fmt::format("\\x{:02x}", u);
+    }
+  }
+  return out;
 }
 
 Result<std::string> NormalizeRelativePath(std::string_view path) {

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "fs/format/file_io.h"
+#include "fs/format/name_rules.h"
 
 namespace gpufs {
 namespace {
@@ -130,61 +131,117 @@ class IndexChecker {
     return {reinterpret_cast<const T*>(base_ + s.offset), static_cast<size_t>(s.count)};
   }
 
+  // Every class and blob name must lie in the name table and be one path segment: a blob
+  // name is opened beneath the dataset folder, so "/etc/shadow", "../x" or "" must never
+  // reach that far.
   Status CheckNames(std::string_view names, std::span<const StrRef> refs, const char* what) {
-    for (const StrRef& r : refs) {
+    for (size_t i = 0; i < refs.size(); ++i) {
+      const StrRef& r = refs[i];
       if (r.offset > names.size() || r.size > names.size() - r.offset) {
-        return Bad("a {} name lies outside the name table", what);
+        return Bad("{} name #{} lies outside the name table", what, i);
+      }
+      const std::string_view name = names.substr(r.offset, r.size);
+      if (std::string_view why = NameProblem(name); !why.empty()) {
+        return Bad("{} name #{} '{}' is invalid ({})", what, i, Printable(name), why);
       }
     }
     return Ok{};
   }
 
   Status CheckGroups(std::span<const GroupExtent> groups, std::span<const BlobRecord> blobs) {
-    for (const GroupExtent& g : groups) {
-      if (g.blob >= blobs.size()) return Bad("a group names blob #{} of {}", g.blob, blobs.size());
+    for (size_t i = 0; i < groups.size(); ++i) {
+      const GroupExtent& g = groups[i];
+      if (g.blob >= blobs.size()) return Bad("group {} names blob #{} of {}", i, g.blob, blobs.size());
       if (g.offset > blobs[g.blob].size || g.size > blobs[g.blob].size - g.offset) {
-        return Bad("a group lies beyond the end of its blob");
+        return Bad("group {} lies beyond the end of its blob", i);
       }
     }
     return Ok{};
   }
 
+  // The tree must be one a lookup can walk: every node but the root sits in exactly the
+  // child run of its parent, which comes before it; each run is strictly name-sorted (so
+  // the binary search of Catalog::Find finds what a listing shows) and every name is one
+  // path segment. Together these make every node reachable from the root, once.
   Status CheckNodes(const CatalogTables& t) {
     const size_t n = t.nodes.size();
     if (n == 0 || !t.nodes[0].is_dir) return Bad("the root is missing");
+    if (n > UINT32_MAX) return Bad("{} nodes are more than a catalog can number", n);
     for (size_t id = 0; id < n; ++id) {
       const CatalogNode& node = t.nodes[id];
       if (node.name_offset > t.names.size() || node.name_size > t.names.size() - node.name_offset) {
         return Bad("node {} has its name outside the name table", id);
       }
-      if (!node.is_dir) {
-        if (node.first >= t.files.size()) return Bad("node {} names a missing file record", id);
-        continue;
+      const std::string_view name = t.names.substr(node.name_offset, node.name_size);
+      if (id > 0) {
+        if (std::string_view why = NameProblem(name); !why.empty()) {
+          return Bad("node {} is named '{}', which is invalid ({})", id, Printable(name), why);
+        }
+        if (node.parent >= id || !t.nodes[node.parent].is_dir) {
+          return Bad("node {} has parent {}, which is not a folder before it", id, node.parent);
+        }
+        const CatalogNode& parent = t.nodes[node.parent];
+        if (id < parent.first || id - parent.first >= parent.count) {
+          return Bad("node {} is not among the children of its folder {}", id, node.parent);
+        }
       }
-      if (node.count > 0 && (node.first <= id || node.first > n || node.count > n - node.first)) {
-        return Bad("folder {} has children outside the node table", id);
-      }
-      for (uint32_t c = node.first; c < node.first + node.count; ++c) {
-        if (t.nodes[c].parent != id) return Bad("node {} is listed under the wrong folder", c);
+      if (Status s = node.is_dir ? CheckChildren(t, static_cast<uint32_t>(id)) : CheckFile(t, id);
+          !s) {
+        return s;
       }
     }
     return Ok{};
   }
 
   Status CheckFiles(const CatalogTables& t) {
-    for (const FileExtent& f : t.files) {
-      if (f.group >= t.groups.size()) return Bad("a file names a missing group");
-      if (f.class_id >= t.classes.size()) return Bad("a file names a missing class");
+    for (size_t i = 0; i < t.files.size(); ++i) {
+      const FileExtent& f = t.files[i];
+      if (f.group >= t.groups.size()) return Bad("file record {} names a missing group", i);
+      if (f.class_id >= t.classes.size()) return Bad("file record {} names a missing class", i);
       const GroupExtent& g = t.groups[f.group];
       const uint64_t in_group = f.offset - g.offset;  // wraps when f.offset < g.offset
       if (f.offset < g.offset || in_group > g.size || f.size > g.size - in_group) {
-        return Bad("a file lies outside its group");
+        return Bad("file record {} lies outside its group", i);
       }
     }
     return Ok{};
   }
 
  private:
+  Status CheckChildren(const CatalogTables& t, uint32_t id) {
+    const CatalogNode& node = t.nodes[id];
+    const size_t n = t.nodes.size();
+    if (node.count > 0 && (node.first <= id || node.first > n || node.count > n - node.first)) {
+      return Bad("folder {} has children outside the node table", id);
+    }
+    uint32_t subdirs = 0;
+    for (uint32_t c = node.first; c < node.first + node.count; ++c) {
+      if (t.nodes[c].parent != id) return Bad("node {} is listed under the wrong folder", c);
+      subdirs += t.nodes[c].is_dir ? 1 : 0;
+      if (c > node.first && !(NameOf(t, c - 1) < NameOf(t, c))) {
+        return Bad("the children of folder {} are not sorted and unique: '{}' comes after '{}'",
+                   id, Printable(NameOf(t, c)), Printable(NameOf(t, c - 1)));
+      }
+    }
+    if (subdirs != node.subdirs) {
+      return Bad("folder {} says it has {} subfolders but lists {}", id, node.subdirs, subdirs);
+    }
+    return Ok{};
+  }
+
+  Status CheckFile(const CatalogTables& t, size_t id) {
+    if (t.nodes[id].first >= t.files.size()) return Bad("node {} names a missing file record", id);
+    return Ok{};
+  }
+
+  // Children come after their folder, so their names are not bounds-checked yet when the
+  // folder's run is compared: out-of-range names read as empty here and fail later.
+  static std::string_view NameOf(const CatalogTables& t, uint32_t id) {
+    const CatalogNode& node = t.nodes[id];
+    if (node.name_offset > t.names.size()) return {};
+    return t.names.substr(node.name_offset, node.name_size);
+  }
+
   template <typename... Args>
   Error Bad(fmt::format_string<Args...> format, Args&&... args) {
     return Error{EINVAL, fmt::format("cannot use index {}: {}", path_,

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <unordered_map>
 
@@ -23,28 +24,46 @@ std::string_view Field(const char* block, size_t offset, size_t size) {
 }
 
 // Octal, space/NUL padded; or base-256 (GNU) when the top bit of the first byte is set.
+// False for anything else: a negative base-256 number, a value past 63 bits, a field with
+// no digits or with garbage between them. A lenient reader here is how a damaged header
+// turns into a size that wraps the walk back to the archive's start.
 bool ParseNumber(const char* p, size_t size, uint64_t* out) {
   const auto* u = reinterpret_cast<const unsigned char*>(p);
   if (u[0] & 0x80) {
-    uint64_t v = u[0] & 0x7f;
+    if (u[0] & 0x40) return false;  // negative
+    uint64_t v = u[0] & 0x3f;
     for (size_t i = 1; i < size; ++i) {
-      if (v >> 56) return false;
+      if (v >> 55) return false;
       v = (v << 8) | u[i];
     }
     *out = v;
     return true;
   }
-  uint64_t v = 0;
+  // Leading spaces, octal digits, then only spaces and NULs; a blank field reads as 0.
   size_t i = 0;
-  while (i < size && (p[i] == ' ' || p[i] == '\0')) ++i;
-  for (; i < size && p[i] >= '0' && p[i] <= '7'; ++i) v = v * 8 + static_cast<uint64_t>(p[i] - '0');
+  while (i < size && p[i] == ' ') ++i;
+  uint64_t v = 0;
+  for (; i < size && p[i] >= '0' && p[i] <= '7'; ++i) {
+    if (v >> 60) return false;
+    v = v * 8 + static_cast<uint64_t>(p[i] - '0');
+  }
+  for (; i < size; ++i) {
+    if (p[i] != ' ' && p[i] != '\0') return false;
+  }
   *out = v;
   return true;
 }
 
+// A decimal number of a pax record: digits only, no sign, no overflow.
+bool ParseDecimal(std::string_view text, uint64_t* out) {
+  if (text.empty()) return false;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
+  return ec == std::errc() && end == text.data() + text.size();
+}
+
 bool ChecksumOk(const char* block) {
   uint64_t stored = 0;
-  ParseNumber(block + 148, 8, &stored);
+  if (!ParseNumber(block + 148, 8, &stored)) return false;
   uint64_t sum = 0;
   for (size_t i = 0; i < kBlock; ++i) {
     sum += (i >= 148 && i < 156) ? ' ' : static_cast<unsigned char>(block[i]);
@@ -63,26 +82,34 @@ struct PaxValues {
   uint64_t size = 0;
 };
 
-void ParsePax(std::string_view records, PaxValues* pax) {
+// Parses "<length> <key>=<value>\n" records; empty when they are well formed, else why not.
+std::string ParsePax(std::string_view records, PaxValues* pax) {
   while (!records.empty()) {
     const size_t space = records.find(' ');
     uint64_t length = 0;
-    if (space == std::string_view::npos) return;
-    for (char c : records.substr(0, space)) length = length * 10 + static_cast<uint64_t>(c - '0');
-    if (length <= space + 1 || length > records.size()) return;
-    std::string_view record = records.substr(space + 1, length - space - 2);  // minus '\n'
+    if (space == std::string_view::npos || !ParseDecimal(records.substr(0, space), &length)) {
+      return "a pax record does not start with its length";
+    }
+    if (length <= space + 1 || length > records.size()) {
+      return fmt::format("a pax record's length {} does not fit the {} bytes left", length,
+                         records.size());
+    }
+    if (records[length - 1] != '\n') return "a pax record does not end with a newline";
+    std::string_view record = records.substr(space + 1, length - space - 2);
     records.remove_prefix(length);
     const size_t eq = record.find('=');
-    if (eq == std::string_view::npos) continue;
+    if (eq == std::string_view::npos) return "a pax record has no '='";
     const std::string_view key = record.substr(0, eq);
     const std::string_view value = record.substr(eq + 1);
     if (key == "path") pax->path = value;
     if (key == "size") {
-      pax->size = 0;
-      for (char c : value) pax->size = pax->size * 10 + static_cast<uint64_t>(c - '0');
+      if (!ParseDecimal(value, &pax->size)) {
+        return fmt::format("pax size '{}' is not a number that fits 64 bits", Printable(value));
+      }
       pax->has_size = true;
     }
   }
+  return {};
 }
 
 class TarWalker {
@@ -103,17 +130,21 @@ class TarWalker {
       if (AllZero(block)) return Ok{};
       if (!ChecksumOk(block)) return Bad(pos, "bad header checksum: not a tar archive, or damaged");
       uint64_t size = 0;
-      ParseNumber(block + 124, 12, &size);
+      if (!ParseNumber(block + 124, 12, &size)) {
+        return Bad(pos, "the size field is not a valid number");
+      }
       if (pax.has_size) size = pax.size;
       const uint64_t data = pos + kBlock;
-      if (data + size > base + limit) return Bad(pos, "an entry runs past the end of the archive");
+      if (size > base + limit - data) return Bad(pos, "an entry runs past the end of the archive");
       const char type = block[156];
       pos = data + RoundUp(size);
       if (type == 'L' || type == 'x') {
         auto text = ReadText(data, size);
         if (!text) return text.error();
         if (type == 'L') long_name = text->substr(0, text->find('\0'));
-        if (type == 'x') ParsePax(*text, &pax);
+        if (type == 'x') {
+          if (std::string why = ParsePax(*text, &pax); !why.empty()) return Bad(data - kBlock, why);
+        }
         continue;
       }
       std::string name = !pax.path.empty()    ? pax.path
@@ -173,7 +204,9 @@ class TarWalker {
     while (name.starts_with("./")) name.remove_prefix(2);
     while (name.starts_with('/')) name.remove_prefix(1);
     auto path = NormalizeRelativePath(name);
-    if (!path) return Bad(pos, fmt::format("entry '{}': {}", name, path.error().message));
+    if (!path) {
+      return Bad(pos, fmt::format("entry '{}': {}", Printable(name), path.error().message));
+    }
     return path;
   }
 
