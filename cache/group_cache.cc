@@ -8,6 +8,8 @@
 
 #include <cstring>
 
+#include "fs/format/checksums.h"
+
 namespace gpufs {
 namespace {
 
@@ -43,6 +45,7 @@ GroupCache::GroupCache(const Catalog& catalog, BlobFiles& blobs, IoEngine& engin
       options_(std::move(options)),
       policy_(std::move(policy)),
       entries_(catalog.group_count()),
+      failed_(catalog.group_count(), false),
       busy_(catalog.group_count(), false) {
   for (unsigned i = 0; i < options_.prefetch_depth; ++i) {
     prefetchers_.emplace_back([this] { Prefetch(); });
@@ -83,9 +86,11 @@ Result<CachedBytes> GroupCache::Read(NodeId file, uint64_t offset, size_t size) 
       if (!loaded_here) ++counters_.hits;
       return ServeHit(group, file, offset, size);
     }
-    if (entry) {  // a load is in flight: share it
+    if (entry) {  // a load is in flight: share it, and its outcome
       ++counters_.shared_waits;
-      changed_.wait(lock);
+      const std::shared_ptr<Entry> load = entries_[group];
+      changed_.wait(lock, [&] { return load->ready || load->failed; });
+      if (load->failed) return load->error;
       continue;
     }
     entry = policy_->Wanted(group) ? Admit(group, true) : nullptr;
@@ -163,7 +168,7 @@ GroupCache::Entry* GroupCache::Admit(uint32_t group, bool may_evict) {
     offset = arena_.Allocate(bytes);
   }
   if (!offset) return nullptr;
-  auto entry = std::make_unique<Entry>();
+  auto entry = std::make_shared<Entry>();
   entry->arena_offset = *offset;
   entry->arena_bytes = bytes;
   entry->data_start = start;
@@ -175,34 +180,15 @@ GroupCache::Entry* GroupCache::Admit(uint32_t group, bool may_evict) {
 // Called with `lock` held on mu_; releases it for the I/O.
 Status GroupCache::Load(uint32_t group, Entry& entry, std::unique_lock<std::mutex>& lock) {
   lock.unlock();
-  const GroupExtent& g = catalog_.Group(group);
-  Status s = Ok{};
-  auto handle = blobs_.DirectFd(g.blob);
-  if (!handle) s = handle.error();
-  if (s) {
-    char* target = arena_.base() + entry.arena_offset;
-    const size_t piece = options_.io_piece ? options_.io_piece : entry.arena_bytes;
-    auto got = ReadThrough(engine_, handle->fd, static_cast<int>(g.blob), entry.data_start,
-                           entry.arena_bytes, target, piece);
-    if (!handle->direct) {
-      posix_fadvise(handle->fd, static_cast<off_t>(entry.data_start),
-                    static_cast<off_t>(entry.arena_bytes), POSIX_FADV_DONTNEED);
-    }
-    if (!got) {
-      s = Fail(got.error().code, "cannot read group {} of blob {}: {}", group,
-               blobs_.PathOf(g.blob).string(), got.error().message);
-    } else if (*got < g.offset + g.size - entry.data_start) {
-      s = Fail(EIO, "cannot read group {}: blob {} ends early", group,
-               blobs_.PathOf(g.blob).string());
-    } else {
-      counters_.bytes_from_disk += *got;
-    }
-  }
+  Status s = ReadGroup(group, entry);
   lock.lock();
+  failed_[group] = !s;
   if (!s) {
     ++counters_.io_errors;
     arena_.Free(entry.arena_offset, entry.arena_bytes);
-    entries_[group].reset();
+    entry.failed = true;
+    entry.error = s.error();
+    entries_[group].reset();  // `entry` lives on in the waiters that hold it
     busy_[group] = false;
   } else {
     entry.ready = true;
@@ -212,6 +198,41 @@ Status GroupCache::Load(uint32_t group, Entry& entry, std::unique_lock<std::mute
   }
   changed_.notify_all();
   return s;
+}
+
+// Outside mu_: reads the group's span into its room in the arena and checks it.
+Status GroupCache::ReadGroup(uint32_t group, const Entry& entry) {
+  const GroupExtent& g = catalog_.Group(group);
+  auto handle = blobs_.DirectFd(g.blob);
+  if (!handle) return handle.error();
+  char* target = arena_.base() + entry.arena_offset;
+  const size_t piece = options_.io_piece ? options_.io_piece : entry.arena_bytes;
+  auto got = ReadThrough(engine_, handle->fd, static_cast<int>(g.blob), entry.data_start,
+                         entry.arena_bytes, target, piece);
+  if (!handle->direct) {
+    posix_fadvise(handle->fd, static_cast<off_t>(entry.data_start),
+                  static_cast<off_t>(entry.arena_bytes), POSIX_FADV_DONTNEED);
+  }
+  const std::string blob = blobs_.PathOf(g.blob).string();
+  if (!got) {
+    return Fail(EIO, "cannot read group {} of blob {}: {}", group, blob, got.error().message);
+  }
+  if (*got < g.offset + g.size - entry.data_start) {
+    return Fail(EIO, "cannot read group {}: blob {} ends early", group, blob);
+  }
+  counters_.bytes_from_disk += *got;
+  return CheckWholeBlob(group, target + (g.offset - entry.data_start));
+}
+
+// One XXH3 pass over bytes just read costs far less than reading them; it catches a blob
+// rewritten in place with its size and time kept, which no fstat can see.
+Status GroupCache::CheckWholeBlob(uint32_t group, const char* bytes) const {
+  const GroupExtent& g = catalog_.Group(group);
+  const BlobInfo* seen = blobs_.Expected(g.blob);
+  if (!seen || seen->checksum == 0 || g.offset != 0 || g.size != seen->size) return Ok{};
+  if (ChecksumOf(bytes, g.size) == seen->checksum) return Ok{};
+  return Fail(EIO, "cannot read group {}: blob {} does not match its checksum (changed or damaged)",
+              group, blobs_.PathOf(g.blob).string());
 }
 
 // Under mu_.
@@ -251,7 +272,7 @@ void GroupCache::Prefetch() {
     uint32_t candidate = groups;
     for (uint32_t n = 0; n < groups && demand_loads_ == 0; ++n) {
       const uint32_t g = (prefetch_cursor_ + n) % groups;
-      if (!entries_[g] && policy_->Wanted(g)) {
+      if (!entries_[g] && !failed_[g] && policy_->Wanted(g)) {
         candidate = g;
         break;
       }

@@ -12,6 +12,11 @@
 // - Prefetch: once reads have begun, while no reader waits on a load and the budget has
 //   room, the next groups the policy still wants are loaded in the background, several
 //   at once (one stream of reads leaves a throttled volume half idle).
+// - Failures are answers: a load that fails (a blob changed, truncated, unreadable) fails
+//   every reader that waited on it with the same error; the group is then skipped by
+//   prefetch until a reader's own load of it succeeds, so a bad blob costs each reader one
+//   attempt and never a loop. A whole-blob group is checked against the blob's checksum
+//   when the index has one, so a blob rewritten under the mount is refused, not served.
 // Every decision is counted; Stats() reports the counters.
 #pragma once
 
@@ -104,11 +109,15 @@ class GroupCache {
     uint32_t pins = 0;
     bool prefetched = false;
     bool used = false;
+    bool failed = false;  // the load failed with `error`; the entry is already dropped
+    Error error;
   };
 
   Result<CachedBytes> ServeHit(uint32_t group, NodeId file, uint64_t offset, size_t size);
   Result<CachedBytes> ReadMember(NodeId file, uint64_t offset, size_t size);
   Status Load(uint32_t group, Entry& entry, std::unique_lock<std::mutex>& lock);
+  Status ReadGroup(uint32_t group, const Entry& entry);
+  Status CheckWholeBlob(uint32_t group, const char* bytes) const;
   Entry* Admit(uint32_t group, bool may_evict);
   void Evict(uint32_t group);
   void Unpin(uint32_t group);
@@ -124,14 +133,17 @@ class GroupCache {
 
   // Lock order: mu_ only; the arena's own lock is taken inside it, never the reverse.
   mutable std::mutex mu_;
-  std::condition_variable changed_;              // a load finished or room was made
-  std::unique_ptr<EvictionPolicy> policy_;       // guarded by mu_
-  std::vector<std::unique_ptr<Entry>> entries_;  // by group; guarded by mu_
-  std::vector<bool> busy_;                       // pinned or loading; guarded by mu_
-  unsigned demand_loads_ = 0;                    // guarded by mu_
-  unsigned prefetch_loads_ = 0;                  // in flight; guarded by mu_
-  uint32_t prefetch_cursor_ = 0;                 // guarded by mu_
-  bool stop_ = false;                            // guarded by mu_
+  std::condition_variable changed_;         // a load finished or room was made
+  std::unique_ptr<EvictionPolicy> policy_;  // guarded by mu_
+  // By group; shared with the readers waiting on a load, who read its outcome after the
+  // entry has left the table. Guarded by mu_.
+  std::vector<std::shared_ptr<Entry>> entries_;
+  std::vector<bool> failed_;      // the last load of the group failed; guarded by mu_
+  std::vector<bool> busy_;        // pinned or loading; guarded by mu_
+  unsigned demand_loads_ = 0;     // guarded by mu_
+  unsigned prefetch_loads_ = 0;   // in flight; guarded by mu_
+  uint32_t prefetch_cursor_ = 0;  // guarded by mu_
+  bool stop_ = false;             // guarded by mu_
   bool reading_ = false;  // a read has arrived; prefetch follows the access stream; guarded by mu_
   std::vector<std::thread> prefetchers_;
 };

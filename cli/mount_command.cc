@@ -279,7 +279,7 @@ int RunMount(const MountArgs& args_in) {
   RaiseFileLimit();
   auto dataset = OpenForMount(args);
   if (!dataset) return Refuse(dataset.error());
-  BlobFiles blobs(dataset->dir, dataset->catalog.blobs());
+  BlobFiles blobs(dataset->dir, dataset->catalog.blobs(), dataset->blobs);
   std::unique_ptr<MetricsServer> metrics;
   if (!args.metrics.empty()) {
     auto bound = MetricsServer::Bind(args.metrics);
@@ -376,8 +376,8 @@ int RunUnmount(const std::string& mountpoint_in) {
     return Refuse(Fail(EINVAL, "cannot unmount {}: nothing is mounted there", mountpoint));
   }
   if (!mount->is_gpufs()) {
-    return Refuse(Fail(EINVAL, "cannot unmount {}: it is a {} mount, not a gpufs one",
-                       mountpoint, mount->type));
+    return Refuse(Fail(EINVAL, "cannot unmount {}: it is a {} mount, not a gpufs one", mountpoint,
+                       mount->type));
   }
   auto pid_text = RootXattr(mountpoint, "user.gpufs.pid", 5);
   if (!pid_text) return UnmountOrphan(mountpoint, pid_text.error());
@@ -386,8 +386,8 @@ int RunUnmount(const std::string& mountpoint_in) {
   const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
   if (!Fusermount(mountpoint, "-u")) {
     if (pidfd >= 0) close(pidfd);
-    return Refuse(Fail(EIO, "cannot unmount {}: fusermount3 -u -- '{}' failed", mountpoint,
-                       mountpoint));
+    return Refuse(
+        Fail(EIO, "cannot unmount {}: fusermount3 -u -- '{}' failed", mountpoint, mountpoint));
   }
   if (pidfd >= 0) {
     pollfd wait_exit{pidfd, POLLIN, 0};

@@ -76,8 +76,7 @@ Result<std::string> RootXattr(const std::string& mount, const char* name, double
     if (n >= 0) return result->set_value(std::string(buffer, static_cast<size_t>(n)));
     const int saved = errno;
     if (saved == ENOTCONN) {
-      return result->set_value(
-          Fail(saved, "{}: the gpufsd serving this mount has exited", mount));
+      return result->set_value(Fail(saved, "{}: the gpufsd serving this mount has exited", mount));
     }
     result->set_value(Fail(saved, "cannot read {} of {}: {}", name, mount, strerror(saved)));
   }).detach();

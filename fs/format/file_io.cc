@@ -1,7 +1,9 @@
 #include "fs/format/file_io.h"
 
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -70,6 +72,35 @@ Status WriteFileAtomically(const std::filesystem::path& path, std::string_view b
   }
   const std::filesystem::path folder = path.has_parent_path() ? path.parent_path() : ".";
   return SyncFolder(folder);
+}
+
+int OpenBeneath(int dir_fd, const std::string& name, int flags) {
+  open_how how{};
+  how.flags = static_cast<uint64_t>(flags);
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+  // EAGAIN: a rename raced the walk; a few more tries, then it is the caller's error.
+  for (int attempt = 0;; ++attempt) {
+    const long fd = syscall(SYS_openat2, dir_fd, name.c_str(), &how, sizeof(how));
+    if (fd >= 0) return static_cast<int>(fd);
+    if (errno == EINTR || (errno == EAGAIN && attempt < 8)) continue;
+    if (errno != ENOSYS) return -1;
+    return openat(dir_fd, name.c_str(), flags | O_NOFOLLOW);
+  }
+}
+
+Result<struct stat> StatBeneath(int dir_fd, const std::string& name) {
+  const int fd = OpenBeneath(dir_fd, name, O_PATH | O_CLOEXEC);
+  struct stat st {};
+  if (fd >= 0 && fstat(fd, &st) == 0) {
+    close(fd);
+    return st;
+  }
+  const int err = errno;
+  if (fd >= 0) close(fd);
+  if (err == EXDEV || err == ELOOP) {
+    return Error{EINVAL, "it leads outside the dataset folder"};
+  }
+  return Error{err, strerror(err)};
 }
 
 }  // namespace gpufs

@@ -271,28 +271,41 @@ class MytarParser {
 
 // Checks each blob and widens its group to the whole file: a mytar blob is one group, and
 // reading or hashing it whole is what the layout is for.
-Status CheckBlobs(DatasetSpec& spec) {
-  for (GroupSpec& group : spec.groups) {
-    const std::filesystem::path blob = spec.dir / group.blob;
-    struct stat st {};
-    if (stat(blob.c_str(), &st) != 0) {
-      return Fail(errno, "cannot open blob {} (declared at {} line {}): {}", blob.string(),
-                  spec.index_file.string(), group.line, strerror(errno));
-    }
-    if (!S_ISREG(st.st_mode)) {
-      return Fail(EINVAL, "cannot use blob {} (declared at {} line {}): not a regular file",
-                  blob.string(), spec.index_file.string(), group.line);
-    }
-    if (static_cast<uint64_t>(st.st_size) < group.offset + group.size) {
-      return Fail(EINVAL,
-                  "cannot use blob {} (declared at {} line {}): it is {} bytes but its "
-                  "members need {}; the blob is truncated",
-                  blob.string(), spec.index_file.string(), group.line, st.st_size,
-                  group.offset + group.size);
-    }
-    group.size = static_cast<uint64_t>(st.st_size);
+Status CheckBlob(int dir_fd, const DatasetSpec& spec, GroupSpec& group) {
+  const std::filesystem::path blob = spec.dir / group.blob;
+  auto stat = StatBeneath(dir_fd, group.blob);
+  if (!stat) {
+    return Fail(stat.error().code, "cannot open blob {} (declared at {} line {}): {}",
+                blob.string(), spec.index_file.string(), group.line, stat.error().message);
   }
+  const struct stat& st = *stat;
+  if (!S_ISREG(st.st_mode)) {
+    return Fail(EINVAL, "cannot use blob {} (declared at {} line {}): not a regular file",
+                blob.string(), spec.index_file.string(), group.line);
+  }
+  if (static_cast<uint64_t>(st.st_size) < group.offset + group.size) {
+    return Fail(EINVAL,
+                "cannot use blob {} (declared at {} line {}): it is {} bytes but its "
+                "members need {}; the blob is truncated",
+                blob.string(), spec.index_file.string(), group.line, st.st_size,
+                group.offset + group.size);
+  }
+  group.size = static_cast<uint64_t>(st.st_size);
   return Ok{};
+}
+
+Status CheckBlobs(DatasetSpec& spec) {
+  const int dir_fd = open(spec.dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) {
+    return Fail(errno, "cannot open dataset folder {}: {}", spec.dir.string(), strerror(errno));
+  }
+  Status result = Ok{};
+  for (GroupSpec& group : spec.groups) {
+    result = CheckBlob(dir_fd, spec, group);
+    if (!result) break;
+  }
+  close(dir_fd);
+  return result;
 }
 
 }  // namespace

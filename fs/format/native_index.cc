@@ -151,7 +151,8 @@ class IndexChecker {
   Status CheckGroups(std::span<const GroupExtent> groups, std::span<const BlobRecord> blobs) {
     for (size_t i = 0; i < groups.size(); ++i) {
       const GroupExtent& g = groups[i];
-      if (g.blob >= blobs.size()) return Bad("group {} names blob #{} of {}", i, g.blob, blobs.size());
+      if (g.blob >= blobs.size())
+        return Bad("group {} names blob #{} of {}", i, g.blob, blobs.size());
       if (g.offset > blobs[g.blob].size || g.size > blobs[g.blob].size - g.offset) {
         return Bad("group {} lies beyond the end of its blob", i);
       }
@@ -219,8 +220,8 @@ class IndexChecker {
       if (t.nodes[c].parent != id) return Bad("node {} is listed under the wrong folder", c);
       subdirs += t.nodes[c].is_dir ? 1 : 0;
       if (c > node.first && !(NameOf(t, c - 1) < NameOf(t, c))) {
-        return Bad("the children of folder {} are not sorted and unique: '{}' comes after '{}'",
-                   id, Printable(NameOf(t, c)), Printable(NameOf(t, c - 1)));
+        return Bad("the children of folder {} are not sorted and unique: '{}' comes after '{}'", id,
+                   Printable(NameOf(t, c)), Printable(NameOf(t, c - 1)));
       }
     }
     if (subdirs != node.subdirs) {

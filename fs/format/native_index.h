@@ -45,6 +45,7 @@ struct SourceStamp {
 struct BlobInfo {
   uint64_t size = 0;
   uint64_t checksum = 0;  // XXH3-64 of the whole blob; 0 when not computed
+  int64_t mtime_ns = 0;   // modification time seen at mount (not stored); 0 when unknown
 };
 
 struct IndexInfo {

@@ -1,12 +1,15 @@
 #include "fs/format/open_dataset.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
 #include "fs/format/checksums.h"
+#include "fs/format/file_io.h"
 #include "fs/format/mytar.h"
 #include "fs/format/tar.h"
 #include "fs/format/tree_shape.h"
@@ -19,21 +22,38 @@ struct timespec MtimeOf(const std::filesystem::path& path) {
   return stat(path.c_str(), &st) == 0 ? st.st_mtim : timespec{};
 }
 
-// Each blob must exist and hold at least the bytes the index expects of it.
-Status CheckBlobFiles(const Dataset& d) {
-  for (size_t b = 0; b < d.blobs.size(); ++b) {
-    const std::filesystem::path path = d.dir / d.catalog.blobs()[b];
-    struct stat st {};
-    if (stat(path.c_str(), &st) != 0) {
-      return Fail(errno, "cannot open blob {} (listed in {}): {}", path.string(), d.index.string(),
-                  strerror(errno));
-    }
-    if (static_cast<uint64_t>(st.st_size) < d.blobs[b].size) {
-      return Fail(EINVAL, "cannot use blob {}: it is {} bytes but {} says {}; it is truncated",
-                  path.string(), st.st_size, d.index.string(), d.blobs[b].size);
-    }
+// Each blob must be a regular file inside the dataset folder (no link out of it) with
+// the size the index expects. Its modification time is recorded, so that the daemon can
+// tell a blob that changes while mounted from the one it was given.
+Status StampBlobFiles(Dataset& d) {
+  const int dir_fd = open(d.dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) {
+    return Fail(errno, "cannot open dataset folder {}: {}", d.dir.string(), strerror(errno));
   }
-  return Ok{};
+  Status result = Ok{};
+  for (size_t b = 0; b < d.blobs.size() && result; ++b) {
+    const std::string& name = d.catalog.blobs()[b];
+    const std::filesystem::path path = d.dir / name;
+    auto stat = StatBeneath(dir_fd, name);
+    if (!stat) {
+      result = Fail(stat.error().code, "cannot open blob {} (listed in {}): {}", path.string(),
+                    d.index.string(), stat.error().message);
+      break;
+    }
+    const struct stat& st = *stat;
+    if (!S_ISREG(st.st_mode)) {
+      result = Fail(EINVAL, "cannot use blob {} (listed in {}): not a regular file", path.string(),
+                    d.index.string());
+    } else if (static_cast<uint64_t>(st.st_size) != d.blobs[b].size) {
+      const bool shorter = static_cast<uint64_t>(st.st_size) < d.blobs[b].size;
+      result = Fail(EINVAL, "cannot use blob {}: it is {} bytes but {} says {}; {}", path.string(),
+                    st.st_size, d.index.string(), d.blobs[b].size,
+                    shorter ? "it is truncated" : "it changed since the index was written");
+    }
+    d.blobs[b].mtime_ns = st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec;
+  }
+  close(dir_fd);
+  return result;
 }
 
 Result<Dataset> OpenNative(const std::filesystem::path& dir, const std::string& format) {
@@ -43,7 +63,7 @@ Result<Dataset> OpenNative(const std::filesystem::path& dir, const std::string& 
   Dataset d{
       dir, std::move(opened->catalog), std::move(opened->info.blobs), format, index, MtimeOf(index),
       {}};
-  if (Status s = CheckBlobFiles(d); !s) return s.error();
+  if (Status s = StampBlobFiles(d); !s) return s.error();
   return d;
 }
 
@@ -146,6 +166,7 @@ Result<Dataset> OpenTar(const std::filesystem::path& archive, const OpenOptions&
                                       ChecksumOf(archive.c_str(), archive.native().size()))};
   if (auto saved = OpenSavedTarIndex(archive, candidates, *stamp)) {
     saved->mtime = MtimeOf(archive);
+    if (Status s = StampBlobFiles(*saved); !s) return s.error();
     return std::move(*saved);
   }
   auto listing = ListTar(archive);
@@ -172,6 +193,7 @@ Result<Dataset> OpenTar(const std::filesystem::path& archive, const OpenOptions&
                                   shape->outside.size(), shape->outside.front()));
   }
   d.index = SaveTarIndex(d.catalog, info, candidates, d.notes);
+  if (Status s = StampBlobFiles(d); !s) return s.error();
   return d;
 }
 
@@ -184,6 +206,7 @@ Result<Dataset> OpenMytarText(const std::filesystem::path& dir) {
   if (!catalog) return catalog.error();
   Dataset d{dir, std::move(*catalog), {}, "mytar", spec->index_file, MtimeOf(spec->index_file), {}};
   for (const GroupSpec& g : spec->groups) d.blobs.push_back(BlobInfo{g.offset + g.size, 0});
+  if (Status s = StampBlobFiles(d); !s) return s.error();
   return d;
 }
 
@@ -191,7 +214,8 @@ Result<Dataset> OpenDataset(const std::filesystem::path& src_in, const OpenOptio
   const std::filesystem::path src = std::filesystem::absolute(src_in).lexically_normal();
   std::error_code ec;
   if (std::filesystem::is_regular_file(src, ec)) {
-    if (LooksLikeTar(src)) return OpenTar(src, options);
+    // The archive is the blob, opened beneath its folder: that of the file, not of a link.
+    if (LooksLikeTar(src)) return OpenTar(std::filesystem::canonical(src, ec), options);
     return Fail(EINVAL,
                 "cannot open dataset {}: not a folder nor an uncompressed tar archive "
                 "(decompress .tar.gz and the like first)",

@@ -1,5 +1,7 @@
 #include "cache/group_cache.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gmock/gmock.h>
@@ -9,6 +11,7 @@
 #include <future>
 #include <thread>
 
+#include "fs/format/checksums.h"
 #include "tests/unit/temp_dir.h"
 
 namespace gpufs {
@@ -201,6 +204,114 @@ TEST_F(GroupCacheTest, ReportsAShortBlobAsEio) {
   ASSERT_FALSE(bytes.ok());
   EXPECT_EQ(bytes.error().code, EIO);
   EXPECT_THAT(bytes.error().message, HasSubstr("ends early"));
+}
+
+TEST_F(GroupCacheTest, ReadersWaitingOnAFailedLoadAllGetItsError) {
+  GatedEngine engine;
+  engine.fail_ = true;
+  MakeCache(1 << 20, "lru", engine);
+  std::vector<std::future<Result<CachedBytes>>> readers;
+  for (int m = 0; m < 4; ++m) {
+    readers.push_back(std::async(std::launch::async, [this, m] {
+      return cache_->Read(Node("c/0-" + std::to_string(m)), 0, 100);
+    }));
+  }
+  engine.WaitForSubmissions(1);
+  while (cache_->counters().shared_waits.load() < 3) std::this_thread::yield();
+  engine.Release();
+  for (auto& reader : readers) {
+    ASSERT_EQ(reader.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+    auto bytes = reader.get();
+    ASSERT_FALSE(bytes.ok());
+    EXPECT_EQ(bytes.error().code, EIO);
+  }
+  // The readers that waited on the load shared its failure instead of loading again.
+  EXPECT_EQ(engine.submitted(), 1u);
+}
+
+TEST_F(GroupCacheTest, PrefetchLeavesAGroupWhoseLoadFailed) {
+  GatedEngine engine;
+  engine.fail_ = true;
+  engine.Release();
+  arena_ = std::move(*PinnedArena::Create(1 << 20));
+  cache_ = std::make_unique<GroupCache>(*catalog_, *blobs_, engine, *arena_,
+                                        MakePolicy("lru", {4, 4}, 8), CacheOptions{"lru", 2, 0});
+  EXPECT_FALSE(cache_->Read(Node("c/0-0"), 0, 100).ok());
+  // Prefetch may try each group once; a loop would retry them without end.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_LE(engine.submitted(), 3u);
+}
+
+// Blob stamps as a mount takes them (see StampBlobFiles).
+std::vector<BlobInfo> Stamps(const std::filesystem::path& dir, const Catalog& catalog,
+                             std::vector<uint64_t> checksums) {
+  std::vector<BlobInfo> stamps;
+  for (size_t b = 0; b < catalog.blobs().size(); ++b) {
+    struct stat st {};
+    stat((dir / catalog.blobs()[b]).c_str(), &st);
+    stamps.push_back(BlobInfo{static_cast<uint64_t>(st.st_size), checksums[b],
+                              st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec});
+  }
+  return stamps;
+}
+
+void Rewrite(const std::filesystem::path& path, char byte, bool keep_mtime) {
+  struct stat st {};
+  stat(path.c_str(), &st);
+  std::string bytes(static_cast<size_t>(st.st_size), byte);
+  std::ofstream(path, std::ios::binary) << bytes;
+  if (keep_mtime) {
+    const struct timespec times[2] = {st.st_atim, st.st_mtim};
+    utimensat(AT_FDCWD, path.c_str(), times, 0);
+  }
+}
+
+TEST_F(GroupCacheTest, RefusesBlobsChangedSinceTheMount) {
+  std::vector<uint64_t> sums;
+  for (const auto& name : catalog_->blobs()) {
+    const std::string bytes = [&] {
+      std::ifstream f(dir_.path() / name, std::ios::binary);
+      return std::string(std::istreambuf_iterator<char>(f), {});
+    }();
+    sums.push_back(ChecksumOf(bytes.data(), bytes.size()));
+  }
+  blobs_ = std::make_unique<BlobFiles>(dir_.path(), catalog_->blobs(),
+                                       Stamps(dir_.path(), *catalog_, sums));
+  PreadEngine engine(1);
+  MakeCache(1 << 20, "lru", engine);
+  // Rewritten in place, time kept: only the checksum can tell.
+  Rewrite(dir_.path() / "blob-0", 'x', true);
+  auto bytes = cache_->Read(Node("c/0-1"), 0, 100);
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_EQ(bytes.error().code, EIO);
+  EXPECT_THAT(bytes.error().message, HasSubstr("blob-0 does not match its checksum"));
+  // Truncated, then deleted: EIO naming the blob, never ENOENT.
+  truncate((dir_.path() / "blob-1").c_str(), 100);
+  bytes = cache_->Read(Node("c/1-0"), 0, 100);
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_EQ(bytes.error().code, EIO);
+  EXPECT_THAT(bytes.error().message, HasSubstr("blob-1: it changed since the mount"));
+  std::filesystem::remove(dir_.path() / "blob-1");
+  blobs_ = std::make_unique<BlobFiles>(dir_.path(), catalog_->blobs(),
+                                       Stamps(dir_.path(), *catalog_, sums));
+  MakeCache(1 << 20, "lru", engine);
+  bytes = cache_->Read(Node("c/1-0"), 0, 100);
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_EQ(bytes.error().code, EIO);
+  EXPECT_THAT(bytes.error().message, HasSubstr("blob-1: it is gone"));
+}
+
+TEST_F(GroupCacheTest, ServesNothingThroughALinkOutOfTheDatasetFolder) {
+  TempDir outside;
+  std::ofstream(outside.path() / "secret", std::ios::binary) << std::string(20000, 's');
+  std::filesystem::remove(dir_.path() / "blob-1");
+  std::filesystem::create_symlink(outside.path() / "secret", dir_.path() / "blob-1");
+  PreadEngine engine(1);
+  MakeCache(1 << 20, "lru", engine);
+  auto bytes = cache_->Read(Node("c/1-0"), 0, 100);
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_EQ(bytes.error().code, EIO);
+  EXPECT_THAT(bytes.error().message, HasSubstr("leads outside the dataset folder"));
 }
 
 TEST(ConsumeOncePolicy, WantsOnlyGroupsMostlyUnservedAndStartsEpochsFromTheStream) {

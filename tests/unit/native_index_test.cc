@@ -122,7 +122,7 @@ TEST_F(NativeIndexTest, RefusesRecordsThatPointOutsideTheirTables) {
   files[1].group = 9;
   t.files = files;
   const auto path = Write(Catalog(t, nullptr));
-  EXPECT_THAT(OpenError(path), HasSubstr("a file names a missing group"));
+  EXPECT_THAT(OpenError(path), HasSubstr("names a missing group"));
 
   t = built->tables();
   files.assign(t.files.begin(), t.files.end());
@@ -135,6 +135,79 @@ TEST_F(NativeIndexTest, RefusesRecordsThatPointOutsideTheirTables) {
   nodes[0].count = 1000;
   t.nodes = nodes;
   EXPECT_THAT(OpenError(Write(Catalog(t, nullptr))), HasSubstr("children outside"));
+}
+
+// An index is untrusted even with valid checksums (anyone can compute them): each of these
+// is written with correct checksums and must still be refused before anything is served.
+class HostileIndexTest : public NativeIndexTest {
+ protected:
+  void SetUp() override {
+    auto built = Catalog::FromSpec(SampleSpec());
+    ASSERT_TRUE(built.ok());
+    base_ = std::make_unique<Catalog>(std::move(*built));
+    nodes_.assign(base_->tables().nodes.begin(), base_->tables().nodes.end());
+    names_ = std::string(base_->tables().names);
+  }
+
+  // The index with node `id` renamed to `name`.
+  std::string WithNodeName(NodeId id, std::string_view name) {
+    nodes_[id].name_offset = static_cast<uint32_t>(names_.size());
+    nodes_[id].name_size = static_cast<uint16_t>(name.size());
+    names_ += name;
+    return ErrorOf(base_->tables().blobs);
+  }
+
+  std::string ErrorOf(std::vector<std::string> blobs) {
+    CatalogTables t = base_->tables();
+    t.nodes = nodes_;
+    t.names = names_;
+    t.blobs = std::move(blobs);
+    return OpenError(Write(Catalog(t, nullptr)));
+  }
+
+  NodeId Id(std::string_view path) { return *base_->FindPath(path); }
+
+  std::unique_ptr<Catalog> base_;
+  std::vector<CatalogNode> nodes_;
+  std::string names_;
+};
+
+TEST_F(HostileIndexTest, RefusesBlobNamesThatLeaveTheDatasetFolder) {
+  for (const std::string bad : {"/etc/passwd", "../secret", "a/b", "", "..", "."}) {
+    EXPECT_THAT(ErrorOf({bad, "blob-1"}), HasSubstr("blob name #0")) << bad;
+  }
+}
+
+TEST_F(HostileIndexTest, RefusesNodeNamesThatAreNotOneSegment) {
+  const NodeId file = Id("train/cat/a.jpg");
+  for (const std::string bad : {std::string("x/y"), std::string(".."), std::string("."),
+                                std::string(""), std::string("a\0b", 3), std::string("a\nb")}) {
+    SetUp();
+    EXPECT_THAT(WithNodeName(file, bad), HasSubstr("is invalid")) << bad;
+  }
+}
+
+TEST_F(HostileIndexTest, RefusesChildrenOutOfOrderOrRepeated) {
+  // "val" renamed "a" sorts before its sibling "train": lookups would miss it.
+  EXPECT_THAT(WithNodeName(Id("val"), "a"), HasSubstr("not sorted and unique"));
+  SetUp();
+  EXPECT_THAT(WithNodeName(Id("val"), "train"), HasSubstr("not sorted and unique"));
+}
+
+TEST_F(HostileIndexTest, RefusesANodeOutsideItsParentsChildren) {
+  const NodeId file = Id("train/cat/a.jpg");
+  nodes_[file].parent = 4000;  // out of range: PathOf would read past the table
+  EXPECT_THAT(ErrorOf(base_->tables().blobs), HasSubstr(fmt::format("node {} is", file)));
+  SetUp();
+  nodes_[0].count -= 1;  // the last top folder is listed by nobody
+  nodes_[0].subdirs -= 1;
+  EXPECT_THAT(ErrorOf(base_->tables().blobs), HasSubstr("is not among the children"));
+  SetUp();
+  nodes_[file].parent = Id("val/dog");  // a folder, but not the one listing it
+  EXPECT_THAT(ErrorOf(base_->tables().blobs), HasSubstr("listed under the wrong folder"));
+  SetUp();
+  nodes_[Id("train")].subdirs = 7;  // st_nlink would lie
+  EXPECT_THAT(ErrorOf(base_->tables().blobs), HasSubstr("subfolders"));
 }
 
 }  // namespace
