@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstring>
 
 #include "fs/format/checksums.h"
@@ -112,6 +113,11 @@ Result<CachedBytes> GroupCache::ServeHit(uint32_t group, NodeId file, uint64_t o
                                          size_t size) {
   Entry& entry = *entries_[group];
   const FileExtent& f = catalog_.Extent(file);
+  if (std::binary_search(entry.damaged.begin(), entry.damaged.end(), catalog_.FileIndex(file))) {
+    ++counters_.io_errors;
+    return Fail(EIO, "cannot read {}: its checksum does not match; {} is damaged",
+                catalog_.PathOf(file), blobs_.PathOf(catalog_.Group(group).blob).string());
+  }
   if (entry.prefetched && !entry.used) ++counters_.prefetch_used;
   entry.used = true;
   ++entry.pins;
@@ -201,7 +207,7 @@ Status GroupCache::Load(uint32_t group, Entry& entry, std::unique_lock<std::mute
 }
 
 // Outside mu_: reads the group's span into its room in the arena and checks it.
-Status GroupCache::ReadGroup(uint32_t group, const Entry& entry) {
+Status GroupCache::ReadGroup(uint32_t group, Entry& entry) {
   const GroupExtent& g = catalog_.Group(group);
   auto handle = blobs_.DirectFd(g.blob);
   if (!handle) return handle.error();
@@ -221,18 +227,39 @@ Status GroupCache::ReadGroup(uint32_t group, const Entry& entry) {
     return Fail(EIO, "cannot read group {}: blob {} ends early", group, blob);
   }
   counters_.bytes_from_disk += *got;
-  return CheckWholeBlob(group, target + (g.offset - entry.data_start));
+  return CheckWholeBlob(group, target + (g.offset - entry.data_start), entry);
 }
 
 // One XXH3 pass over bytes just read costs far less than reading them; it catches a blob
-// rewritten in place with its size and time kept, which no fstat can see.
-Status GroupCache::CheckWholeBlob(uint32_t group, const char* bytes) const {
+// rewritten in place with its size and time kept, which no fstat can see. Outside mu_:
+// the loading thread alone touches `entry` until it is ready.
+Status GroupCache::CheckWholeBlob(uint32_t group, const char* bytes, Entry& entry) const {
   const GroupExtent& g = catalog_.Group(group);
   const BlobInfo* seen = blobs_.Expected(g.blob);
   if (!seen || seen->checksum == 0 || g.offset != 0 || g.size != seen->size) return Ok{};
   if (ChecksumOf(bytes, g.size) == seen->checksum) return Ok{};
-  return Fail(EIO, "cannot read group {}: blob {} does not match its checksum (changed or damaged)",
-              group, blobs_.PathOf(g.blob).string());
+  const std::string blob = blobs_.PathOf(g.blob).string();
+  if (!catalog_.has_checksums()) {
+    return Fail(EIO,
+                "cannot read group {}: blob {} does not match its checksum (changed or "
+                "damaged)",
+                group, blob);
+  }
+  // Rare, so a walk of the file table is fine: which members are still intact?
+  const auto files = catalog_.tables().files;
+  size_t members = 0;
+  for (uint32_t i = 0; i < files.size(); ++i) {
+    if (files[i].group != group) continue;
+    ++members;
+    if (ChecksumOf(bytes + (files[i].offset - g.offset), files[i].size) != files[i].checksum) {
+      entry.damaged.push_back(i);
+    }
+  }
+  spdlog::warn(
+      "blob {} does not match its checksum: {} of its {} files are damaged and read "
+      "as EIO, the others are served",
+      blob, entry.damaged.size(), members);
+  return Ok{};
 }
 
 // Under mu_.

@@ -16,7 +16,10 @@
 //   every reader that waited on it with the same error; the group is then skipped by
 //   prefetch until a reader's own load of it succeeds, so a bad blob costs each reader one
 //   attempt and never a loop. A whole-blob group is checked against the blob's checksum
-//   when the index has one, so a blob rewritten under the mount is refused, not served.
+//   when the index has one. On a mismatch each member is checked against its own checksum
+//   in the bytes already loaded: damaged members read as EIO, intact ones are still
+//   served; without member checksums the whole group fails. A blob rewritten under the
+//   mount is refused, never served.
 // Every decision is counted; Stats() reports the counters.
 #pragma once
 
@@ -111,13 +114,14 @@ class GroupCache {
     bool used = false;
     bool failed = false;  // the load failed with `error`; the entry is already dropped
     Error error;
+    std::vector<uint32_t> damaged;  // file indices whose checksum failed, sorted
   };
 
   Result<CachedBytes> ServeHit(uint32_t group, NodeId file, uint64_t offset, size_t size);
   Result<CachedBytes> ReadMember(NodeId file, uint64_t offset, size_t size);
   Status Load(uint32_t group, Entry& entry, std::unique_lock<std::mutex>& lock);
-  Status ReadGroup(uint32_t group, const Entry& entry);
-  Status CheckWholeBlob(uint32_t group, const char* bytes) const;
+  Status ReadGroup(uint32_t group, Entry& entry);
+  Status CheckWholeBlob(uint32_t group, const char* bytes, Entry& entry) const;
   Entry* Admit(uint32_t group, bool may_evict);
   void Evict(uint32_t group);
   void Unpin(uint32_t group);

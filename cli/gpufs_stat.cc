@@ -12,12 +12,8 @@
 
 namespace {
 
-// A thread may still be blocked in a request to a stopped daemon (stat_source.cc); ending
-// with _exit leaves it to the kernel instead of waiting for it in exit handlers.
 int Failed(const gpufs::Error& error) {
   fmt::print(stderr, "gpufs-stat: {}\n", error.message);
-  std::fflush(stderr);
-  if (error.code == ETIMEDOUT) _exit(1);
   return 1;
 }
 

@@ -1,7 +1,10 @@
 #include "cli/stat_source.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -10,10 +13,8 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
-#include <future>
 #include <memory>
 #include <sstream>
-#include <thread>
 
 namespace gpufs {
 namespace {
@@ -65,28 +66,56 @@ Result<MountPoint> MountOf(const std::filesystem::path& path) {
   return best;
 }
 
-// getxattr through a mount waits for the daemon; a stopped daemon would hold us forever.
-// The call runs on its own thread, left behind (and ended with the process) on a timeout.
+// getxattr through a mount waits for the daemon, and a request a stopped daemon has
+// already taken cannot be interrupted, not even by SIGKILL: the waiting thread would keep
+// its whole process from exiting. So the call runs in a child process, cut off from our
+// output, and on a timeout the child is left behind (it ends when the daemon answers or
+// the mount goes) while we go on.
 Result<std::string> RootXattr(const std::string& mount, const char* name, double timeout_s) {
-  auto result = std::make_shared<std::promise<Result<std::string>>>();
-  auto future = result->get_future();
-  std::thread([mount, name, result] {
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0)
+    return Fail(errno, "cannot make a pipe: {}", strerror(errno));
+  const pid_t child = fork();
+  if (child == 0) {
+    const int null = open("/dev/null", O_RDWR);
+    for (int fd : {0, 1, 2}) dup2(null, fd);
     char buffer[4096];
     const ssize_t n = getxattr(mount.c_str(), name, buffer, sizeof(buffer));
-    if (n >= 0) return result->set_value(std::string(buffer, static_cast<size_t>(n)));
-    const int saved = errno;
-    if (saved == ENOTCONN) {
-      return result->set_value(Fail(saved, "{}: the gpufsd serving this mount has exited", mount));
+    const int reply[2] = {n < 0 ? errno : 0, static_cast<int>(n < 0 ? 0 : n)};
+    if (write(pipe_fds[1], reply, sizeof(reply)) == sizeof(reply) && n > 0) {
+      (void)!write(pipe_fds[1], buffer, static_cast<size_t>(n));
     }
-    result->set_value(Fail(saved, "cannot read {} of {}: {}", name, mount, strerror(saved)));
-  }).detach();
-  if (future.wait_for(std::chrono::duration<double>(timeout_s)) != std::future_status::ready) {
+    _exit(0);
+  }
+  close(pipe_fds[1]);
+  if (child < 0) {
+    close(pipe_fds[0]);
+    return Fail(errno, "cannot fork: {}", strerror(errno));
+  }
+  pollfd ready{pipe_fds[0], POLLIN, 0};
+  const int waited = poll(&ready, 1, static_cast<int>(timeout_s * 1000));
+  int reply[2] = {EIO, 0};
+  char buffer[4096];
+  ssize_t got = 0;
+  if (waited > 0 && read(pipe_fds[0], reply, sizeof(reply)) == sizeof(reply) && reply[1] > 0) {
+    got = read(pipe_fds[0], buffer, static_cast<size_t>(reply[1]));
+  }
+  close(pipe_fds[0]);
+  if (waited <= 0) {
     return Fail(ETIMEDOUT,
                 "{}: the gpufsd serving this mount does not answer (stopped or busy "
                 "for over {:g} s)",
                 mount, timeout_s);
   }
-  return future.get();
+  waitpid(child, nullptr, 0);
+  if (reply[0] == ENOTCONN) {
+    return Fail(ENOTCONN, "{}: the gpufsd serving this mount has exited", mount);
+  }
+  if (reply[0] != 0) {
+    return Fail(reply[0], "cannot read {} of {}: {}", name, mount, strerror(reply[0]));
+  }
+  if (got != reply[1]) return Fail(EIO, "cannot read {} of {}: short reply", name, mount);
+  return std::string(buffer, static_cast<size_t>(got));
 }
 
 Result<DaemonClient> DaemonClient::Connect(const MountPoint& mount, double timeout_s) {
