@@ -221,6 +221,11 @@ Result<Dataset> OpenDataset(const std::filesystem::path& src_in, const OpenOptio
                 "(decompress .tar.gz and the like first)",
                 src.string());
   }
+  if (std::filesystem::exists(src / kNativeIndexName, ec) &&
+      !std::filesystem::is_regular_file(src / kNativeIndexName, ec)) {
+    return Fail(EINVAL, "cannot open dataset {}: {} is not a regular file", src.string(),
+                (src / kNativeIndexName).string());
+  }
   const bool native = std::filesystem::is_regular_file(src / kNativeIndexName, ec) &&
                       !std::filesystem::exists(src / kMytarIndexName, ec);
   if (native) return OpenNative(src, "native");

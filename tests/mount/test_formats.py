@@ -316,6 +316,90 @@ class TarArchives(Work):
         self.assertIn("not a folder nor an uncompressed tar archive", result.stderr)
 
 
+def tar_header(name, size_field, typeflag=b"0"):
+    """A ustar header block with a raw 12-byte size field and a correct checksum."""
+    block = bytearray(512)
+    block[0:len(name)] = name
+    block[100:108] = b"0000644\0"
+    block[124:136] = size_field
+    block[136:148] = b"00000000000\0"
+    block[156:157] = typeflag
+    block[257:265] = b"ustar\x0000"
+    block[148:156] = b" " * 8
+    block[148:156] = b"%06o\0 " % sum(block)
+    return bytes(block)
+
+
+def pax_archive(records):
+    """A pax header carrying `records` verbatim, then one small file."""
+    return (tar_header(b"PaxHeader", b"%011o\0" % len(records), b"x")
+            + records.ljust((len(records) + 511) // 512 * 512, b"\0")
+            + tar_header(b"c/a.jpg", b"%011o\0" % 3) + b"abc".ljust(512, b"\0") + bytes(1024))
+
+
+class Hostile(Work):
+    """Datasets are untrusted: each of these is refused, naming what is wrong, quickly."""
+
+    def refused(self, source, pattern):
+        mnt = tempfile.mkdtemp()
+        try:
+            result = lib.run_gpufsd("mount", source, mnt, timeout=30)
+        finally:
+            os.rmdir(mnt)
+        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertRegex(result.stderr, pattern)
+        return result.stderr
+
+    def write(self, name, data):
+        with open(self.path(name), "wb") as f:
+            f.write(data)
+        return self.path(name)
+
+    def test_tar_numbers_that_wrap_or_are_not_numbers(self):
+        file = b"abc".ljust(512, b"\0") + bytes(1024)
+        cases = {
+            "wrap.tar": b"\x80" + b"\xff" * 11,       # base-256 that wraps the walk
+            "negative.tar": b"\xff" * 12,             # negative base-256
+            "garbage.tar": b"12x4567\0    ",           # not octal
+        }
+        for name, field in cases.items():
+            archive = self.write(name, tar_header(b"c/a.jpg", field) + file)
+            message = self.refused(archive, "size field is not a valid number|runs past the end")
+            self.assertIn(archive, message)
+            self.assertRegex(message, "at byte 0")
+
+    def test_pax_records_that_lie_about_their_length_or_size(self):
+        for name, records in {
+            "zero.tar": b"0 path=x\n",
+            "long.tar": b"999 path=x\n",
+            "word.tar": b"ab path=x\n",
+            "size.tar": b"33 size=99999999999999999999999\n",
+            "neg.tar": b"13 size=-100\n",
+        }.items():
+            self.refused(self.write(name, pax_archive(records)), "at byte 0: .*pax")
+
+    def test_a_blob_that_links_out_of_the_dataset_is_refused(self):
+        _, src = lib.make_dataset(self.path("links"), classes=2, per_class=4, group_size=4)
+        blob = os.path.join(src, "filegroup-0.mytar")
+        outside = self.path("outside.bin")
+        shutil.copy(blob, outside)
+        os.remove(blob)
+        os.symlink(outside, blob)
+        self.refused(src, "filegroup-0.mytar .*leads outside the dataset folder")
+        # A link that stays inside the folder is fine.
+        os.remove(blob)
+        os.makedirs(os.path.join(src, "store"))
+        shutil.move(outside, os.path.join(src, "store", "real.bin"))
+        os.symlink("store/real.bin", blob)
+        with lib.Mount(src) as mnt:
+            self.assertEqual(files_below(mnt), class_files(self.path("links", "tree")))
+
+    def test_an_index_that_is_a_folder_is_named(self):
+        folder = self.path("odd-pack")
+        os.makedirs(os.path.join(folder, "index.gpufs"))
+        self.refused(folder, "index.gpufs is not a regular file")
+
+
 if __name__ == "__main__":
     lib.exit_unless_fuse_usable()
     unittest.main(verbosity=2)
