@@ -373,7 +373,7 @@ class Hostile(Work):
             "zero.tar": b"0 path=x\n",
             "long.tar": b"999 path=x\n",
             "word.tar": b"ab path=x\n",
-            "size.tar": b"33 size=99999999999999999999999\n",
+            "size.tar": b"32 size=99999999999999999999999\n",
             "neg.tar": b"13 size=-100\n",
         }.items():
             self.refused(self.write(name, pax_archive(records)), "at byte 0: .*pax")
