@@ -1,0 +1,121 @@
+#!/usr/bin/python3
+"""What the daemon's checks of changed blobs cost: cold epochs through a pack, side by side.
+
+    sudo tools/bench/blob_checks.py --baseline OLD_GPUFSD [--files 3000] [--rounds 3]
+
+The gpufsd under test checks every blob's size and modification time before each read of
+it (one fstat) and the XXH3 checksum of every group it loads. The baseline is a gpufsd
+built without those checks (e.g. an earlier commit's). Both mount the same pack in turn;
+each round drops the page cache, then 4 threads read every file once in a shuffled order.
+Printed per gpufsd: files/s, and the daemon's CPU seconds per GB served; then the ratios.
+"""
+import argparse
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+from benchlib import drop_caches  # noqa: E402
+
+
+def make_tree(tree, files, size, classes=20):
+    rng = random.Random(1)
+    for i in range(files):
+        folder = os.path.join(tree, f"n{i % classes:08d}")
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, f"img_{i:06d}.JPEG"), "wb") as f:
+            f.write(rng.randbytes(size + rng.randrange(size // 4)))
+
+
+def daemon_cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cold_epoch(mnt, paths):
+    drop_caches()
+    order = paths[:]
+    random.Random(len(order)).shuffle(order)
+    chunks = [order[i::4] for i in range(4)]
+    total = [0]
+    lock = threading.Lock()
+
+    def reader(chunk):
+        got = 0
+        for rel in chunk:
+            with open(os.path.join(mnt, rel), "rb") as f:
+                got += len(f.read())
+        with lock:
+            total[0] += got
+
+    threads = [threading.Thread(target=reader, args=(c,)) for c in chunks]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - start, total[0]
+
+
+def run(gpufsd, pack, paths):
+    mnt = tempfile.mkdtemp(prefix="gpufs-bench-mnt-")
+    read_end, write_end = os.pipe()
+    proc = subprocess.Popen([gpufsd, "mount", "-f", "--ready-fd", str(write_end), pack, mnt],
+                            pass_fds=[write_end], stderr=subprocess.DEVNULL)
+    os.close(write_end)
+    if os.read(read_end, 16) != b"ready\n":
+        raise RuntimeError(f"{gpufsd} did not mount {pack}")
+    os.close(read_end)
+    try:
+        cpu = daemon_cpu_seconds(proc.pid)
+        seconds, served = cold_epoch(mnt, paths)
+        cpu = daemon_cpu_seconds(proc.pid) - cpu
+    finally:
+        subprocess.run([gpufsd, "unmount", mnt], check=True, capture_output=True)
+        proc.wait(timeout=60)
+        os.rmdir(mnt)
+    return len(paths) / seconds, cpu / (served / 1e9)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--gpufsd", default=os.path.join(ROOT, "build", "cli", "gpufsd"))
+    parser.add_argument("--baseline", required=True, help="a gpufsd without the blob checks")
+    parser.add_argument("--files", type=int, default=3000)
+    parser.add_argument("--size", type=int, default=110_000, help="mean file size")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("blob_checks.py drops the page cache between epochs: run it as root")
+    work = tempfile.mkdtemp(prefix="gpufs-bench-checks-", dir="/var/tmp")
+    try:
+        tree = os.path.join(work, "tree")
+        make_tree(tree, args.files, args.size)
+        pack = os.path.join(work, "pack")
+        subprocess.run([args.gpufsd, "pack", tree, pack], check=True, capture_output=True)
+        paths = sorted(os.path.relpath(os.path.join(d, n), tree)
+                       for d, _, names in os.walk(tree) for n in names)
+        results = {"checked": [], "baseline": []}
+        for _ in range(args.rounds):
+            results["checked"].append(run(args.gpufsd, pack, paths))
+            results["baseline"].append(run(args.baseline, pack, paths))
+        best = {k: (max(r[0] for r in v), min(r[1] for r in v)) for k, v in results.items()}
+        print(f"{args.files} files, {args.rounds} cold epochs each, best of each:")
+        for name, (rate, cpu) in best.items():
+            print(f"  {name:9s} {rate:9.0f} files/s   daemon CPU {cpu:6.2f} s/GB")
+        print(f"  ratio checked/baseline: files/s {best['checked'][0] / best['baseline'][0]:.3f}x,"
+              f" daemon CPU {best['checked'][1] / best['baseline'][1]:.3f}x")
+    finally:
+        shutil.rmtree(work)
+
+
+if __name__ == "__main__":
+    main()
