@@ -11,10 +11,13 @@
 //     RELPATH START END    a read that overlaps the bytes [START, END) fails with EIO
 //     RELPATH open         opening the file fails with EIO
 //
-// Every file handle is direct_io: the kernel keeps no page cache for faultfs, so a rule
-// holds for every read from the moment it is seen, and removing it heals the file at once.
-// O_DIRECT asked of faultfs is therefore honoured in effect (no page cache) but not passed
-// to SRC, whose filesystem (tmpfs) may refuse it. Writes are refused with EROFS.
+// A handle opened with O_DIRECT is direct_io: each of its reads reaches faultfs, so a rule
+// holds for it from the next read on, and removing the rule heals it at once. O_DIRECT is
+// honoured that way rather than passed to SRC, whose filesystem (tmpfs) may refuse it.
+// Other handles go through the kernel's page cache (so that mmap works), which each open
+// drops: a rule holds for the pages not cached yet, that is for every page of a file that
+// nobody read since it was last opened, and fails whole pages, as the kernel reads them.
+// Writes are refused with EROFS.
 #define FUSE_USE_VERSION 314
 #include <fuse.h>
 
@@ -153,11 +156,10 @@ Context& Ctx() { return *static_cast<Context*>(fuse_get_context()->private_data)
 std::string Relative(const char* path) { return path[1] == '\0' ? "." : std::string(path + 1); }
 
 void* Init(fuse_conn_info*, fuse_config* config) {
-  // Nothing is cached by the kernel: a change of the rules or of SRC shows at once.
+  // Names and attributes are not cached by the kernel: a change of SRC shows at once.
   config->entry_timeout = 0;
   config->attr_timeout = 0;
   config->negative_timeout = 0;
-  config->direct_io = 1;
   config->kernel_cache = 0;
   return fuse_get_context()->private_data;
 }
@@ -201,12 +203,12 @@ int Open(const char* path, fuse_file_info* fi) {
   if ((fi->flags & O_ACCMODE) != O_RDONLY) return -EROFS;
   const std::string relative = Relative(path);
   if (Ctx().rules->FailsOpen(relative)) return -EIO;
-  // O_DIRECT and O_NOATIME are not passed on: direct_io already keeps the kernel's page
-  // cache out, and SRC's filesystem may refuse either flag.
+  // O_DIRECT and O_NOATIME are not passed on: direct_io keeps the kernel's page cache out
+  // of an O_DIRECT handle, and SRC's filesystem may refuse either flag.
   const int fd = openat(Ctx().source_fd, relative.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -errno;
   fi->fh = static_cast<uint64_t>(fd);
-  fi->direct_io = 1;
+  fi->direct_io = (fi->flags & O_DIRECT) != 0;
   fi->keep_cache = 0;
   return 0;
 }
