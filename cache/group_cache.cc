@@ -32,6 +32,14 @@ CachedBytes& CachedBytes::operator=(CachedBytes&& other) noexcept {
   return *this;
 }
 
+CachedBytes CachedBytes::Owned(std::unique_ptr<char[]> bytes, size_t size) {
+  CachedBytes owned;
+  owned.owned_ = std::move(bytes);
+  owned.data_ = owned.owned_.get();
+  owned.size_ = size;
+  return owned;
+}
+
 CachedBytes::~CachedBytes() {
   if (cache_) cache_->Unpin(group_);
 }

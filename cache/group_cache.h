@@ -73,6 +73,8 @@ class CachedBytes {
   CachedBytes(CachedBytes&& other) noexcept;
   CachedBytes& operator=(CachedBytes&& other) noexcept;
   ~CachedBytes();
+  // Bytes read for one reply alone, owned by the result.
+  static CachedBytes Owned(std::unique_ptr<char[]> bytes, size_t size);
   const char* data() const { return data_; }
   size_t size() const { return size_; }
 

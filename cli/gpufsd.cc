@@ -96,8 +96,6 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
   mount.add_flag_callback(
       "--open-calls", [&cache] { cache.no_open = false; },
       "answer every open() instead of letting the kernel skip them");
-  mount.add_flag_callback(
-      "--no-splice", [&cache] { cache.splice = false; }, "copy read data through user space");
 }
 
 void AddPackOptions(CLI::App& pack, gpufs::PackArgs& args) {

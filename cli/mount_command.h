@@ -22,7 +22,7 @@ struct MountArgs {
   unsigned max_readahead_kib = 1024;  // 0 keeps the kernel's default
   int ready_fd = -1;                  // written "ready\n" once the mount serves requests
   bool verify = false;                // check checksums on first read
-  uint64_t cache_bytes = 0;           // group cache budget; 0: no cache (splice reads)
+  uint64_t cache_bytes = 0;           // group cache budget; 0: no cache
   std::string policy = "consume-once";
   bool prefetch = true;
   unsigned prefetch_depth = 8;         // groups prefetched at once

@@ -162,32 +162,24 @@ Status Filesystem::Verify(NodeId id) {
   return Ok{};
 }
 
-Result<ReadExtent> Filesystem::Locate(uint64_t ino, uint64_t offset, size_t size) {
+Result<CachedBytes> Filesystem::Fetch(uint64_t ino, uint64_t offset, size_t size) {
   auto id = FileOf(ino);
   if (!id) return id.error();
   if (Status s = Verify(*id); !s) return s.error();
-  const FileExtent& file = catalog_.Extent(*id);
-  if (offset >= file.size) return ReadExtent{};
-  auto fd = blobs_.Fd(BlobOf(file));
-  if (!fd) return fd.error();
-  return ReadExtent{*fd, file.offset + offset,
-                    static_cast<size_t>(std::min<uint64_t>(size, file.size - offset))};
-}
-
-Result<ReadData> Filesystem::Fetch(uint64_t ino, uint64_t offset, size_t size) {
-  auto id = FileOf(ino);
-  if (!id) return id.error();
-  if (!cache_) {
-    auto extent = Locate(ino, offset, size);
-    if (!extent) return extent.error();
-    if (extent->length > 0) Count(offset, extent->length, catalog_.Extent(*id).size);
-    return ReadData{false, {}, *extent};
+  const uint64_t file_size = catalog_.Extent(*id).size;
+  Result<CachedBytes> bytes = CachedBytes{};
+  if (cache_) {
+    bytes = cache_->Read(*id, offset, size);
+  } else if (offset < file_size) {
+    const size_t length = static_cast<size_t>(std::min<uint64_t>(size, file_size - offset));
+    auto owned = std::make_unique<char[]>(length);
+    auto got = Read(ino, offset, {owned.get(), length});
+    if (!got) return got.error();
+    bytes = CachedBytes::Owned(std::move(owned), length);
   }
-  if (Status s = Verify(*id); !s) return s.error();
-  auto bytes = cache_->Read(*id, offset, size);
   if (!bytes) return bytes.error();
-  Count(offset, bytes->size(), catalog_.Extent(*id).size);
-  return ReadData{true, std::move(*bytes), {}};
+  if (bytes->size() > 0) Count(offset, bytes->size(), file_size);
+  return bytes;
 }
 
 void Filesystem::Count(uint64_t offset, size_t length, uint64_t file_size) {
@@ -210,6 +202,11 @@ Result<size_t> Filesystem::Read(uint64_t ino, uint64_t offset, std::span<char> o
   if (*got != length) {
     return Fail(EIO, "cannot read {}: blob {} ends early", catalog_.PathOf(*id),
                 blobs_.PathOf(BlobOf(file)).string());
+  }
+  // The kernel keeps the served file; the blob's copy of the same bytes would be a second.
+  if (auto fd = blobs_.Fd(BlobOf(file))) {
+    posix_fadvise(*fd, static_cast<off_t>(file.offset + offset), static_cast<off_t>(length),
+                  POSIX_FADV_DONTNEED);
   }
   return *got;
 }

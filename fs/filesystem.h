@@ -58,22 +58,6 @@ struct DirEntry {
   uint64_t next_offset = 0;  // offset to resume a listing after this entry
 };
 
-// Where the bytes of one read live: `length` bytes at `offset` of descriptor `fd`.
-// A length of 0 means the read starts at or past the end of the file.
-struct ReadExtent {
-  int fd = -1;
-  uint64_t offset = 0;
-  size_t length = 0;
-};
-
-// The bytes of one read: in the daemon's group cache (held until `cached` is destroyed),
-// or, without a cache, where they lie in a blob.
-struct ReadData {
-  bool from_cache = false;
-  CachedBytes cached;
-  ReadExtent extent;
-};
-
 class Filesystem {
  public:
   // `catalog`, `blobs` and `cache` (optional) must outlive the Filesystem.
@@ -93,13 +77,13 @@ class Filesystem {
   // returns false (its reply buffer is full) or the folder ends.
   Status ReadDir(uint64_t ino, uint64_t offset,
                  const std::function<bool(const DirEntry&)>& emit) const;
-  // Where the bytes of a read of `size` at `offset` lie; clamped to the file's end.
+  // The bytes of a read of `size` at `offset`, clamped to the file's end: from the group
+  // cache when there is one (held there until the result is destroyed), else read from
+  // the blob for this reply. Every byte asked for is there, or the read fails (EIO): a
+  // short reply would tell the kernel the file ends early. Thread-safe.
+  Result<CachedBytes> Fetch(uint64_t ino, uint64_t offset, size_t size);
+  // Reads a file's bytes straight from its blob into `out`; returns the byte count.
   // Thread-safe.
-  Result<ReadExtent> Locate(uint64_t ino, uint64_t offset, size_t size);
-  // The bytes of a read, from the group cache when there is one, else as Locate names
-  // them. Thread-safe.
-  Result<ReadData> Fetch(uint64_t ino, uint64_t offset, size_t size);
-  // Reads into `out` what Locate names; returns the byte count. Thread-safe.
   Result<size_t> Read(uint64_t ino, uint64_t offset, std::span<char> out);
   // user.gpufs.{group,blob,offset,size,class} on files; user.gpufs.{pid,source,format,
   // inodes} on the root, user.gpufs.control once set, and user.gpufs.stats (JSON counters)

@@ -53,8 +53,6 @@ void Init(void* userdata, fuse_conn_info* conn) {
   want(ctx.cache.no_open, FUSE_CAP_NO_OPENDIR_SUPPORT);
   want(ctx.cache.readdirplus, FUSE_CAP_READDIRPLUS);
   want(false, FUSE_CAP_READDIRPLUS_AUTO);  // plus on every listing: attrs are free here
-  want(ctx.cache.splice, FUSE_CAP_SPLICE_WRITE);
-  want(ctx.cache.splice, FUSE_CAP_SPLICE_MOVE);
   want(true, FUSE_CAP_PARALLEL_DIROPS);
   want(true, FUSE_CAP_ASYNC_READ);
   if (!ctx.on_init) return;
@@ -167,22 +165,9 @@ void ReadBody(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset) {
   auto& ctx = Ctx(req);
   auto fetched = ctx.fs->Fetch(ino, static_cast<uint64_t>(offset), size);
   if (!fetched) return ReplyError(req, fetched.error());
-  if (fetched->from_cache) {
-    // The kernel copies straight out of the pinned group; the pin ends with `fetched`.
-    fuse_reply_buf(req, fetched->cached.data(), fetched->cached.size());
-    return;
-  }
-  const ReadExtent& extent = fetched->extent;
-  if (extent.length == 0) return (void)fuse_reply_buf(req, nullptr, 0);
-  // Hand libfuse the descriptor rather than bytes: with splice the pages go from the
-  // blob's page cache to the kernel without passing through this process.
-  fuse_bufvec data{};
-  data.count = 1;
-  data.buf[0].size = extent.length;
-  data.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
-  data.buf[0].fd = extent.fd;
-  data.buf[0].pos = static_cast<off_t>(extent.offset);
-  fuse_reply_data(req, &data, ctx.cache.splice ? FUSE_BUF_SPLICE_MOVE : FUSE_BUF_NO_SPLICE);
+  // The kernel copies straight out of the pinned group (or the bytes read for this reply);
+  // the pin ends with `fetched`.
+  fuse_reply_buf(req, fetched->data(), fetched->size());
 }
 
 void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* /*fi*/) {

@@ -22,7 +22,6 @@ struct CachePolicy {
   bool keep_cache = true;   // keep page cache across opens
   bool readdirplus = true;  // attributes come with listings: no lookup per file
   bool no_open = true;      // open/opendir answered once with ENOSYS, then never sent
-  bool splice = true;       // move blob pages to the kernel without a user-space copy
 };
 
 // The userdata of a session. Owned by the caller of fuse_session_new; outlives the session.

@@ -108,15 +108,16 @@ TEST_F(FilesystemTest, ReadsBehaveLikeARegularFile) {
   EXPECT_EQ(fs_->Read(InoOf("cat"), 0, buffer).error().code, EISDIR);
 }
 
-TEST_F(FilesystemTest, LocatesReadsInsideTheBlob) {
-  auto extent = fs_->Locate(InoOf("dog/tiny.jpg"), 1, 100);
-  ASSERT_TRUE(extent.ok());
-  EXPECT_EQ(extent->offset, 13u);
-  EXPECT_EQ(extent->length, 3u);
-  char bytes[3];
-  ASSERT_EQ(pread(extent->fd, bytes, 3, static_cast<off_t>(extent->offset)), 3);
-  EXPECT_EQ(std::string(bytes, 3), "iny");
-  EXPECT_EQ(fs_->Locate(InoOf("dog/tiny.jpg"), 4, 1)->length, 0u);
+TEST_F(FilesystemTest, FetchesWholeRangesWithoutACache) {
+  auto bytes = fs_->Fetch(InoOf("dog/tiny.jpg"), 1, 100);
+  ASSERT_TRUE(bytes.ok());
+  EXPECT_EQ(std::string(bytes->data(), bytes->size()), "iny");
+  EXPECT_EQ(fs_->Fetch(InoOf("dog/tiny.jpg"), 4, 1)->size(), 0u);
+  // A blob that ends inside the range fails the read; it never comes back short.
+  truncate((dir_.path() / "filegroup-0.mytar").c_str(), 14);
+  auto cut = fs_->Fetch(InoOf("dog/tiny.jpg"), 0, 100);
+  ASSERT_FALSE(cut.ok());
+  EXPECT_EQ(cut.error().code, EIO);
 }
 
 TEST_F(FilesystemTest, ReportsAShortBlobAsAnIoError) {
@@ -209,7 +210,7 @@ TEST_F(FilesystemTest, VerifyRefusesADamagedMemberOnItsFirstRead) {
   EXPECT_EQ(hello.error().code, EIO);
   EXPECT_THAT(hello.error().message, ::testing::HasSubstr("cat/sub/hello.jpg"));
   EXPECT_EQ(ReadAll(InoOf("dog/tiny.jpg"), 0, 4), "tiny");
-  EXPECT_FALSE(fs_->Locate(InoOf("cat/sub/hello.jpg"), 0, 4).ok());
+  EXPECT_FALSE(fs_->Fetch(InoOf("cat/sub/hello.jpg"), 0, 4).ok());
 }
 
 TEST_F(FilesystemTest, ReportsTotalsInStatFs) {

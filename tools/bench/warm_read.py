@@ -41,7 +41,6 @@ VARIANTS = [
     ("  --open-calls", ["--open-calls"]),
     ("  --open-calls --no-keep-cache", ["--open-calls", "--no-keep-cache"]),
     ("  --no-readdirplus", ["--no-readdirplus"]),
-    ("  --no-splice", ["--no-splice"]),
     ("  --max-readahead 0 (128K)", ["--max-readahead", "0"]),
 ]
 
