@@ -115,6 +115,14 @@ int Detach() {
   return ready[1];
 }
 
+// In the foreground the log is the terminal's stderr, as the option promises (spdlog's
+// default logger writes to stdout).
+void UseForegroundLogging() {
+  auto logger = std::make_shared<spdlog::logger>(
+      "gpufsd", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  spdlog::set_default_logger(logger);
+}
+
 void UseDaemonLogging() {
   auto logger = spdlog::syslog_logger_mt("gpufsd-syslog", "gpufsd", LOG_PID);
   // The terminal hears only of problems; the rest goes to syslog.
@@ -276,6 +284,7 @@ int ServeUntilUnmounted(fuse_session* se, const MountArgs& args, const std::stri
 int RunMount(const MountArgs& args_in) {
   MountArgs args = args_in;
   if (args.debug) args.foreground = true;
+  if (args.foreground) UseForegroundLogging();
   RaiseFileLimit();
   auto dataset = OpenForMount(args);
   if (!dataset) return Refuse(dataset.error());

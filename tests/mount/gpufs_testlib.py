@@ -77,17 +77,21 @@ class Mount:
 
     def __enter__(self):
         read_end, write_end = os.pipe()
+        # A file, not a pipe: nobody reads the log until the end, and a full pipe would
+        # stop the daemon at its next log line.
+        self.log = tempfile.TemporaryFile(mode="w+")
         self.proc = subprocess.Popen(
             [GPUFSD, "mount", "-f", "--ready-fd", str(write_end), *self.options,
              self.source, self.mountpoint],
-            pass_fds=[write_end], stderr=subprocess.PIPE, text=True)
+            pass_fds=[write_end], stderr=self.log, text=True)
         os.close(write_end)
         ready, _, _ = select.select([read_end], [], [], 30)
         message = os.read(read_end, 16) if ready else b""
         os.close(read_end)
         if message != b"ready\n":
             self.proc.kill()
-            raise RuntimeError(f"gpufsd did not become ready: {self.proc.stderr.read()}")
+            self.proc.wait()
+            raise RuntimeError(f"gpufsd did not become ready: {self.stderr()}")
         return self.mountpoint
 
     def __exit__(self, *exc):
@@ -95,11 +99,16 @@ class Mount:
             result = run_gpufsd("unmount", self.mountpoint)
             assert result.returncode == 0, result.stderr
         status = self.proc.wait(timeout=30)
-        stderr = self.proc.stderr.read()
-        self.proc.stderr.close()
+        stderr = self.stderr()
+        self.log.close()
         os.rmdir(self.mountpoint)
         assert status == 0, f"gpufsd exited {status}: {stderr}"
         return False
+
+    def stderr(self):
+        """What the daemon has logged so far."""
+        self.log.seek(0)
+        return self.log.read()
 
 
 class MountedSampleCase(unittest.TestCase):

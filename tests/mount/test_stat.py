@@ -302,7 +302,7 @@ class Daemon(unittest.TestCase):
         finally:
             mount.proc.kill()
             mount.proc.wait(timeout=30)
-            mount.proc.stderr.close()
+            mount.log.close()
             subprocess.run(["fusermount3", "-u", "-z", mnt], capture_output=True)
             os.rmdir(mnt)
 
