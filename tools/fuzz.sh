@@ -70,7 +70,10 @@ for t in "${targets[@]}"; do
   mapfile -t found < <(find "$work" -maxdepth 1 -newer "$work/.started" -type f \
     \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) | sort)
   logs=("$work/run.log" "$work"/fuzz-*.log)  # the second is absent without --jobs
-  runs=$(awk '/stat::number_of_executed_units:/ { n += $2 } END { print n + 0 }' "${logs[@]}")
+  # Final stats, summed over jobs; fork mode prints none, only its "#<runs>:" progress.
+  runs=$(awk '/stat::number_of_executed_units:/ { n += $2 }
+    /^#[0-9]+/ { r = substr($1, 2) + 0; if (r > m) m = r }
+    END { print n ? n : m }' "${logs[@]}")
   if [ "$status" -eq 0 ] && [ ${#found[@]} -eq 0 ]; then
     echo "fuzz: $t: ok (${seconds}s, ${runs:-?} runs)"
     continue

@@ -5,10 +5,18 @@
 // (ShapeTree relies on that); the catalog built from it must be servable
 // (catalog_invariants.h). A walk that never ends is a finding too: libFuzzer's -timeout
 // reports it.
+//
+// Each header's checksum is made right before the walk (SealHeaders), for the reason the
+// native index target recomputes its checksums: a mutated header would almost always be
+// refused at its checksum, and a checksum anyone can compute is no defence.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fs/catalog.h"
@@ -22,6 +30,68 @@ namespace {
 
 // Small, so that the few files of a fuzzed archive still make several groups.
 constexpr uint64_t kGroupBytes = 4096;
+constexpr uint64_t kBlock = 512;
+
+// A header's size field as the walker reads it: octal text, or GNU base-256 when the top
+// bit of the first byte is set; nullopt when base-256 does not fit 64 bits.
+std::optional<uint64_t> HeaderSize(const uint8_t* block) {
+  const uint8_t* field = block + 124;
+  uint64_t v = 0;
+  if (field[0] & 0x80) {
+    v = field[0] & 0x7f;
+    for (size_t i = 1; i < 12; ++i) {
+      if (v >> 56) return std::nullopt;
+      v = (v << 8) | field[i];
+    }
+    return v;
+  }
+  size_t i = 0;
+  while (i < 12 && (field[i] == ' ' || field[i] == '\0')) ++i;
+  for (; i < 12 && field[i] >= '0' && field[i] <= '7'; ++i) v = v * 8 + (field[i] - '0');
+  return v;
+}
+
+// The size a pax record "<n> size=<v>\n" sets for the next entry, if any.
+std::optional<uint64_t> PaxSize(std::string_view records) {
+  const size_t at = records.find(" size=");
+  if (at == std::string_view::npos) return std::nullopt;
+  uint64_t v = 0;
+  for (size_t i = at + 6; i < records.size() && records[i] >= '0' && records[i] <= '9'; ++i) {
+    v = v * 10 + static_cast<uint64_t>(records[i] - '0');
+  }
+  return v;
+}
+
+// Writes the right checksum into every header of the archive in [begin, end), found as the
+// walker finds them, and into those of inner archives ("*.tar" entries). Stops where the
+// walker would, or where a size would wrap: what the walker does there is for it to get
+// right.
+void SealHeaders(std::vector<uint8_t>& bytes, uint64_t begin, uint64_t end, int depth) {
+  std::optional<uint64_t> pax_size;
+  for (uint64_t pos = begin; pos + kBlock <= end;) {
+    uint8_t* block = bytes.data() + pos;
+    if (std::all_of(block, block + kBlock, [](uint8_t b) { return b == 0; })) return;
+    uint64_t sum = 0;
+    for (size_t i = 0; i < kBlock; ++i) sum += (i >= 148 && i < 156) ? ' ' : block[i];
+    char field[9];
+    std::snprintf(field, sizeof(field), "%06o", static_cast<unsigned>(sum & 0777777));
+    std::memcpy(block + 148, field, 7);  // six digits and a NUL
+    block[155] = ' ';
+    std::optional<uint64_t> size = pax_size ? pax_size : HeaderSize(block);
+    pax_size.reset();
+    const uint64_t data = pos + kBlock;
+    if (!size || *size > end - data) return;
+    const char type = static_cast<char>(block[156]);
+    const std::string_view name(reinterpret_cast<const char*>(block),
+                                strnlen(reinterpret_cast<const char*>(block), 100));
+    if (type == 'x') {
+      pax_size = PaxSize({reinterpret_cast<const char*>(bytes.data() + data), *size});
+    } else if (depth == 0 && name.ends_with(".tar")) {
+      SealHeaders(bytes, data, data + *size, depth + 1);
+    }
+    pos = data + (*size + kBlock - 1) / kBlock * kBlock;
+  }
+}
 
 bool IsNormalizedPath(std::string_view path) {
   for (size_t pos = 0;;) {
@@ -73,7 +143,9 @@ DatasetSpec TarSpec(const TarListing& listing, TreeShape& shape) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace gpufs;
   static fuzz::MemFile file("archive.tar");
-  file.Assign(data, size);
+  std::vector<uint8_t> bytes(data, data + size);
+  fuzz::SealHeaders(bytes, 0, bytes.size(), 0);
+  file.Assign(bytes.data(), bytes.size());
   auto listing = ListTar(file.path());
   if (!listing) return 0;
   fuzz::CheckListing(*listing, size);
