@@ -8,9 +8,10 @@
 #   --jobs N   N fuzzing processes per target at once (libFuzzer -jobs=N -workers=N), each
 #              for SECONDS and sharing the corpus; their logs are
 #              build-fuzz/fuzz/TARGET/fuzz-<job>.log
-#   --fork N   libFuzzer's fork mode with N workers: one run of SECONDS that survives
-#              timeouts and out-of-memory inputs and keeps going (see -ignore_crashes)
-#   -- ...     further libFuzzer flags, e.g. -- -max_len=65536 -ignore_crashes=1
+#   --fork N   libFuzzer's fork mode, N child processes fuzzing in turns for SECONDS;
+#              with -- -ignore_crashes=1 -ignore_timeouts=1 it keeps going past findings
+#              and saves each, to collect several in one long run
+#   -- ...     further libFuzzer flags, e.g. -- -max_len=65536
 #
 # Each target reads the checked-in seeds in tests/fuzz/corpus/TARGET (never written to)
 # and adds what it discovers to build-fuzz/fuzz/TARGET/corpus, so a later run goes on
