@@ -1,0 +1,63 @@
+// Fuzzes the native index opener, OpenNativeIndex, on an index whose checksums are right.
+//
+// Both checksums and the file size in the header are recomputed over the fuzzed bytes
+// before the open. Otherwise nearly every mutation would be refused at the checksum, and
+// the checks behind it would never run; and a checksum proves nothing about who wrote the
+// index, so the opener must refuse a malicious index that carries valid ones. What it
+// accepts must be servable (catalog_invariants.h).
+#include <xxhash.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "fs/format/native_index.h"
+#include "tests/fuzz/catalog_invariants.h"
+#include "tests/fuzz/mem_file.h"
+
+namespace gpufs::fuzz {
+namespace {
+
+// The header fields rewritten here, at their offsets in native_index.cc's Header.
+constexpr size_t kHeaderSize = 160;
+constexpr size_t kFileSizeAt = 16;
+constexpr size_t kBodyChecksumAt = 24;
+constexpr size_t kHeaderChecksumAt = 152;
+
+void Put64(std::vector<uint8_t>& bytes, size_t at, uint64_t value) {
+  std::memcpy(bytes.data() + at, &value, sizeof(value));
+}
+
+// Makes the header's file size and both checksums agree with `bytes`.
+void Reseal(std::vector<uint8_t>& bytes) {
+  if (bytes.size() < kHeaderSize) return;
+  Put64(bytes, kFileSizeAt, bytes.size());
+  Put64(bytes, kBodyChecksumAt,
+        XXH3_64bits(bytes.data() + kHeaderSize, bytes.size() - kHeaderSize));
+  Put64(bytes, kHeaderChecksumAt, 0);
+  Put64(bytes, kHeaderChecksumAt, XXH3_64bits(bytes.data(), kHeaderSize));
+}
+
+void CheckOpened(const OpenedIndex& opened) {
+  std::vector<uint64_t> blob_sizes;
+  for (const BlobInfo& b : opened.info.blobs) blob_sizes.push_back(b.size);
+  Require(blob_sizes.size() == opened.catalog.blobs().size(),
+          "the index has not one size per blob");
+  CheckCatalog(opened.catalog, blob_sizes);
+}
+
+}  // namespace
+}  // namespace gpufs::fuzz
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace gpufs;
+  static fuzz::MemFile file("index.gpufs");
+  std::vector<uint8_t> bytes(data, data + size);
+  fuzz::Reseal(bytes);
+  file.Assign(bytes.data(), bytes.size());
+  auto opened = OpenNativeIndex(file.path());
+  if (!opened) return 0;
+  fuzz::CheckOpened(*opened);
+  return 0;
+}

@@ -1,0 +1,192 @@
+#!/usr/bin/python3
+"""Writes the seed corpus of the fuzz targets: small, real, valid inputs of each parser.
+
+    make_corpus.py [--gpufsd build/cli/gpufsd] [OUT]      (OUT: tests/fuzz/corpus)
+
+mytar/    metadata.txt texts: subfolders, commas and spaces in class names, CRLF, a split
+          folder in the dataset root
+native_index/  indexes written by the real packer (`gpufsd pack`, with and without splits
+          and alignment) and by `gpufsd index` of a mytar folder
+tar/      archives written by Python's tarfile: ustar, GNU and pax, long names, a tar of
+          per-class tars, hard and symbolic links, a replaced entry, a base-256 size
+control/  request lines of the control protocol (fs/control.h)
+
+The output is deterministic, so regenerating it changes nothing unless a format does.
+Files are named for what they hold; libFuzzer reads every file of a corpus folder.
+"""
+import argparse
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+
+MYTAR_TEXTS = {
+    "subfolders.txt": (
+        "2\ncat\ndog\n"
+        "filegroup-0.mytar,2\n0,dog,0,10,/data/train/dog/d1.jpg\n1,cat,10,5,/data/train/cat/sub/c1.jpg\n"
+        "filegroup-1.mytar,2\n0,cat,0,7,/data/train/cat/c2.jpg\n1,dog,7,3,/data/train/dog/d2.jpg\n"),
+    "commas.txt": (
+        "3\na\na,b\nc d\n"
+        "filegroup-0.mytar,3\n0,a,b,0,1,/r/a,b/x,1.jpg\n1,a,1,1,/r/a/y.jpg\n"
+        "2,c d,2,4,/r/c d/with space é.jpg\n"),
+    "crlf.txt": (
+        "1\r\ncat\r\nfilegroup-0.mytar,2\r\n0,cat,0,1,/d/cat/cat/a.jpg\r\n"
+        "1,cat,1,1,/d/cat/cat/b.jpg\r\n\r\n"),
+    "relative.txt": "1\ncat\nfilegroup-0.mytar,2\n0,cat,0,1,cat/a.jpg\n1,cat,1,1,cat//b.jpg\n",
+    "split_root.txt": (
+        "2\nn01440764\nn02102040\n"
+        "filegroup-0.mytar,2\n0,n02102040,0,2048,/imagenet/train/n02102040/n02102040_7.JPEG\n"
+        "1,n01440764,2048,1500,/imagenet/train/n01440764/sub/inner/n01440764_3.JPEG\n"
+        "filegroup-1.mytar,1\n0,n01440764,0,99,/imagenet/train/n01440764/-leading-dash.JPEG\n"),
+}
+
+CONTROL_REQUESTS = {
+    "stats.json": '{"op":"stats"}\n',
+    "residency.json": '{"op":"residency"}\n',
+    "residency_class.json": '{"op":"residency","path":"a","list":"all","by":"class"}\n',
+    "residency_group.json": '{"op":"residency","path":"/b b/","list":"kernel","by":"group"}\n',
+    "residency_file.json": '{"op":"residency","path":"c,d/v,1.jpg","list":"all","by":"none"}\n',
+    "bad_list.json": '{"op":"residency","list":"some"}\n',
+    "bad_type.json": '{"op":"residency","path":7}\n',
+    "unknown_op.json": '{"op":"mount"}\n',
+}
+
+
+def write(path, data):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+
+
+def make_tree(root, classes, per_class, splits=()):
+    """An ImageFolder tree of tiny files (their bytes do not matter to an index)."""
+    for split in splits or [""]:
+        for c, cls in enumerate(classes):
+            for i in range(per_class):
+                name = f"{cls}_{i}.jpg" if i != 1 else f"sub/{cls} {i}.jpg"
+                path = os.path.join(root, split, cls, name)
+                write(path, f"{split}{cls}{i}" * (c + i + 1))
+
+
+def gpufsd(binary, *args):
+    result = subprocess.run([binary, *args], capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(f"make_corpus: gpufsd {' '.join(args)} failed:\n{result.stderr}")
+
+
+def make_native(binary, work, out):
+    packs = {
+        "pack_classes.gpufs": ([], ["--group-size", "2"]),
+        "pack_splits.gpufs": (["train", "val"], ["--group-size", "3", "--splits", "yes"]),
+        "pack_aligned.gpufs": ([], ["--align", "4096", "--order", "class"]),
+    }
+    for name, (splits, options) in packs.items():
+        tree = os.path.join(work, name + ".tree")
+        make_tree(tree, ["a", "b,c", "d e"], 3, splits)
+        dest = os.path.join(work, name + ".out")
+        gpufsd(binary, "pack", tree, dest, "--seed", "1", *options)
+        shutil.copyfile(os.path.join(dest, "index.gpufs"), os.path.join(out, name))
+    mytar = os.path.join(work, "mytar")
+    text = MYTAR_TEXTS["subfolders.txt"]
+    write(os.path.join(mytar, "metadata.txt"), text)
+    write(os.path.join(mytar, "filegroup-0.mytar"), b"D" * 10 + b"C" * 5)
+    write(os.path.join(mytar, "filegroup-1.mytar"), b"c" * 7 + b"d" * 3)
+    os.utime(os.path.join(mytar, "metadata.txt"), (1700000000, 1700000000))
+    gpufsd(binary, "index", mytar)
+    shutil.copyfile(os.path.join(mytar, "index.gpufs"), os.path.join(out, "index_of_mytar.gpufs"))
+
+
+def tar_bytes(fmt, add_entries, pax_headers=None):
+    """An archive without tarfile's padding to 10 KiB records: the end marker ends it."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=fmt, pax_headers=pax_headers) as tar:
+        add_entries(tar)
+    return buffer.getvalue()[:tar.offset]
+
+
+def add_file(tar, name, data, kind=tarfile.REGTYPE, link=""):
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.linkname = link
+    info.size = len(data) if kind == tarfile.REGTYPE else 0
+    info.mtime = 1700000000
+    tar.addfile(info, io.BytesIO(data) if kind == tarfile.REGTYPE else None)
+
+
+def wrapped_tree(tar):
+    folder = tarfile.TarInfo("dataset/train")
+    folder.type = tarfile.DIRTYPE
+    tar.addfile(folder)
+    for split in ("train", "val"):
+        for cls in ("cat", "dog"):
+            add_file(tar, f"dataset/{split}/{cls}/{cls}_0.jpg", cls.encode() * 3)
+    add_file(tar, "dataset/labels.csv", b"cat,dog\n")
+
+
+def long_names(tar):
+    add_file(tar, "cls/" + "x" * 150 + ".jpg", b"long")
+    add_file(tar, "cls/" + "y" * 60 + "/" + "z" * 60 + ".jpg", b"prefixed")
+
+
+def links(tar):
+    add_file(tar, "cls/a.jpg", b"first")
+    add_file(tar, "cls/b.jpg", b"bbbb")
+    add_file(tar, "cls/a.jpg", b"replaced")
+    add_file(tar, "cls/hard.jpg", b"", tarfile.LNKTYPE, "cls/b.jpg")
+    add_file(tar, "cls/soft.jpg", b"", tarfile.SYMTYPE, "b.jpg")
+    add_file(tar, "./other/c.jpg", b"c")
+
+
+def nested(tar):
+    for cls in ("n01", "n02"):
+        inner = tar_bytes(tarfile.USTAR_FORMAT,
+                          lambda t: [add_file(t, f"{cls}_{i}.JPEG", b"%d" % i) for i in range(2)])
+        add_file(tar, cls + ".tar", inner)
+
+
+def with_base256_size(archive):
+    """The first header's size field rewritten in GNU base-256, the checksum redone."""
+    block = bytearray(archive[:512])
+    size = int(block[124:136].rstrip(b"\0 ") or b"0", 8)
+    block[124:136] = b"\x80" + size.to_bytes(11, "big")
+    block[148:156] = b" " * 8
+    block[148:156] = b"%06o\0 " % sum(block)
+    return bytes(block) + archive[512:]
+
+
+def make_tars(out):
+    archives = {
+        "ustar_wrapped.tar": tar_bytes(tarfile.USTAR_FORMAT, wrapped_tree),
+        "gnu_wrapped.tar": tar_bytes(tarfile.GNU_FORMAT, wrapped_tree),
+        "pax_wrapped.tar": tar_bytes(tarfile.PAX_FORMAT, wrapped_tree),
+        "gnu_long_names.tar": tar_bytes(tarfile.GNU_FORMAT, long_names),
+        "pax_long_names.tar": tar_bytes(tarfile.PAX_FORMAT, long_names, {"comment": "global"}),
+        "gnu_links.tar": tar_bytes(tarfile.GNU_FORMAT, links),
+        "nested.tar": tar_bytes(tarfile.USTAR_FORMAT, nested),
+    }
+    archives["gnu_base256_size.tar"] = with_base256_size(archives["gnu_links.tar"])
+    for name, data in archives.items():
+        write(os.path.join(out, name), data)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("out", nargs="?", default=os.path.join(os.path.dirname(__file__), "corpus"))
+    parser.add_argument("--gpufsd", default="build/cli/gpufsd")
+    args = parser.parse_args()
+    for name, text in MYTAR_TEXTS.items():
+        write(os.path.join(args.out, "mytar", name), text)
+    for name, text in CONTROL_REQUESTS.items():
+        write(os.path.join(args.out, "control", name), text)
+    make_tars(os.path.join(args.out, "tar"))
+    os.makedirs(os.path.join(args.out, "native_index"), exist_ok=True)
+    with tempfile.TemporaryDirectory() as work:
+        make_native(args.gpufsd, work, os.path.join(args.out, "native_index"))
+    print(f"make_corpus: wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
