@@ -7,6 +7,8 @@
 // error), then only residency file lines "<p|-><k|-> <size> <group> <class> <path>".
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -22,16 +24,19 @@
 #include "fs/control.h"
 #include "fs/filesystem.h"
 #include "tests/fuzz/catalog_invariants.h"
-#include "tests/fuzz/mem_file.h"
 
 namespace gpufs::fuzz {
 namespace {
 
-// Two groups of files with awkward names, in memfds: BlobFiles opens them as
-// /proc/self/fd/<fd>, so the dataset leaves nothing on disk.
+// Two groups of files with awkward names, in blob files of a private temporary folder
+// (the daemon opens blobs only beneath their folder, never through /proc's magic links),
+// removed when the fuzzer exits.
 class ServedDataset {
  public:
   ServedDataset() {
+    char dir[] = "/tmp/gpufs-fuzz-control-XXXXXX";
+    Require(mkdtemp(dir) != nullptr, "cannot make a temporary folder");
+    dir_ = dir;
     DatasetSpec spec;
     spec.index_file = "control-fuzz";
     spec.classes = {"a", "b b", "c,d"};
@@ -51,16 +56,14 @@ class ServedDataset {
           MemberSpec{f.path, f.class_id, f.group, contents[f.group].size(), f.size, 0, 0});
       contents[f.group].append(f.size, static_cast<char>('a' + spec.members.size()));
     }
-    std::vector<std::string> fd_names;
-    for (const std::string& bytes : contents) {
-      blob_fds_.push_back(std::make_unique<MemFile>("blob"));
-      blob_fds_.back()->Assign(bytes.data(), bytes.size());
-      fd_names.push_back(blob_fds_.back()->path().filename().string());
-      spec.groups.push_back(GroupSpec{fd_names.back(), 0, bytes.size(), 0});
+    for (size_t g = 0; g < contents.size(); ++g) {
+      const std::string name = "blob-" + std::to_string(g);
+      std::ofstream(dir_ / name, std::ios::binary) << contents[g];
+      spec.groups.push_back(GroupSpec{name, 0, contents[g].size(), 0});
     }
     catalog_ = std::make_unique<Catalog>(std::move(*Catalog::FromSpec(spec)));
     CheckCatalog(*catalog_);
-    blobs_ = std::make_unique<BlobFiles>("/proc/self/fd", fd_names);
+    blobs_ = std::make_unique<BlobFiles>(dir_, catalog_->blobs());
     arena_ = std::move(*PinnedArena::Create(1 << 20));
     cache_ = std::make_unique<GroupCache>(*catalog_, *blobs_, engine_, *arena_,
                                           MakePolicy("lru", {2, 2}, 4), CacheOptions{"lru", 0, 0});
@@ -70,10 +73,15 @@ class ServedDataset {
     fs_->Remember(Filesystem::InoOf(*catalog_->FindPath("a/x.jpg")));
   }
 
+  ~ServedDataset() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
   const Filesystem& fs() const { return *fs_; }
 
  private:
-  std::vector<std::unique_ptr<MemFile>> blob_fds_;
+  std::filesystem::path dir_;
   PreadEngine engine_{1};
   std::unique_ptr<Catalog> catalog_;
   std::unique_ptr<BlobFiles> blobs_;
