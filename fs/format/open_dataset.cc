@@ -38,7 +38,7 @@ Status StampBlobFiles(Dataset& d) {
     if (!stat) {
       result = Fail(stat.error().code, "cannot open blob {} (listed in {}): {}", path.string(),
                     d.index.string(), stat.error().message);
-      break;
+      continue;
     }
     const struct stat& st = *stat;
     if (!S_ISREG(st.st_mode)) {
@@ -63,7 +63,6 @@ Result<Dataset> OpenNative(const std::filesystem::path& dir, const std::string& 
   Dataset d{
       dir, std::move(opened->catalog), std::move(opened->info.blobs), format, index, MtimeOf(index),
       {}};
-  if (Status s = StampBlobFiles(d); !s) return s.error();
   return d;
 }
 
@@ -166,7 +165,6 @@ Result<Dataset> OpenTar(const std::filesystem::path& archive, const OpenOptions&
                                       ChecksumOf(archive.c_str(), archive.native().size()))};
   if (auto saved = OpenSavedTarIndex(archive, candidates, *stamp)) {
     saved->mtime = MtimeOf(archive);
-    if (Status s = StampBlobFiles(*saved); !s) return s.error();
     return std::move(*saved);
   }
   auto listing = ListTar(archive);
@@ -193,7 +191,6 @@ Result<Dataset> OpenTar(const std::filesystem::path& archive, const OpenOptions&
                                   shape->outside.size(), shape->outside.front()));
   }
   d.index = SaveTarIndex(d.catalog, info, candidates, d.notes);
-  if (Status s = StampBlobFiles(d); !s) return s.error();
   return d;
 }
 
@@ -206,11 +203,34 @@ Result<Dataset> OpenMytarText(const std::filesystem::path& dir) {
   if (!catalog) return catalog.error();
   Dataset d{dir, std::move(*catalog), {}, "mytar", spec->index_file, MtimeOf(spec->index_file), {}};
   for (const GroupSpec& g : spec->groups) d.blobs.push_back(BlobInfo{g.offset + g.size, 0});
-  if (Status s = StampBlobFiles(d); !s) return s.error();
   return d;
 }
 
-Result<Dataset> OpenDataset(const std::filesystem::path& src_in, const OpenOptions& options) {
+Catalog WithFileChecksums(const Catalog& catalog, const std::vector<uint64_t>& checksums) {
+  struct Storage {
+    Catalog base;  // keeps every other table alive
+    std::vector<FileExtent> files;
+  };
+  auto storage = std::make_shared<Storage>(
+      Storage{catalog, {catalog.tables().files.begin(), catalog.tables().files.end()}});
+  for (size_t i = 0; i < storage->files.size(); ++i) storage->files[i].checksum = checksums[i];
+  CatalogTables tables = catalog.tables();
+  tables.files = storage->files;
+  tables.has_checksums = true;
+  return Catalog(std::move(tables), std::move(storage));
+}
+
+std::filesystem::path DefaultCacheDir() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
+    return std::filesystem::path(xdg) / "gpufs";
+  }
+  const char* home = std::getenv("HOME");
+  return std::filesystem::path(home && *home ? home : "/tmp") / ".cache" / "gpufs";
+}
+
+namespace {
+
+Result<Dataset> OpenAnyFormat(const std::filesystem::path& src_in, const OpenOptions& options) {
   const std::filesystem::path src = std::filesystem::absolute(src_in).lexically_normal();
   std::error_code ec;
   if (std::filesystem::is_regular_file(src, ec)) {
@@ -238,26 +258,14 @@ Result<Dataset> OpenDataset(const std::filesystem::path& src_in, const OpenOptio
   return d;
 }
 
-Catalog WithFileChecksums(const Catalog& catalog, const std::vector<uint64_t>& checksums) {
-  struct Storage {
-    Catalog base;  // keeps every other table alive
-    std::vector<FileExtent> files;
-  };
-  auto storage = std::make_shared<Storage>(
-      Storage{catalog, {catalog.tables().files.begin(), catalog.tables().files.end()}});
-  for (size_t i = 0; i < storage->files.size(); ++i) storage->files[i].checksum = checksums[i];
-  CatalogTables tables = catalog.tables();
-  tables.files = storage->files;
-  tables.has_checksums = true;
-  return Catalog(std::move(tables), std::move(storage));
-}
+}  // namespace
 
-std::filesystem::path DefaultCacheDir() {
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
-    return std::filesystem::path(xdg) / "gpufs";
+Result<Dataset> OpenDataset(const std::filesystem::path& src, const OpenOptions& options) {
+  auto d = OpenAnyFormat(src, options);
+  if (d) {
+    if (Status s = StampBlobFiles(*d); !s) return s.error();
   }
-  const char* home = std::getenv("HOME");
-  return std::filesystem::path(home && *home ? home : "/tmp") / ".cache" / "gpufs";
+  return d;
 }
 
 }  // namespace gpufs
