@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstring>
@@ -168,6 +169,7 @@ class IndexChecker {
     const size_t n = t.nodes.size();
     if (n == 0 || !t.nodes[0].is_dir) return Bad("the root is missing");
     if (n > UINT32_MAX) return Bad("{} nodes are more than a catalog can number", n);
+    std::vector<bool> named(t.files.size());  // each file record belongs to one node
     for (size_t id = 0; id < n; ++id) {
       const CatalogNode& node = t.nodes[id];
       if (node.name_offset > t.names.size() || node.name_size > t.names.size() - node.name_offset) {
@@ -186,10 +188,16 @@ class IndexChecker {
           return Bad("node {} is not among the children of its folder {}", id, node.parent);
         }
       }
-      if (Status s = node.is_dir ? CheckChildren(t, static_cast<uint32_t>(id)) : CheckFile(t, id);
+      if (node.is_dir > 1)
+        return Bad("node {} has kind {}, neither file nor folder", id, node.is_dir);
+      if (Status s =
+              node.is_dir ? CheckChildren(t, static_cast<uint32_t>(id)) : CheckFile(t, id, named);
           !s) {
         return s;
       }
+    }
+    if (std::find(named.begin(), named.end(), false) != named.end()) {
+      return Bad("a file record belongs to no node");
     }
     return Ok{};
   }
@@ -230,8 +238,12 @@ class IndexChecker {
     return Ok{};
   }
 
-  Status CheckFile(const CatalogTables& t, size_t id) {
-    if (t.nodes[id].first >= t.files.size()) return Bad("node {} names a missing file record", id);
+  Status CheckFile(const CatalogTables& t, size_t id, std::vector<bool>& named) {
+    const uint32_t record = t.nodes[id].first;
+    if (record >= t.files.size()) return Bad("node {} names a missing file record", id);
+    if (named[record])
+      return Bad("node {} names file record {}, which another node names", id, record);
+    named[record] = true;
     return Ok{};
   }
 

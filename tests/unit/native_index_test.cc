@@ -206,6 +206,9 @@ TEST_F(HostileIndexTest, RefusesANodeOutsideItsParentsChildren) {
   nodes_[file].parent = Id("val/dog");  // a folder, but not the one listing it
   EXPECT_THAT(ErrorOf(base_->tables().blobs), HasSubstr("listed under the wrong folder"));
   SetUp();
+  nodes_[Id("val/cat/\xc3\xa9.jpg")].first = nodes_[file].first;  // two names, one record
+  EXPECT_THAT(ErrorOf(base_->tables().blobs), HasSubstr("which another node names"));
+  SetUp();
   nodes_[Id("train")].subdirs = 7;  // st_nlink would lie
   EXPECT_THAT(ErrorOf(base_->tables().blobs), HasSubstr("subfolders"));
 }
