@@ -110,33 +110,6 @@ std::optional<Dataset> OpenSavedTarIndex(const std::filesystem::path& archive,
   return std::nullopt;
 }
 
-// Groups are runs of members that lie next to each other in the archive.
-DatasetSpec TarSpec(const std::filesystem::path& archive, const TarListing& listing,
-                    TreeShape& shape, uint64_t group_bytes) {
-  DatasetSpec spec;
-  spec.index_file = archive;
-  spec.classes = shape.classes;
-  spec.folders = shape.folders;
-  std::vector<ShapedFile*> files;
-  for (ShapedFile& f : shape.files) files.push_back(&f);
-  std::stable_sort(files.begin(), files.end(), [&](const ShapedFile* a, const ShapedFile* b) {
-    return listing.entries[a->input].offset < listing.entries[b->input].offset;
-  });
-  const std::string blob = archive.filename().string();
-  for (const ShapedFile* f : files) {
-    const TarEntry& e = listing.entries[f->input];
-    if (spec.groups.empty() || e.offset + e.size - spec.groups.back().offset > group_bytes) {
-      spec.groups.push_back(GroupSpec{blob, e.offset, 0, 0});
-    }
-    GroupSpec& g = spec.groups.back();
-    g.size = std::max(g.size, e.offset + e.size - g.offset);
-    spec.members.push_back(MemberSpec{std::move(f->tree_path), f->class_id,
-                                      static_cast<uint32_t>(spec.groups.size() - 1), e.offset,
-                                      e.size, 0, static_cast<uint32_t>(f->input + 1)});
-  }
-  return spec;
-}
-
 // Saves the index beside the archive, else in the cache folder; says where, or why not.
 std::filesystem::path SaveTarIndex(const Catalog& catalog, const IndexInfo& info,
                                    const std::vector<std::filesystem::path>& candidates,
@@ -204,6 +177,32 @@ Result<Dataset> OpenMytarText(const std::filesystem::path& dir) {
   Dataset d{dir, std::move(*catalog), {}, "mytar", spec->index_file, MtimeOf(spec->index_file), {}};
   for (const GroupSpec& g : spec->groups) d.blobs.push_back(BlobInfo{g.offset + g.size, 0});
   return d;
+}
+
+DatasetSpec TarSpec(const std::filesystem::path& archive, const TarListing& listing,
+                    TreeShape& shape, uint64_t group_bytes) {
+  DatasetSpec spec;
+  spec.index_file = archive;
+  spec.classes = shape.classes;
+  spec.folders = shape.folders;
+  std::vector<ShapedFile*> files;
+  for (ShapedFile& f : shape.files) files.push_back(&f);
+  std::stable_sort(files.begin(), files.end(), [&](const ShapedFile* a, const ShapedFile* b) {
+    return listing.entries[a->input].offset < listing.entries[b->input].offset;
+  });
+  const std::string blob = archive.filename().string();
+  for (const ShapedFile* f : files) {
+    const TarEntry& e = listing.entries[f->input];
+    if (spec.groups.empty() || e.offset + e.size - spec.groups.back().offset > group_bytes) {
+      spec.groups.push_back(GroupSpec{blob, e.offset, 0, 0});
+    }
+    GroupSpec& g = spec.groups.back();
+    g.size = std::max(g.size, e.offset + e.size - g.offset);
+    spec.members.push_back(MemberSpec{std::move(f->tree_path), f->class_id,
+                                      static_cast<uint32_t>(spec.groups.size() - 1), e.offset,
+                                      e.size, 0, static_cast<uint32_t>(f->input + 1)});
+  }
+  return spec;
 }
 
 Catalog WithFileChecksums(const Catalog& catalog, const std::vector<uint64_t>& checksums) {

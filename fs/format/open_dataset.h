@@ -20,6 +20,8 @@
 #include "fs/catalog.h"
 #include "fs/error.h"
 #include "fs/format/native_index.h"
+#include "fs/format/tar.h"
+#include "fs/format/tree_shape.h"
 
 namespace gpufs {
 
@@ -43,6 +45,11 @@ Result<Dataset> OpenDataset(const std::filesystem::path& src, const OpenOptions&
 
 // The mytar dataset at `dir` parsed from its text, ignoring any index.gpufs.
 Result<Dataset> OpenMytarText(const std::filesystem::path& dir);
+
+// What a tar listing holds, shaped as a tree, as a dataset: groups are runs of members
+// that lie next to each other in the archive, up to `group_bytes` each.
+DatasetSpec TarSpec(const std::filesystem::path& archive, const TarListing& listing,
+                    TreeShape& shape, uint64_t group_bytes);
 
 // A copy of `catalog` whose members carry `checksums` (indexed like its file table).
 Catalog WithFileChecksums(const Catalog& catalog, const std::vector<uint64_t>& checksums);

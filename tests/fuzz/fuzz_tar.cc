@@ -1,5 +1,5 @@
 // Fuzzes the tar walker, ListTar, then the tree the daemon builds from its listing:
-// ShapeTree and Catalog::FromSpec, grouped as fs/format/open_dataset.cc's TarSpec groups.
+// ShapeTree and Catalog::FromSpec, grouped by TarSpec as a mount groups them.
 //
 // A listing must name only bytes inside the archive, under normalized relative paths
 // (ShapeTree relies on that); the catalog built from it must be servable
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "fs/catalog.h"
+#include "fs/format/open_dataset.h"
 #include "fs/format/tar.h"
 #include "fs/format/tree_shape.h"
 #include "tests/fuzz/catalog_invariants.h"
@@ -111,32 +112,6 @@ void CheckListing(const TarListing& listing, uint64_t archive_size) {
   }
 }
 
-// A copy of TarSpec in fs/format/open_dataset.cc: groups are runs of members that lie
-// next to each other in the archive.
-DatasetSpec TarSpec(const TarListing& listing, TreeShape& shape) {
-  DatasetSpec spec;
-  spec.index_file = "archive.tar";
-  spec.classes = shape.classes;
-  spec.folders = shape.folders;
-  std::vector<ShapedFile*> files;
-  for (ShapedFile& f : shape.files) files.push_back(&f);
-  std::stable_sort(files.begin(), files.end(), [&](const ShapedFile* a, const ShapedFile* b) {
-    return listing.entries[a->input].offset < listing.entries[b->input].offset;
-  });
-  for (const ShapedFile* f : files) {
-    const TarEntry& e = listing.entries[f->input];
-    if (spec.groups.empty() || e.offset + e.size - spec.groups.back().offset > kGroupBytes) {
-      spec.groups.push_back(GroupSpec{"archive.tar", e.offset, 0, 0});
-    }
-    GroupSpec& g = spec.groups.back();
-    g.size = std::max(g.size, e.offset + e.size - g.offset);
-    spec.members.push_back(MemberSpec{std::move(f->tree_path), f->class_id,
-                                      static_cast<uint32_t>(spec.groups.size() - 1), e.offset,
-                                      e.size, 0, static_cast<uint32_t>(f->input + 1)});
-  }
-  return spec;
-}
-
 }  // namespace
 }  // namespace gpufs::fuzz
 
@@ -157,7 +132,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz::Require(f.input < paths.size() && f.class_id < shape->classes.size(),
                   "ShapeTree names a missing path or class", f.input);
   }
-  auto catalog = Catalog::FromSpec(fuzz::TarSpec(*listing, *shape));
+  auto catalog = Catalog::FromSpec(TarSpec("archive.tar", *listing, *shape, fuzz::kGroupBytes));
   if (!catalog) return 0;
   // Every group lies in the one blob, the archive.
   const std::vector<uint64_t> blob_sizes(catalog->blobs().size(), size);
