@@ -118,8 +118,8 @@ int Detach() {
 // In the foreground the log is the terminal's stderr, as the option promises (spdlog's
 // default logger writes to stdout).
 void UseForegroundLogging() {
-  auto logger = std::make_shared<spdlog::logger>(
-      "gpufsd", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  auto logger =
+      std::make_shared<spdlog::logger>("gpufsd", std::make_shared<spdlog::sinks::stderr_sink_mt>());
   spdlog::set_default_logger(logger);
 }
 

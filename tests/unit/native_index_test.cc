@@ -181,7 +181,7 @@ TEST_F(HostileIndexTest, RefusesBlobNamesThatLeaveTheDatasetFolder) {
 TEST_F(HostileIndexTest, RefusesNodeNamesThatAreNotOneSegment) {
   const NodeId file = Id("train/cat/a.jpg");
   for (const std::string& bad : {std::string("x/y"), std::string(".."), std::string("."),
-                                std::string(""), std::string("a\0b", 3), std::string("a\nb")}) {
+                                 std::string(""), std::string("a\0b", 3), std::string("a\nb")}) {
     SetUp();
     EXPECT_THAT(WithNodeName(file, bad), HasSubstr("is invalid")) << bad;
   }
