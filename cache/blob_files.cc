@@ -127,9 +127,22 @@ Result<BlobFiles::Handle> BlobFiles::DirectFd(uint32_t blob) {
 Result<size_t> BlobFiles::ReadAt(uint32_t blob, uint64_t offset, void* buffer, size_t size) {
   auto fd = Fd(blob);
   if (!fd) return fd.error();
+  return PreadAll(blob, *fd, offset, buffer, size);
+}
+
+Result<size_t> BlobFiles::ReadToServe(uint32_t blob, uint64_t offset, void* buffer, size_t size) {
+  auto fd = Fd(blob);
+  if (!fd) return fd.error();
+  auto got = PreadAll(blob, *fd, offset, buffer, size);
+  posix_fadvise(*fd, static_cast<off_t>(offset), static_cast<off_t>(size), POSIX_FADV_DONTNEED);
+  return got;
+}
+
+Result<size_t> BlobFiles::PreadAll(uint32_t blob, int fd, uint64_t offset, void* buffer,
+                                   size_t size) const {
   size_t done = 0;
   while (done < size) {
-    const ssize_t n = pread(*fd, static_cast<char*>(buffer) + done, size - done,
+    const ssize_t n = pread(fd, static_cast<char*>(buffer) + done, size - done,
                             static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {

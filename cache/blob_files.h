@@ -49,6 +49,9 @@ class BlobFiles {
   // Reads exactly `size` bytes at `offset` of blob `blob` unless the blob ends first;
   // thread-safe. Returns the number of bytes read.
   Result<size_t> ReadAt(uint32_t blob, uint64_t offset, void* buffer, size_t size);
+  // ReadAt for bytes about to be served, which the kernel then caches as the served file:
+  // the range is dropped from the blob's page cache, which would hold a second copy.
+  Result<size_t> ReadToServe(uint32_t blob, uint64_t offset, void* buffer, size_t size);
 
   // What the mount saw of `blob`, or null when it was given nothing to check.
   const BlobInfo* Expected(uint32_t blob) const;
@@ -59,6 +62,7 @@ class BlobFiles {
  private:
   Result<int> Open(uint32_t blob, int flags);
   Status CheckUnchanged(uint32_t blob, int fd) const;
+  Result<size_t> PreadAll(uint32_t blob, int fd, uint64_t offset, void* buffer, size_t size) const;
 
   std::filesystem::path dir_;
   int dir_fd_ = -1;  // O_PATH; blobs are opened beneath it

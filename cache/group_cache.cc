@@ -146,12 +146,7 @@ Result<CachedBytes> GroupCache::ReadMember(NodeId file, uint64_t offset, size_t 
   const uint32_t blob = catalog_.Group(f.group).blob;
   CachedBytes bytes;
   bytes.owned_ = std::make_unique<char[]>(size);
-  auto got = blobs_.ReadAt(blob, f.offset + offset, bytes.owned_.get(), size);
-  // The kernel keeps the served file; the blob's copy of the same bytes would be a second.
-  if (auto fd = blobs_.Fd(blob)) {
-    posix_fadvise(*fd, static_cast<off_t>(f.offset + offset), static_cast<off_t>(size),
-                  POSIX_FADV_DONTNEED);
-  }
+  auto got = blobs_.ReadToServe(blob, f.offset + offset, bytes.owned_.get(), size);
   if (!got || *got != size) {
     ++counters_.io_errors;
     return got ? Fail(EIO, "cannot read {}: blob {} ends early", catalog_.PathOf(file),

@@ -197,16 +197,11 @@ Result<size_t> Filesystem::Read(uint64_t ino, uint64_t offset, std::span<char> o
   const FileExtent& file = catalog_.Extent(*id);
   if (offset >= file.size) return size_t{0};
   const size_t length = static_cast<size_t>(std::min<uint64_t>(out.size(), file.size - offset));
-  auto got = blobs_.ReadAt(BlobOf(file), file.offset + offset, out.data(), length);
+  auto got = blobs_.ReadToServe(BlobOf(file), file.offset + offset, out.data(), length);
   if (!got) return got.error();
   if (*got != length) {
     return Fail(EIO, "cannot read {}: blob {} ends early", catalog_.PathOf(*id),
                 blobs_.PathOf(BlobOf(file)).string());
-  }
-  // The kernel keeps the served file; the blob's copy of the same bytes would be a second.
-  if (auto fd = blobs_.Fd(BlobOf(file))) {
-    posix_fadvise(*fd, static_cast<off_t>(file.offset + offset), static_cast<off_t>(length),
-                  POSIX_FADV_DONTNEED);
   }
   return *got;
 }
