@@ -14,7 +14,7 @@
 #include <mutex>
 #include <optional>
 
-#include "fs/error.h"
+#include "dataset/error.h"
 
 namespace gpufs {
 

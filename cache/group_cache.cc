@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "fs/format/checksums.h"
+#include "dataset/format/checksums.h"
 
 namespace gpufs {
 namespace {

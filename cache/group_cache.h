@@ -35,11 +35,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/arena.h"
-#include "cache/blob_files.h"
-#include "cache/io_engine.h"
+#include "source/blob_files.h"
+#include "source/io_engine.h"
 #include "cache/policy.h"
-#include "fs/catalog.h"
-#include "fs/error.h"
+#include "dataset/catalog.h"
+#include "dataset/error.h"
 
 namespace gpufs {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "fs/error.h"
+#include "dataset/error.h"
 
 namespace gpufs {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <thread>
 
-#include "fs/error.h"
+#include "dataset/error.h"
 #include "fs/filesystem.h"
 
 namespace gpufs {

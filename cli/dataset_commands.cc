@@ -3,10 +3,10 @@
 #include <fmt/format.h>
 
 #include "cli/progress_bar.h"
-#include "fs/format/checksums.h"
-#include "fs/format/mytar.h"
-#include "fs/format/native_index.h"
-#include "fs/format/open_dataset.h"
+#include "dataset/format/checksums.h"
+#include "dataset/format/mytar.h"
+#include "dataset/format/native_index.h"
+#include "dataset/format/open_dataset.h"
 
 namespace gpufs {
 namespace {

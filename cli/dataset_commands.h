@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "fs/format/pack_writer.h"
+#include "dataset/format/pack_writer.h"
 
 namespace gpufs {
 

@@ -23,16 +23,16 @@
 #include <thread>
 
 #include "cache/arena.h"
-#include "cache/blob_files.h"
+#include "source/blob_files.h"
 #include "cache/group_cache.h"
-#include "cache/io_engine.h"
+#include "source/io_engine.h"
 #include "cache/policy.h"
 #include "cli/control_server.h"
 #include "cli/metrics_server.h"
 #include "cli/stat_source.h"
-#include "fs/catalog.h"
+#include "dataset/catalog.h"
 #include "fs/filesystem.h"
-#include "fs/format/open_dataset.h"
+#include "dataset/format/open_dataset.h"
 #include "gpu/staging.h"
 
 namespace gpufs {

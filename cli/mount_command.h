@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "fs/fuse_ops.h"
+#include "fuse/fuse_ops.h"
 
 namespace gpufs {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <thread>
 
-#include "fs/format/progress.h"
+#include "dataset/format/progress.h"
 
 namespace gpufs {
 

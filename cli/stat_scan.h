@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "fs/error.h"
+#include "dataset/error.h"
 #include "fs/residency.h"
 
 namespace gpufs {

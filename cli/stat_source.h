@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fs/error.h"
+#include "dataset/error.h"
 
 namespace gpufs {
 

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <array>
 
-#include "fs/format/checksums.h"
-#include "fs/format/name_rules.h"
+#include "dataset/format/checksums.h"
+#include "dataset/format/name_rules.h"
 
 namespace gpufs {
 namespace {

@@ -18,10 +18,10 @@
 #include <string>
 #include <string_view>
 
-#include "cache/blob_files.h"
+#include "source/blob_files.h"
 #include "cache/group_cache.h"
-#include "fs/catalog.h"
-#include "fs/error.h"
+#include "dataset/catalog.h"
+#include "dataset/error.h"
 
 namespace gpufs {
 

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "cache/page_cache.h"
-#include "fs/catalog.h"
-#include "fs/error.h"
+#include "dataset/catalog.h"
+#include "dataset/error.h"
 #include "fs/filesystem.h"
 
 namespace gpufs {

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "fs/error.h"
+#include "dataset/error.h"
 #include "gpu/staging.h"
 
 namespace gpufs::gpu {

@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "fs/error.h"
+#include "dataset/error.h"
 
 namespace gpufs::gpu {
 

@@ -18,7 +18,7 @@
 #include <functional>
 #include <random>
 
-#include "fs/format/open_dataset.h"
+#include "dataset/format/open_dataset.h"
 #include "gpu/batch.h"
 
 namespace {

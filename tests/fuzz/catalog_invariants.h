@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "fs/catalog.h"
+#include "dataset/catalog.h"
 
 namespace gpufs::fuzz {
 
@@ -31,7 +31,7 @@ inline void Require(bool ok, const char* what, uint64_t at = 0) {
 }
 
 // A name that lookup(2) and readdir(3) can carry: one path component of NAME_MAX bytes
-// at most. Written out here rather than taken from fs/format/name_rules.h, whose rules
+// at most. Written out here rather than taken from dataset/format/name_rules.h, whose rules
 // are among what is being checked.
 inline bool IsPathComponent(std::string_view name) {
   return !name.empty() && name.size() <= 255 && name != "." && name != ".." &&

@@ -17,10 +17,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/arena.h"
-#include "cache/blob_files.h"
+#include "source/blob_files.h"
 #include "cache/group_cache.h"
-#include "cache/io_engine.h"
-#include "fs/catalog.h"
+#include "source/io_engine.h"
+#include "dataset/catalog.h"
 #include "fs/control.h"
 #include "fs/filesystem.h"
 #include "tests/fuzz/catalog_invariants.h"

@@ -5,8 +5,8 @@
 #include <string>
 #include <string_view>
 
-#include "fs/catalog.h"
-#include "fs/format/mytar.h"
+#include "dataset/catalog.h"
+#include "dataset/format/mytar.h"
 #include "tests/fuzz/catalog_invariants.h"
 
 namespace gpufs::fuzz {

@@ -12,7 +12,7 @@
 #include <cstring>
 #include <vector>
 
-#include "fs/format/native_index.h"
+#include "dataset/format/native_index.h"
 #include "tests/fuzz/catalog_invariants.h"
 #include "tests/fuzz/mem_file.h"
 

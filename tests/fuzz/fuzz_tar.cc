@@ -19,10 +19,10 @@
 #include <string_view>
 #include <vector>
 
-#include "fs/catalog.h"
-#include "fs/format/open_dataset.h"
-#include "fs/format/tar.h"
-#include "fs/format/tree_shape.h"
+#include "dataset/catalog.h"
+#include "dataset/format/open_dataset.h"
+#include "dataset/format/tar.h"
+#include "dataset/format/tree_shape.h"
 #include "tests/fuzz/catalog_invariants.h"
 #include "tests/fuzz/mem_file.h"
 

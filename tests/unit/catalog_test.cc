@@ -1,4 +1,4 @@
-#include "fs/catalog.h"
+#include "dataset/catalog.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -9,9 +9,9 @@
 #include <fstream>
 #include <map>
 
-#include "fs/format/checksums.h"
-#include "fs/format/mytar.h"
-#include "fs/format/open_dataset.h"
+#include "dataset/format/checksums.h"
+#include "dataset/format/mytar.h"
+#include "dataset/format/open_dataset.h"
 #include "tests/unit/temp_dir.h"
 
 namespace gpufs {

@@ -11,7 +11,7 @@
 #include <future>
 #include <thread>
 
-#include "fs/format/checksums.h"
+#include "dataset/format/checksums.h"
 #include "tests/unit/temp_dir.h"
 
 namespace gpufs {

@@ -1,4 +1,4 @@
-#include "fs/format/mytar.h"
+#include "dataset/format/mytar.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,11 +1,11 @@
-#include "fs/format/native_index.h"
+#include "dataset/format/native_index.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
 
-#include "fs/format/file_io.h"
+#include "dataset/format/file_io.h"
 #include "tests/unit/temp_dir.h"
 
 namespace gpufs {

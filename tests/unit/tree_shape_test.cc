@@ -1,4 +1,4 @@
-#include "fs/format/tree_shape.h"
+#include "dataset/format/tree_shape.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

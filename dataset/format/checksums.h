@@ -1,0 +1,59 @@
+// Reads every group of a dataset once, sequentially, and computes the XXH3-64 of each
+// member and of each blob that a group covers whole. `gpufsd index` stores the result;
+// `gpufsd verify` and the daemon's --verify compare against it.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "dataset/catalog.h"
+#include "dataset/error.h"
+#include "dataset/format/progress.h"
+
+struct XXH3_state_s;  // xxhash.h's streaming state, kept out of this header
+
+namespace gpufs {
+
+struct DatasetChecksums {
+  std::vector<uint64_t> files;  // indexed like the catalog's file table
+  std::vector<uint64_t> blobs;  // indexed like Catalog::blobs(); 0 when not whole in a group
+  std::vector<uint64_t> blob_sizes;
+  std::vector<std::string> unreadable;  // "<blob>: <reason>" for blobs that could not be read
+};
+
+// Hashes on `threads` threads; a blob that cannot be read is recorded, not fatal, so that
+// a verify names every damaged file rather than the first.
+DatasetChecksums ComputeChecksums(const Catalog& catalog, const std::filesystem::path& dir,
+                                  unsigned threads, Progress& progress);
+
+// A damaged member or blob, as verify reports it.
+struct Damage {
+  std::string path;  // the file in the tree, or the blob
+  std::string reason;
+};
+
+// Compares computed checksums with those the catalog (and its blob table) holds.
+std::vector<Damage> CompareChecksums(const Catalog& catalog,
+                                     const std::vector<uint64_t>& stored_blobs,
+                                     const DatasetChecksums& computed);
+
+// The XXH3-64 of `size` bytes; what a member's checksum is.
+uint64_t ChecksumOf(const void* data, size_t size);
+
+// The same checksum over bytes that arrive in pieces.
+class ChecksumStream {
+ public:
+  ChecksumStream();
+  ~ChecksumStream();
+  ChecksumStream(const ChecksumStream&) = delete;
+  ChecksumStream& operator=(const ChecksumStream&) = delete;
+  void Update(const char* data, size_t size);
+  uint64_t Digest() const;
+
+ private:
+  ::XXH3_state_s* state_;
+};
+
+}  // namespace gpufs

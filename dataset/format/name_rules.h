@@ -1,0 +1,25 @@
+// Which names may appear in the tree. Names are arbitrary bytes (UTF-8 in practice) as
+// long as the kernel can represent them as one path component.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "dataset/error.h"
+
+namespace gpufs {
+
+inline constexpr size_t kNameMax = 255;  // NAME_MAX: longest path component
+
+// Empty when `name` is a valid single component, else why it is not.
+std::string_view NameProblem(std::string_view name);
+
+// `name` with NUL and control bytes (and the backslash) written as \xNN, for messages and logs: a
+// name from an untrusted dataset must not be able to forge a log line.
+std::string Printable(std::string_view name);
+
+// Joins the non-empty '/'-separated segments of `path`, refusing '.', '..' and overlong
+// segments. `path` must name at least one segment.
+Result<std::string> NormalizeRelativePath(std::string_view path);
+
+}  // namespace gpufs

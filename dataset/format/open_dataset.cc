@@ -1,0 +1,270 @@
+#include "dataset/format/open_dataset.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "dataset/format/checksums.h"
+#include "dataset/format/file_io.h"
+#include "dataset/format/mytar.h"
+#include "dataset/format/tar.h"
+#include "dataset/format/tree_shape.h"
+
+namespace gpufs {
+namespace {
+
+struct timespec MtimeOf(const std::filesystem::path& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 ? st.st_mtim : timespec{};
+}
+
+// Each blob must be a regular file inside the dataset folder (no link out of it) with
+// the size the index expects. Its modification time is recorded, so that the daemon can
+// tell a blob that changes while mounted from the one it was given.
+Status StampBlobFiles(Dataset& d) {
+  const int dir_fd = open(d.dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) {
+    return Fail(errno, "cannot open dataset folder {}: {}", d.dir.string(), strerror(errno));
+  }
+  Status result = Ok{};
+  for (size_t b = 0; b < d.blobs.size() && result; ++b) {
+    const std::string& name = d.catalog.blobs()[b];
+    const std::filesystem::path path = d.dir / name;
+    auto stat = StatBeneath(dir_fd, name);
+    if (!stat) {
+      result = Fail(stat.error().code, "cannot open blob {} (listed in {}): {}", path.string(),
+                    d.index.string(), stat.error().message);
+      continue;
+    }
+    const struct stat& st = *stat;
+    if (!S_ISREG(st.st_mode)) {
+      result = Fail(EINVAL, "cannot use blob {} (listed in {}): not a regular file", path.string(),
+                    d.index.string());
+    } else if (static_cast<uint64_t>(st.st_size) != d.blobs[b].size) {
+      const bool shorter = static_cast<uint64_t>(st.st_size) < d.blobs[b].size;
+      result = Fail(EINVAL, "cannot use blob {}: it is {} bytes but {} says {}; {}", path.string(),
+                    st.st_size, d.index.string(), d.blobs[b].size,
+                    shorter ? "it is truncated" : "it changed since the index was written");
+    }
+    d.blobs[b].mtime_ns = st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec;
+  }
+  close(dir_fd);
+  return result;
+}
+
+Result<Dataset> OpenNative(const std::filesystem::path& dir, const std::string& format) {
+  const std::filesystem::path index = dir / kNativeIndexName;
+  auto opened = OpenNativeIndex(index);
+  if (!opened) return opened.error();
+  Dataset d{
+      dir, std::move(opened->catalog), std::move(opened->info.blobs), format, index, MtimeOf(index),
+      {}};
+  return d;
+}
+
+// The mytar folder's own index, when it describes metadata.txt as it is now.
+std::optional<Result<Dataset>> OpenMytarIndex(const std::filesystem::path& dir,
+                                              std::vector<std::string>& notes) {
+  std::error_code ec;
+  if (!std::filesystem::exists(dir / kNativeIndexName, ec)) return std::nullopt;
+  auto opened = OpenNativeIndex(dir / kNativeIndexName);
+  auto now = StampOf(dir / kMytarIndexName);
+  if (!opened || !now || !(opened->info.source == *now)) {
+    notes.push_back(fmt::format(
+        "{} does not match {}; parsing the text instead (run `gpufsd "
+        "index {}` to rebuild it)",
+        (dir / kNativeIndexName).string(), (dir / kMytarIndexName).string(), dir.string()));
+    return std::nullopt;
+  }
+  return OpenNative(dir, "mytar+index");
+}
+
+std::string IndexNameFor(const std::filesystem::path& archive) {
+  return archive.filename().string() + ".gpufs-index";
+}
+
+// A saved index of `archive`, beside it or in the cache, that still matches it.
+std::optional<Dataset> OpenSavedTarIndex(const std::filesystem::path& archive,
+                                         const std::vector<std::filesystem::path>& candidates,
+                                         const SourceStamp& stamp) {
+  std::error_code ec;
+  for (const auto& path : candidates) {
+    if (!std::filesystem::exists(path, ec)) continue;
+    auto opened = OpenNativeIndex(path);
+    if (!opened || !(opened->info.source == stamp) || opened->catalog.blobs().size() != 1 ||
+        opened->catalog.blobs()[0] != archive.filename().string()) {
+      continue;  // stale or foreign: it will be rebuilt over
+    }
+    return Dataset{archive.parent_path(),
+                   std::move(opened->catalog),
+                   std::move(opened->info.blobs),
+                   "tar",
+                   path,
+                   {},
+                   {}};
+  }
+  return std::nullopt;
+}
+
+// Saves the index beside the archive, else in the cache folder; says where, or why not.
+std::filesystem::path SaveTarIndex(const Catalog& catalog, const IndexInfo& info,
+                                   const std::vector<std::filesystem::path>& candidates,
+                                   std::vector<std::string>& notes) {
+  std::string failures;
+  for (const auto& path : candidates) {
+    std::error_code ec;
+    std::filesystem::create_directories(path.parent_path(), ec);
+    Status s = WriteNativeIndex(catalog, info, path);
+    if (s) return path;
+    failures += (failures.empty() ? "" : "; ") + s.error().message;
+  }
+  notes.push_back(
+      fmt::format("the archive's index could not be saved, so the next mount "
+                  "reads the archive again ({})",
+                  failures));
+  return {};
+}
+
+Result<Dataset> OpenTar(const std::filesystem::path& archive, const OpenOptions& options) {
+  auto stamp = StampOf(archive);
+  if (!stamp) return stamp.error();
+  const std::vector<std::filesystem::path> candidates = {
+      archive.parent_path() / IndexNameFor(archive),
+      options.cache_dir / fmt::format("{}-{:016x}.gpufs-index", archive.filename().string(),
+                                      ChecksumOf(archive.c_str(), archive.native().size()))};
+  if (auto saved = OpenSavedTarIndex(archive, candidates, *stamp)) {
+    saved->mtime = MtimeOf(archive);
+    return std::move(*saved);
+  }
+  auto listing = ListTar(archive);
+  if (!listing) return listing.error();
+  std::vector<std::string> paths;
+  for (const TarEntry& e : listing->entries) paths.push_back(e.path);
+  auto shape = ShapeTree(paths, SplitMode::kAuto, true, archive.string());
+  if (!shape) return shape.error();
+  auto catalog = Catalog::FromSpec(TarSpec(archive, *listing, *shape, options.tar_group_bytes));
+  if (!catalog) return catalog.error();
+  IndexInfo info;
+  info.source = *stamp;
+  info.blobs = {BlobInfo{stamp->size, 0}};
+  Dataset d{
+      archive.parent_path(), std::move(*catalog), info.blobs, "tar", {}, MtimeOf(archive), {}};
+  if (listing->skipped) {
+    d.notes.push_back(
+        fmt::format("{} links, devices or fifos in the archive have no bytes to "
+                    "serve and are not shown",
+                    listing->skipped));
+  }
+  if (!shape->outside.empty()) {
+    d.notes.push_back(fmt::format("{} files outside class folders are not shown (first: {})",
+                                  shape->outside.size(), shape->outside.front()));
+  }
+  d.index = SaveTarIndex(d.catalog, info, candidates, d.notes);
+  return d;
+}
+
+}  // namespace
+
+Result<Dataset> OpenMytarText(const std::filesystem::path& dir) {
+  auto spec = ReadMytarDataset(dir);
+  if (!spec) return spec.error();
+  auto catalog = Catalog::FromSpec(*spec);
+  if (!catalog) return catalog.error();
+  Dataset d{dir, std::move(*catalog), {}, "mytar", spec->index_file, MtimeOf(spec->index_file), {}};
+  for (const GroupSpec& g : spec->groups) d.blobs.push_back(BlobInfo{g.offset + g.size, 0});
+  return d;
+}
+
+DatasetSpec TarSpec(const std::filesystem::path& archive, const TarListing& listing,
+                    TreeShape& shape, uint64_t group_bytes) {
+  DatasetSpec spec;
+  spec.index_file = archive;
+  spec.classes = shape.classes;
+  spec.folders = shape.folders;
+  std::vector<ShapedFile*> files;
+  for (ShapedFile& f : shape.files) files.push_back(&f);
+  std::stable_sort(files.begin(), files.end(), [&](const ShapedFile* a, const ShapedFile* b) {
+    return listing.entries[a->input].offset < listing.entries[b->input].offset;
+  });
+  const std::string blob = archive.filename().string();
+  for (const ShapedFile* f : files) {
+    const TarEntry& e = listing.entries[f->input];
+    if (spec.groups.empty() || e.offset + e.size - spec.groups.back().offset > group_bytes) {
+      spec.groups.push_back(GroupSpec{blob, e.offset, 0, 0});
+    }
+    GroupSpec& g = spec.groups.back();
+    g.size = std::max(g.size, e.offset + e.size - g.offset);
+    spec.members.push_back(MemberSpec{std::move(f->tree_path), f->class_id,
+                                      static_cast<uint32_t>(spec.groups.size() - 1), e.offset,
+                                      e.size, 0, static_cast<uint32_t>(f->input + 1)});
+  }
+  return spec;
+}
+
+Catalog WithFileChecksums(const Catalog& catalog, const std::vector<uint64_t>& checksums) {
+  struct Storage {
+    Catalog base;  // keeps every other table alive
+    std::vector<FileExtent> files;
+  };
+  auto storage = std::make_shared<Storage>(
+      Storage{catalog, {catalog.tables().files.begin(), catalog.tables().files.end()}});
+  for (size_t i = 0; i < storage->files.size(); ++i) storage->files[i].checksum = checksums[i];
+  CatalogTables tables = catalog.tables();
+  tables.files = storage->files;
+  tables.has_checksums = true;
+  return Catalog(std::move(tables), std::move(storage));
+}
+
+std::filesystem::path DefaultCacheDir() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
+    return std::filesystem::path(xdg) / "gpufs";
+  }
+  const char* home = std::getenv("HOME");
+  return std::filesystem::path(home && *home ? home : "/tmp") / ".cache" / "gpufs";
+}
+
+namespace {
+
+Result<Dataset> OpenAnyFormat(const std::filesystem::path& src_in, const OpenOptions& options) {
+  const std::filesystem::path src = std::filesystem::absolute(src_in).lexically_normal();
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(src, ec)) {
+    // The archive is the blob, opened beneath its folder: that of the file, not of a link.
+    if (LooksLikeTar(src)) return OpenTar(std::filesystem::canonical(src, ec), options);
+    return Fail(EINVAL,
+                "cannot open dataset {}: not a folder nor an uncompressed tar archive "
+                "(decompress .tar.gz and the like first)",
+                src.string());
+  }
+  if (std::filesystem::exists(src / kNativeIndexName, ec) &&
+      !std::filesystem::is_regular_file(src / kNativeIndexName, ec)) {
+    return Fail(EINVAL, "cannot open dataset {}: {} is not a regular file", src.string(),
+                (src / kNativeIndexName).string());
+  }
+  const bool native = std::filesystem::is_regular_file(src / kNativeIndexName, ec) &&
+                      !std::filesystem::exists(src / kMytarIndexName, ec);
+  if (native) return OpenNative(src, "native");
+  auto dir = ResolveMytarDir(src, options.group_size);
+  if (!dir) return dir.error();
+  std::vector<std::string> notes;
+  auto indexed = OpenMytarIndex(*dir, notes);
+  Result<Dataset> d = indexed ? std::move(*indexed) : OpenMytarText(*dir);
+  if (d) d->notes.insert(d->notes.end(), notes.begin(), notes.end());
+  return d;
+}
+
+}  // namespace
+
+Result<Dataset> OpenDataset(const std::filesystem::path& src, const OpenOptions& options) {
+  auto d = OpenAnyFormat(src, options);
+  if (d) {
+    if (Status s = StampBlobFiles(*d); !s) return s.error();
+  }
+  return d;
+}
+
+}  // namespace gpufs

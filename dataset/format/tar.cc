@@ -1,0 +1,294 @@
+#include "dataset/format/tar.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <unordered_map>
+
+#include "dataset/format/name_rules.h"
+
+namespace gpufs {
+namespace {
+
+constexpr uint64_t kBlock = 512;
+
+uint64_t RoundUp(uint64_t n) { return (n + kBlock - 1) / kBlock * kBlock; }
+
+std::string_view Field(const char* block, size_t offset, size_t size) {
+  std::string_view field(block + offset, size);
+  return field.substr(0, field.find('\0'));
+}
+
+// Octal, space/NUL padded; or base-256 (GNU) when the top bit of the first byte is set.
+// False for anything else: a negative base-256 number, a value past 63 bits, a field with
+// no digits or with garbage between them. A lenient reader here is how a damaged header
+// turns into a size that wraps the walk back to the archive's start.
+bool ParseNumber(const char* p, size_t size, uint64_t* out) {
+  const auto* u = reinterpret_cast<const unsigned char*>(p);
+  if (u[0] & 0x80) {
+    if (u[0] & 0x40) return false;  // negative
+    uint64_t v = u[0] & 0x3f;
+    for (size_t i = 1; i < size; ++i) {
+      if (v >> 55) return false;
+      v = (v << 8) | u[i];
+    }
+    *out = v;
+    return true;
+  }
+  // Leading spaces, octal digits, then only spaces and NULs; a blank field reads as 0.
+  size_t i = 0;
+  while (i < size && p[i] == ' ') ++i;
+  uint64_t v = 0;
+  for (; i < size && p[i] >= '0' && p[i] <= '7'; ++i) {
+    if (v >> 60) return false;
+    v = v * 8 + static_cast<uint64_t>(p[i] - '0');
+  }
+  for (; i < size; ++i) {
+    if (p[i] != ' ' && p[i] != '\0') return false;
+  }
+  *out = v;
+  return true;
+}
+
+// A decimal number of a pax record: digits only, no sign, no overflow.
+bool ParseDecimal(std::string_view text, uint64_t* out) {
+  if (text.empty()) return false;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
+  return ec == std::errc() && end == text.data() + text.size();
+}
+
+bool ChecksumOk(const char* block) {
+  uint64_t stored = 0;
+  if (!ParseNumber(block + 148, 8, &stored)) return false;
+  uint64_t sum = 0;
+  for (size_t i = 0; i < kBlock; ++i) {
+    sum += (i >= 148 && i < 156) ? ' ' : static_cast<unsigned char>(block[i]);
+  }
+  return sum == stored;
+}
+
+bool AllZero(const char* block) {
+  return std::all_of(block, block + kBlock, [](char c) { return c == 0; });
+}
+
+// Values of a pax extended header that matter here.
+struct PaxValues {
+  std::string path;
+  bool has_size = false;
+  uint64_t size = 0;
+};
+
+// Parses "<length> <key>=<value>\n" records; empty when they are well formed, else why not.
+std::string ParsePax(std::string_view records, PaxValues* pax) {
+  while (!records.empty()) {
+    const size_t space = records.find(' ');
+    uint64_t length = 0;
+    if (space == std::string_view::npos || !ParseDecimal(records.substr(0, space), &length)) {
+      return "a pax record does not start with its length";
+    }
+    if (length <= space + 1 || length > records.size()) {
+      return fmt::format("a pax record's length {} does not fit the {} bytes left", length,
+                         records.size());
+    }
+    if (records[length - 1] != '\n') return "a pax record does not end with a newline";
+    std::string_view record = records.substr(space + 1, length - space - 2);
+    records.remove_prefix(length);
+    const size_t eq = record.find('=');
+    if (eq == std::string_view::npos) return "a pax record has no '='";
+    const std::string_view key = record.substr(0, eq);
+    const std::string_view value = record.substr(eq + 1);
+    if (key == "path") pax->path = value;
+    if (key == "size") {
+      if (!ParseDecimal(value, &pax->size)) {
+        return fmt::format("pax size '{}' is not a number that fits 64 bits", Printable(value));
+      }
+      pax->has_size = true;
+    }
+  }
+  return {};
+}
+
+class TarWalker {
+ public:
+  TarWalker(int fd, std::string label) : fd_(fd), label_(std::move(label)) {}
+
+  // Lists the archive lying in [base, base + limit) of the file.
+  Status Walk(uint64_t base, uint64_t limit, const std::string& prefix, TarListing& out) {
+    std::string long_name;
+    PaxValues pax;
+    char block[kBlock];
+    for (uint64_t pos = base; pos < base + limit;) {
+      // An archive may end right after its last entry (some writers omit the end
+      // marker), but not inside a header.
+      if (pos + kBlock > base + limit)
+        return Bad(pos, "the archive ends in the middle of a header");
+      if (Status s = ReadBlock(pos, block); !s) return s;
+      if (AllZero(block)) return Ok{};
+      if (!ChecksumOk(block)) return Bad(pos, "bad header checksum: not a tar archive, or damaged");
+      uint64_t size = 0;
+      if (!ParseNumber(block + 124, 12, &size)) {
+        return Bad(pos, "the size field is not a valid number");
+      }
+      if (pax.has_size) size = pax.size;
+      const uint64_t data = pos + kBlock;
+      if (size > base + limit - data) return Bad(pos, "an entry runs past the end of the archive");
+      const char type = block[156];
+      pos = data + RoundUp(size);
+      if (type == 'L' || type == 'x') {
+        auto text = ReadText(data, size);
+        if (!text) return text.error();
+        if (type == 'L') long_name = text->substr(0, text->find('\0'));
+        if (type == 'x') {
+          if (std::string why = ParsePax(*text, &pax); !why.empty()) return Bad(data - kBlock, why);
+        }
+        continue;
+      }
+      std::string name = !pax.path.empty()    ? pax.path
+                         : !long_name.empty() ? long_name
+                                              : HeaderName(block);
+      long_name.clear();
+      pax = PaxValues{};
+      if (type == 'g' || type == 'K' || type == 'V' || type == '5') continue;
+      if (type == 'S' || type == 'M') {
+        return Bad(data - kBlock, fmt::format("'{}' is a GNU sparse or multi-volume entry, whose "
+                                              "bytes are not contiguous; re-create the archive "
+                                              "without --sparse",
+                                              name));
+      }
+      if (type == '1') {
+        if (Status s = AddLink(name, Field(block, 157, 100), prefix, out, data); !s) return s;
+        continue;
+      }
+      if (type != '0' && type != '\0' && type != '7') {
+        ++out.skipped;
+        continue;
+      }
+      auto path = Normalize(name, data);
+      if (!path) return path.error();
+      out.entries.push_back(TarEntry{prefix + *path, data, size});
+    }
+    return Ok{};
+  }
+
+  Status ReadBlock(uint64_t pos, char* block) {
+    const ssize_t n = pread(fd_, block, kBlock, static_cast<off_t>(pos));
+    if (n == static_cast<ssize_t>(kBlock)) return Ok{};
+    if (n < 0) return Fail(errno, "cannot read {}: {}", label_, strerror(errno));
+    return Bad(pos, "the archive ends in the middle of a header");
+  }
+
+ private:
+  std::string HeaderName(const char* block) const {
+    const std::string name(Field(block, 0, 100));
+    const bool ustar = std::memcmp(block + 257,
+                                   "ustar\0"
+                                   "00",
+                                   8) == 0;
+    const std::string prefix(Field(block, 345, 155));
+    return ustar && !prefix.empty() ? prefix + "/" + name : name;
+  }
+
+  Result<std::string> ReadText(uint64_t pos, uint64_t size) {
+    if (size > (16u << 20)) return Bad(pos, "an extended header is implausibly large");
+    std::string text(size, '\0');
+    const ssize_t n = pread(fd_, text.data(), size, static_cast<off_t>(pos));
+    if (n != static_cast<ssize_t>(size)) return Bad(pos, "the archive ends inside a header");
+    return text;
+  }
+
+  Result<std::string> Normalize(std::string_view name, uint64_t pos) {
+    while (name.starts_with("./")) name.remove_prefix(2);
+    while (name.starts_with('/')) name.remove_prefix(1);
+    auto path = NormalizeRelativePath(name);
+    if (!path) {
+      return Bad(pos, fmt::format("entry '{}': {}", Printable(name), path.error().message));
+    }
+    return path;
+  }
+
+  // A hard link names bytes already in the archive: the target's.
+  Status AddLink(const std::string& name, std::string_view target, const std::string& prefix,
+                 TarListing& out, uint64_t pos) {
+    auto path = Normalize(name, pos);
+    auto to = Normalize(target, pos);
+    if (!path) return path.error();
+    if (!to) return to.error();
+    for (auto it = out.entries.rbegin(); it != out.entries.rend(); ++it) {
+      if (it->path == prefix + *to) {
+        out.entries.push_back(TarEntry{prefix + *path, it->offset, it->size});
+        return Ok{};
+      }
+    }
+    return Bad(pos, fmt::format("hard link '{}' points to '{}', which is not earlier in the "
+                                "archive",
+                                name, target));
+  }
+
+  Error Bad(uint64_t pos, std::string_view why) const {
+    return Error{EINVAL, fmt::format("cannot read {}: at byte {}: {}", label_, pos, why)};
+  }
+
+  int fd_;
+  std::string label_;
+};
+
+// Keeps the last entry of each path, as extracting the archive would.
+void DropReplaced(std::vector<TarEntry>& entries) {
+  std::unordered_map<std::string_view, size_t> last;
+  for (size_t i = 0; i < entries.size(); ++i) last[entries[i].path] = i;
+  if (last.size() == entries.size()) return;
+  std::vector<TarEntry> kept;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (last[entries[i].path] == i) kept.push_back(entries[i]);
+  }
+  entries = std::move(kept);
+}
+
+bool AllInnerTars(const std::vector<TarEntry>& entries) {
+  return !entries.empty() && std::all_of(entries.begin(), entries.end(), [](const TarEntry& e) {
+    return e.path.size() > 4 && e.path.ends_with(".tar");
+  });
+}
+
+}  // namespace
+
+Result<TarListing> ListTar(const std::filesystem::path& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Fail(errno, "cannot open {}: {}", path.string(), strerror(errno));
+  struct stat st {};
+  fstat(fd, &st);
+  TarWalker walker(fd, path.string());
+  TarListing outer;
+  Status s = walker.Walk(0, static_cast<uint64_t>(st.st_size), "", outer);
+  DropReplaced(outer.entries);
+  if (s && AllInnerTars(outer.entries)) {
+    TarListing inner;
+    inner.nested = true;
+    inner.skipped = outer.skipped;
+    for (const TarEntry& e : outer.entries) {
+      const std::string folder = e.path.substr(0, e.path.size() - 4) + "/";
+      if (s) s = walker.Walk(e.offset, e.size, folder, inner);
+    }
+    DropReplaced(inner.entries);
+    outer = std::move(inner);
+  }
+  close(fd);
+  if (!s) return s.error();
+  return outer;
+}
+
+bool LooksLikeTar(const std::filesystem::path& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char block[kBlock];
+  const bool ok = pread(fd, block, kBlock, 0) == static_cast<ssize_t>(kBlock) && !AllZero(block) &&
+                  ChecksumOk(block);
+  close(fd);
+  return ok;
+}
+
+}  // namespace gpufs

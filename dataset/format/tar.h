@@ -1,0 +1,42 @@
+// A reader of uncompressed tar archives (POSIX ustar, pax and GNU), enough to serve an
+// archive's files in place: it walks the headers and records where each regular file's
+// bytes lie, without copying them.
+//
+// Long names (GNU 'L' records, pax "path"), pax sizes and base-256 sizes are followed;
+// hard links become a second name for the target's bytes; a later entry of the same path
+// replaces an earlier one, as extraction would. Folders are implied by paths. Symbolic
+// links, devices and fifos have no bytes to serve and are skipped (and counted); GNU
+// sparse files and multi-volume continuations are refused, since their bytes are not one
+// contiguous range.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "dataset/error.h"
+
+namespace gpufs {
+
+struct TarEntry {
+  std::string path;     // normalized, relative
+  uint64_t offset = 0;  // of the first data byte in the archive
+  uint64_t size = 0;
+};
+
+struct TarListing {
+  std::vector<TarEntry> entries;  // regular files, in archive order
+  size_t skipped = 0;             // symbolic links, devices, fifos
+  bool nested = false;            // the archive was a tar of per-class tars
+};
+
+// Lists the archive at `path`. When every file in it is itself a tar (like
+// ILSVRC2012_img_train.tar), the inner archives are listed instead, each as a folder named
+// after it without ".tar".
+Result<TarListing> ListTar(const std::filesystem::path& path);
+
+// True when the first block of `path` is a tar header.
+bool LooksLikeTar(const std::filesystem::path& path);
+
+}  // namespace gpufs

@@ -1,0 +1,108 @@
+#include "dataset/format/tree_shape.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace gpufs {
+namespace {
+
+std::string_view FirstSegment(std::string_view path) { return path.substr(0, path.find('/')); }
+
+size_t Depth(std::string_view path) { return std::count(path.begin(), path.end(), '/'); }
+
+// What lies directly below a prefix: the names of folders, and whether any file does.
+struct Level {
+  std::set<std::string_view> folders;
+  bool has_files = false;
+};
+
+Level LevelBelow(const std::vector<std::string>& paths, std::string_view prefix) {
+  Level level;
+  for (const std::string& p : paths) {
+    std::string_view path = p;
+    if (!path.starts_with(prefix)) continue;
+    path.remove_prefix(prefix.size());
+    const size_t slash = path.find('/');
+    if (slash == std::string_view::npos) {
+      level.has_files = true;
+    } else {
+      level.folders.insert(path.substr(0, slash));
+    }
+  }
+  return level;
+}
+
+// Looks through a lone top folder that holds folders (and perhaps stray files, like the
+// CSV beside train/ and val/ in imagenette2); a lone folder of files only is a class.
+std::string StripWrappers(const std::vector<std::string>& paths) {
+  std::string prefix;
+  for (;;) {
+    const Level top = LevelBelow(paths, prefix);
+    if (top.has_files || top.folders.size() != 1) return prefix;
+    const std::string next = prefix + std::string(*top.folders.begin()) + "/";
+    if (LevelBelow(paths, next).folders.empty()) return prefix;
+    prefix = next;
+  }
+}
+
+// Splits when every top folder holds folders only, and some hold class folders with files.
+bool LooksSplit(const std::vector<std::string>& paths, std::string_view prefix) {
+  std::map<std::string_view, bool> direct_files;  // top folder -> has files directly
+  bool any_deep = false;
+  for (const std::string& p : paths) {
+    std::string_view path = std::string_view(p).substr(prefix.size());
+    const size_t depth = Depth(path);
+    if (depth == 0) continue;
+    bool& direct = direct_files[FirstSegment(path)];
+    direct = direct || depth == 1;
+    any_deep = any_deep || depth >= 2;
+  }
+  if (!any_deep || direct_files.empty()) return false;
+  return std::none_of(direct_files.begin(), direct_files.end(),
+                      [](const auto& entry) { return entry.second; });
+}
+
+}  // namespace
+
+Result<TreeShape> ShapeTree(const std::vector<std::string>& paths, SplitMode mode,
+                            bool strip_wrappers, const std::string& label) {
+  TreeShape shape;
+  if (paths.empty()) return Fail(EINVAL, "cannot use {}: it holds no files", label);
+  shape.stripped = strip_wrappers ? StripWrappers(paths) : "";
+  shape.splits =
+      mode == SplitMode::kSplits || (mode == SplitMode::kAuto && LooksSplit(paths, shape.stripped));
+  const size_t class_depth = shape.splits ? 1 : 0;  // slashes before the class name
+  std::set<std::string> classes;
+  std::set<std::string> folders;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    std::string_view path = std::string_view(paths[i]).substr(shape.stripped.size());
+    if (Depth(path) <= class_depth) {
+      shape.outside.push_back(paths[i]);
+      continue;
+    }
+    size_t end = path.find('/');
+    if (shape.splits) end = path.find('/', end + 1);
+    const std::string_view folder = path.substr(0, end);
+    const size_t start = folder.rfind('/');
+    classes.emplace(folder.substr(start == std::string_view::npos ? 0 : start + 1));
+    folders.emplace(folder);
+    shape.files.push_back(ShapedFile{i, std::string(path), 0});
+  }
+  if (shape.files.empty()) {
+    return Fail(EINVAL, "cannot use {}: no class folders with files in it ({} files outside)",
+                label, shape.outside.size());
+  }
+  shape.classes.assign(classes.begin(), classes.end());
+  shape.folders.assign(folders.begin(), folders.end());
+  for (ShapedFile& f : shape.files) {
+    std::string_view path = f.tree_path;
+    if (shape.splits) path.remove_prefix(path.find('/') + 1);
+    const auto it =
+        std::lower_bound(shape.classes.begin(), shape.classes.end(), FirstSegment(path));
+    f.class_id = static_cast<uint32_t>(it - shape.classes.begin());
+  }
+  return shape;
+}
+
+}  // namespace gpufs

@@ -1,0 +1,44 @@
+// How a list of file paths maps onto an ImageFolder tree: which folders are classes, and
+// whether split folders (train/, val/, any names) stand above them.
+//
+//   <class>/<file...>            classes at the top
+//   <split>/<class>/<file...>    splits: every top folder holds only folders
+//
+// Archives often wrap everything in one folder ("imagenette2/train/..."); with
+// `strip_wrappers` a lone top folder that holds folders is looked through.
+// Files outside any class folder are not part of an ImageFolder dataset: they are left
+// out and counted, so the caller can say so.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dataset/error.h"
+
+namespace gpufs {
+
+enum class SplitMode { kAuto, kSplits, kNoSplits };
+
+struct ShapedFile {
+  size_t input = 0;       // index of the path in the input
+  std::string tree_path;  // "<class>/..." or "<split>/<class>/..."
+  uint32_t class_id = 0;
+};
+
+struct TreeShape {
+  std::vector<std::string> classes;  // sorted, unique class names
+  std::vector<std::string> folders;  // every class folder, "<class>" or "<split>/<class>"
+  std::vector<ShapedFile> files;     // in input order
+  std::vector<std::string> outside;  // paths left out: not inside a class folder
+  std::string stripped;              // wrapper folders looked through, "" or "a/b/"
+  bool splits = false;
+};
+
+// `paths` are '/'-separated and normalized (no empty, '.' or '..' segments). `label` names
+// the source in errors.
+Result<TreeShape> ShapeTree(const std::vector<std::string>& paths, SplitMode mode,
+                            bool strip_wrappers, const std::string& label);
+
+}  // namespace gpufs
