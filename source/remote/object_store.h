@@ -1,0 +1,134 @@
+// An object store or HTTP server holding a dataset, as gpufs reads it: ranged GETs, HEADs
+// and (S3 only) listings, many in flight at once over reused connections, each checked,
+// retried and counted here so that every caller gets the same guarantees.
+//
+// - One thread runs a libcurl multi handle; requests from any thread are queued to it and
+//   their callbacks run on it (callbacks must be quick and must not block).
+// - Every object is named relative to the store's root (a bucket and key prefix, or a base
+//   URL), and every message names it in full (s3://bucket/key or the URL).
+// - A GET may carry what the mount saw of the object (size, ETag): the request is sent
+//   with If-Match, and the response's ETag and Content-Range total are compared, so a
+//   changed object fails with EIO naming it, never with other bytes.
+// - Retries with exponential backoff and full jitter on broken or refused connections,
+//   timeouts, 5xx, 429 and S3's SlowDown, within a budget of attempts and time; then EIO
+//   with the last reason. 4xx answers are not retried: they carry the store's own message.
+// - Secrets are never logged, never put in a message, a URL or argv.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dataset/error.h"
+
+namespace gpufs::remote {
+
+enum class Scheme { kS3, kHttp };
+
+struct Credentials {
+  std::string access_key;
+  std::string secret_key;
+  std::string session_token;  // empty: none
+};
+
+struct StoreConfig {
+  Scheme scheme = Scheme::kHttp;
+  // s3: the endpoint, e.g. "http://127.0.0.1:7480" or "https://s3.us-east-1.amazonaws.com";
+  // http: the origin, e.g. "http://127.0.0.1:8080". No trailing slash.
+  std::string endpoint;
+  std::string bucket;  // s3 only
+  // Key prefix (s3) or URL path (http) that object names are relative to: empty or ending
+  // in '/', no leading '/' for s3, leading '/' for http.
+  std::string root;
+  std::string region = "us-east-1";
+  bool path_style = true;                  // s3: endpoint/bucket/key, else bucket.host/key
+  std::optional<Credentials> credentials;  // none: requests are not signed
+  unsigned connections = 16;               // requests in flight at most
+  unsigned max_attempts = 5;               // per request, the first included
+  std::chrono::milliseconds retry_budget{20'000};  // time from first attempt to giving up
+  std::chrono::milliseconds connect_timeout{3'000};
+  std::chrono::milliseconds stall_timeout{10'000};  // no byte for this long: a broken transfer
+  bool verify_tls = true;
+};
+
+// What the URL names and how to reach it, from the URL, the options and the conventions of
+// the AWS tools (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_PROFILE,
+// AWS_SHARED_CREDENTIALS_FILE and ~/.aws/credentials, AWS_CONFIG_FILE and ~/.aws/config
+// with region and endpoint_url, AWS_REGION, AWS_DEFAULT_REGION, AWS_ENDPOINT_URL).
+struct LocationOptions {
+  std::string endpoint;          // --endpoint; wins over the environment and profile
+  bool no_sign_request = false;  // --no-sign-request: public buckets
+  unsigned connections = 16;
+};
+
+struct Location {
+  StoreConfig config;  // root: the URL's folder
+  std::string leaf;    // the URL's last segment when it names an object, else empty
+  std::string url;     // as given, for messages and user.gpufs.source (holds no secret)
+};
+
+// `env` maps names to values (the process environment in the daemon, a fixture in tests).
+// Errors name the URL, or the profile or file at fault.
+Result<Location> ResolveLocation(std::string_view url, const LocationOptions& options,
+                                 const std::map<std::string, std::string>& env);
+
+// True for s3://, http:// and https:// sources.
+bool IsRemoteUrl(std::string_view source);
+
+struct ObjectInfo {
+  std::string name;  // relative to the root
+  uint64_t size = 0;
+  std::string etag;  // as the store sent it, quotes included
+};
+
+struct GetRequest {
+  std::string name;  // relative to the root
+  uint64_t offset = 0;
+  size_t length = 0;    // bytes wanted; the object must hold all of them
+  char* buffer = nullptr;  // `length` bytes, untouched after `done` runs
+  std::optional<ObjectInfo> expected;  // what the mount saw: checked on the response
+};
+
+// Counters of requests, kept by the store; Stats() reports them.
+class ObjectStore {
+ public:
+  explicit ObjectStore(StoreConfig config);
+  ~ObjectStore();  // fails what is still queued (ECANCELED), then stops the thread
+  ObjectStore(const ObjectStore&) = delete;
+  ObjectStore& operator=(const ObjectStore&) = delete;
+
+  // A ranged GET of exactly `length` bytes. `done` runs once, on the store's thread, with
+  // `length` or the error. Thread-safe.
+  void Get(GetRequest request, std::function<void(Result<size_t>)> done);
+  // A whole (small) object, refused when larger than `max_bytes`. Blocks; thread-safe.
+  Result<std::string> GetWhole(const std::string& name, size_t max_bytes);
+  // The size and ETag of an object, `done` on the store's thread. Thread-safe.
+  void Head(const std::string& name, std::function<void(Result<ObjectInfo>)> done);
+  Result<ObjectInfo> HeadSync(const std::string& name);
+  // S3 only: every object whose name starts with `prefix` (relative to the root), all pages.
+  // Blocks; thread-safe.
+  Result<std::vector<ObjectInfo>> List(const std::string& prefix);
+
+  // s3://bucket/root+name, or endpoint+root+name: how messages name an object.
+  std::string Describe(const std::string& name) const;
+  const StoreConfig& config() const { return config_; }
+
+  // {"kind": "s3"|"http", "requests", "retries", "errors", "bytes", "in_flight",
+  //  "latency_ms_p50", "latency_ms_p99"}: counts since start; latency of answered requests.
+  nlohmann::json Stats() const;
+
+ private:
+  class Impl;
+  StoreConfig config_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gpufs::remote
