@@ -1,0 +1,5 @@
+"""Real servers for the tests and benchmarks, started and stopped from Python: a one-node
+Ceph S3 store (ceph_s3.CephS3), an nginx static origin (nginx.NginxOrigin) and an nginx/Lua
+proxy that adds latency, limits rate and injects failures (nginx.LuaProxy).
+
+Everything listens on 127.0.0.1 only, lives in a fresh temp dir and is stopped by pid."""

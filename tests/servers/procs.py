@@ -1,0 +1,122 @@
+"""Child processes for the test servers: free loopback ports, daemons started in the
+foreground with their output in a log file, readiness by polling with a deadline, and a stop
+by pid (terminate, wait, kill) that never leaves a process behind.
+
+Every daemon is started with PR_SET_PDEATHSIG, so if the Python process that started it dies
+without cleaning up (SIGKILL, a crash) the kernel stops the daemon too.
+"""
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import time
+
+LOOPBACK = "127.0.0.1"
+
+
+class ServerError(RuntimeError):
+    """A server did not come up, or stopped working; the message holds the log's tail."""
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on now (bind to port 0, read, close).
+
+    The port is free when returned, not reserved: a daemon started right after takes it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((LOOPBACK, 0))
+        return s.getsockname()[1]
+
+
+def tail(path, lines=30):
+    """The last `lines` lines of a text file, or a note that it is missing."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 64 * 1024))
+            text = f.read().decode("utf-8", "replace")
+    except OSError as e:
+        return f"(no log: {e})"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _die_with_parent():
+    """Runs in the child before exec: SIGTERM when the parent thread exits."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+class Daemon:
+    """One foreground server process; stdout and stderr go to `log`.
+
+    `name` names it in errors; `logs` are the files whose tails an error shows (the
+    daemon's own log file first, then its output)."""
+
+    def __init__(self, name, argv, log, logs=(), env=None, cwd=None):
+        self.name, self.argv, self.log = name, list(argv), log
+        self.logs = list(logs) + [log]
+        self.env, self.cwd = env, cwd
+        self.proc = None
+
+    def start(self):
+        out = open(self.log, "ab")
+        try:
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=out,
+                                         stderr=subprocess.STDOUT, env=self.env, cwd=self.cwd,
+                                         preexec_fn=_die_with_parent)
+        finally:
+            out.close()
+        return self
+
+    @property
+    def pid(self):
+        return self.proc.pid if self.proc else None
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def check(self):
+        """Raises ServerError, with the log tail, when the process has exited."""
+        if self.proc is not None and self.proc.poll() is not None:
+            raise ServerError(f"{self.name} exited with status {self.proc.returncode}\n"
+                              + self.describe())
+
+    def describe(self):
+        return "\n".join(f"--- {p} (tail) ---\n{tail(p)}" for p in self.logs)
+
+    def stop(self, timeout=10, sig=signal.SIGTERM):
+        """Stops the process by pid: `sig` (SIGTERM), wait up to `timeout` s, then SIGKILL."""
+        if self.proc is None:
+            return
+        proc, self.proc = self.proc, None
+        if proc.poll() is None:
+            try:
+                proc.send_signal(sig)
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def wait_for(what, ready, deadline, daemons=(), interval=0.05, max_interval=0.5):
+    """Polls `ready()` until it returns a true value, which is returned.
+
+    Fails with ServerError naming `what` when `deadline` (a time.monotonic() value) passes or
+    one of `daemons` exits; the error carries the tail of their logs. Exceptions raised by
+    `ready` count as "not yet"; the last one is quoted in the error."""
+    last = None
+    while True:
+        for d in daemons:
+            d.check()
+        try:
+            value = ready()
+            if value:
+                return value
+        except Exception as e:  # noqa: BLE001 - any failure means "not ready yet"
+            last = e
+        if time.monotonic() > deadline:
+            detail = f" (last error: {last})" if last else ""
+            logs = "\n".join(d.describe() for d in daemons)
+            raise ServerError(f"timed out waiting for {what}{detail}\n{logs}")
+        time.sleep(interval)
+        interval = min(interval * 1.5, max_interval)
