@@ -12,46 +12,15 @@
 #include "dataset/format/checksums.h"
 
 namespace gpufs {
-namespace {
-
-constexpr uint64_t kDirectAlign = 4096;  // what O_DIRECT needs of offsets and lengths
-
-}  // namespace
-
-CachedBytes::CachedBytes(CachedBytes&& other) noexcept { *this = std::move(other); }
-
-CachedBytes& CachedBytes::operator=(CachedBytes&& other) noexcept {
-  if (this != &other) {
-    if (cache_) cache_->Unpin(group_);
-    data_ = std::exchange(other.data_, nullptr);
-    size_ = std::exchange(other.size_, 0);
-    cache_ = std::exchange(other.cache_, nullptr);
-    group_ = other.group_;
-    owned_ = std::move(other.owned_);
-  }
-  return *this;
-}
-
-CachedBytes CachedBytes::Owned(std::unique_ptr<char[]> bytes, size_t size) {
-  CachedBytes owned;
-  owned.owned_ = std::move(bytes);
-  owned.data_ = owned.owned_.get();
-  owned.size_ = size;
-  return owned;
-}
-
-CachedBytes::~CachedBytes() {
-  if (cache_) cache_->Unpin(group_);
-}
-
-GroupCache::GroupCache(const Catalog& catalog, BlobFiles& blobs, IoEngine& engine,
-                       PinnedArena& arena, std::unique_ptr<EvictionPolicy> policy,
-                       CacheOptions options)
+GroupCache::GroupCache(const Catalog& catalog, BlobSource& source, PinnedArena& arena,
+                       std::unique_ptr<EvictionPolicy> policy, CacheOptions options)
     : catalog_(catalog),
-      blobs_(blobs),
-      engine_(engine),
+      source_(source),
       arena_(arena),
       options_(std::move(options)),
+      checks_(options_.verify && catalog.has_checksums()
+                  ? std::make_unique<MemberChecks>(catalog.file_count())
+                  : nullptr),
       policy_(std::move(policy)),
       entries_(catalog.group_count()),
       failed_(catalog.group_count(), false),
@@ -73,8 +42,9 @@ GroupCache::~GroupCache() {
 // The aligned byte range of the blob a group's load reads; returns its length.
 size_t GroupCache::SpanOf(uint32_t group, uint64_t* start) const {
   const GroupExtent& g = catalog_.Group(group);
-  *start = g.offset / kDirectAlign * kDirectAlign;
-  const uint64_t end = (g.offset + g.size + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
+  const uint64_t align = source_.Alignment();
+  *start = g.offset / align * align;
+  const uint64_t end = (g.offset + g.size + align - 1) / align * align;
   return static_cast<size_t>(end - *start);
 }
 
@@ -93,7 +63,12 @@ Result<CachedBytes> GroupCache::Read(NodeId file, uint64_t offset, size_t size) 
     Entry* entry = entries_[group].get();
     if (entry && entry->ready) {
       if (!loaded_here) ++counters_.hits;
-      return ServeHit(group, file, offset, size);
+      auto bytes = ServeHit(group, file, offset, size);
+      lock.unlock();  // the group stays pinned while its bytes are checked
+      if (bytes && checks_) {
+        if (Status s = VerifyHit(file, *bytes, offset); !s) return s.error();
+      }
+      return bytes;
     }
     if (entry) {  // a load is in flight: share it, and its outcome
       ++counters_.shared_waits;
@@ -124,7 +99,7 @@ Result<CachedBytes> GroupCache::ServeHit(uint32_t group, NodeId file, uint64_t o
   if (std::binary_search(entry.damaged.begin(), entry.damaged.end(), catalog_.FileIndex(file))) {
     ++counters_.io_errors;
     return Fail(EIO, "cannot read {}: its checksum does not match; {} is damaged",
-                catalog_.PathOf(file), blobs_.PathOf(catalog_.Group(group).blob).string());
+                catalog_.PathOf(file), source_.Describe(catalog_.Group(group).blob));
   }
   if (entry.prefetched && !entry.used) ++counters_.prefetch_used;
   entry.used = true;
@@ -140,28 +115,29 @@ Result<CachedBytes> GroupCache::ServeHit(uint32_t group, NodeId file, uint64_t o
   return bytes;
 }
 
+// Outside mu_: the bytes of a pinned hit are the whole member's, checked in place the
+// first time it is read (a whole-blob checksum already covered it when there is one).
+Status GroupCache::VerifyHit(NodeId file, const CachedBytes& bytes, uint64_t offset) {
+  if (checks_->Verified(catalog_.FileIndex(file))) return Ok{};
+  const uint32_t blob = catalog_.Group(catalog_.Extent(file).group).blob;
+  Status s = checks_->Check(catalog_, file, bytes.data() - offset, source_.Describe(blob));
+  if (!s) ++counters_.io_errors;
+  return s;
+}
+
 // Outside mu_: the ungrouped way, for a member whose group cannot be cached.
 Result<CachedBytes> GroupCache::ReadMember(NodeId file, uint64_t offset, size_t size) {
   const FileExtent& f = catalog_.Extent(file);
-  const uint32_t blob = catalog_.Group(f.group).blob;
-  CachedBytes bytes;
-  bytes.owned_ = std::make_unique<char[]>(size);
-  auto got = blobs_.ReadToServe(blob, f.offset + offset, bytes.owned_.get(), size);
-  if (!got || *got != size) {
+  auto bytes = ReadMemberBytes(source_, catalog_, file, offset, size, checks_.get());
+  if (!bytes) {
     ++counters_.io_errors;
-    return got ? Fail(EIO, "cannot read {}: blob {} ends early", catalog_.PathOf(file),
-                      blobs_.PathOf(blob).string())
-               : got.error();
+    return bytes.error();
   }
   ++counters_.member_reads;
-  counters_.bytes_from_disk += size;
-  counters_.bytes_served += size;
-  {
-    std::lock_guard lock(mu_);
-    if (offset + size >= f.size) policy_->Served(f.group, catalog_.FileIndex(file));
-  }
-  bytes.data_ = bytes.owned_.get();
-  bytes.size_ = size;
+  counters_.bytes_from_disk += bytes->size();
+  counters_.bytes_served += bytes->size();
+  std::lock_guard lock(mu_);
+  if (offset + bytes->size() >= f.size) policy_->Served(f.group, catalog_.FileIndex(file));
   return bytes;
 }
 
@@ -212,19 +188,12 @@ Status GroupCache::Load(uint32_t group, Entry& entry, std::unique_lock<std::mute
 // Outside mu_: reads the group's span into its room in the arena and checks it.
 Status GroupCache::ReadGroup(uint32_t group, Entry& entry) {
   const GroupExtent& g = catalog_.Group(group);
-  auto handle = blobs_.DirectFd(g.blob);
-  if (!handle) return handle.error();
   char* target = arena_.base() + entry.arena_offset;
-  const size_t piece = options_.io_piece ? options_.io_piece : entry.arena_bytes;
-  auto got = ReadThrough(engine_, handle->fd, static_cast<int>(g.blob), entry.data_start,
-                         entry.arena_bytes, target, piece);
-  if (!handle->direct) {
-    posix_fadvise(handle->fd, static_cast<off_t>(entry.data_start),
-                  static_cast<off_t>(entry.arena_bytes), POSIX_FADV_DONTNEED);
-  }
-  const std::string blob = blobs_.PathOf(g.blob).string();
+  auto got = ReadRange(source_, ReadKind::kGroup, g.blob, entry.data_start, entry.arena_bytes,
+                       target, options_.io_piece);
+  const std::string blob = source_.Describe(g.blob);
   if (!got) {
-    return Fail(EIO, "cannot read group {} of blob {}: {}", group, blob, got.error().message);
+    return Fail(EIO, "cannot read group {}: {}", group, got.error().message);
   }
   if (*got < g.offset + g.size - entry.data_start) {
     return Fail(EIO, "cannot read group {}: blob {} ends early", group, blob);
@@ -238,10 +207,10 @@ Status GroupCache::ReadGroup(uint32_t group, Entry& entry) {
 // the loading thread alone touches `entry` until it is ready.
 Status GroupCache::CheckWholeBlob(uint32_t group, const char* bytes, Entry& entry) const {
   const GroupExtent& g = catalog_.Group(group);
-  const BlobInfo* seen = blobs_.Expected(g.blob);
+  const BlobInfo* seen = source_.Expected(g.blob);
   if (!seen || seen->checksum == 0 || g.offset != 0 || g.size != seen->size) return Ok{};
   if (ChecksumOf(bytes, g.size) == seen->checksum) return Ok{};
-  const std::string blob = blobs_.PathOf(g.blob).string();
+  const std::string blob = source_.Describe(g.blob);
   if (!catalog_.has_checksums()) {
     return Fail(EIO,
                 "cannot read group {}: blob {} does not match its checksum (changed or "
@@ -341,7 +310,6 @@ nlohmann::json GroupCache::Stats() const {
   }
   const double served = static_cast<double>(c.bytes_served.load());
   j["policy"] = std::string(policy_->name());
-  j["engine"] = std::string(engine_.name());
   j["budget_bytes"] = arena_.capacity();
   j["cached_bytes"] = arena_.used();
   j["cached_groups"] = cached_groups;

@@ -35,18 +35,20 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/arena.h"
-#include "source/blob_files.h"
-#include "source/io_engine.h"
+#include "cache/cached_bytes.h"
+#include "cache/member_reads.h"
 #include "cache/policy.h"
 #include "dataset/catalog.h"
 #include "dataset/error.h"
+#include "source/blob_source.h"
 
 namespace gpufs {
 
 struct CacheOptions {
   std::string policy = "consume-once";
   unsigned prefetch_depth = 8;  // groups prefetched at once; 0: no prefetch
-  size_t io_piece = 0;          // largest single read; 0: a whole group as one request
+  size_t io_piece = 0;          // largest single read; 0: the source's part size
+  bool verify = false;          // check each member's checksum on its first read
 };
 
 struct CacheCounters {
@@ -64,33 +66,10 @@ struct CacheCounters {
   std::atomic<uint64_t> io_errors{0};
 };
 
-class GroupCache;
-
-// The bytes of one read, held in place (a cached group stays pinned) until destroyed.
-class CachedBytes {
- public:
-  CachedBytes() = default;
-  CachedBytes(CachedBytes&& other) noexcept;
-  CachedBytes& operator=(CachedBytes&& other) noexcept;
-  ~CachedBytes();
-  // Bytes read for one reply alone, owned by the result.
-  static CachedBytes Owned(std::unique_ptr<char[]> bytes, size_t size);
-  const char* data() const { return data_; }
-  size_t size() const { return size_; }
-
- private:
-  friend class GroupCache;
-  const char* data_ = nullptr;
-  size_t size_ = 0;
-  GroupCache* cache_ = nullptr;  // set when data_ is a pinned group
-  uint32_t group_ = 0;
-  std::unique_ptr<char[]> owned_;  // set when data_ was read for this reply alone
-};
-
 class GroupCache {
  public:
   // All references must outlive the cache. Thread-safe.
-  GroupCache(const Catalog& catalog, BlobFiles& blobs, IoEngine& engine, PinnedArena& arena,
+  GroupCache(const Catalog& catalog, BlobSource& source, PinnedArena& arena,
              std::unique_ptr<EvictionPolicy> policy, CacheOptions options);
   ~GroupCache();
 
@@ -120,6 +99,7 @@ class GroupCache {
   };
 
   Result<CachedBytes> ServeHit(uint32_t group, NodeId file, uint64_t offset, size_t size);
+  Status VerifyHit(NodeId file, const CachedBytes& bytes, uint64_t offset);
   Result<CachedBytes> ReadMember(NodeId file, uint64_t offset, size_t size);
   Status Load(uint32_t group, Entry& entry, std::unique_lock<std::mutex>& lock);
   Status ReadGroup(uint32_t group, Entry& entry);
@@ -131,11 +111,11 @@ class GroupCache {
   void Prefetch();
 
   const Catalog& catalog_;
-  BlobFiles& blobs_;
-  IoEngine& engine_;
+  BlobSource& source_;
   PinnedArena& arena_;
   const CacheOptions options_;
   CacheCounters counters_;
+  std::unique_ptr<MemberChecks> checks_;  // with options_.verify
 
   // Lock order: mu_ only; the arena's own lock is taken inside it, never the reverse.
   mutable std::mutex mu_;

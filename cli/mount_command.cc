@@ -23,17 +23,18 @@
 #include <thread>
 
 #include "cache/arena.h"
-#include "source/blob_files.h"
 #include "cache/group_cache.h"
-#include "source/io_engine.h"
 #include "cache/policy.h"
 #include "cli/control_server.h"
 #include "cli/metrics_server.h"
 #include "cli/stat_source.h"
 #include "dataset/catalog.h"
-#include "fs/filesystem.h"
 #include "dataset/format/open_dataset.h"
+#include "fs/filesystem.h"
 #include "gpu/staging.h"
+#include "source/blob_files.h"
+#include "source/io_engine.h"
+#include "source/local_source.h"
 
 namespace gpufs {
 namespace {
@@ -177,7 +178,9 @@ Result<Dataset> OpenForMount(const MountArgs& args) {
 struct CacheStack {
   std::unique_ptr<gpu::Stager> stager;
   std::unique_ptr<PinnedArena> arena;
+  std::unique_ptr<BlobFiles> blobs;
   std::unique_ptr<IoEngine> engine;
+  std::unique_ptr<BlobSource> source;
   std::unique_ptr<EvictionPolicy> policy;
   std::unique_ptr<GroupCache> cache;
   GpuInfo gpu;
@@ -186,6 +189,7 @@ struct CacheStack {
   // The cache and its readers go first; the arena is unregistered before it is unmapped.
   ~CacheStack() {
     cache.reset();
+    source.reset();
     engine.reset();
     if (gpu.registered && stager && arena) stager->UnregisterHost(arena->base());
   }
@@ -214,9 +218,9 @@ GpuInfo RegisterWithGpu(const MountArgs& args, CacheStack& stack) {
   return info;
 }
 
-std::unique_ptr<IoEngine> MakeEngine(const MountArgs& args, const Dataset& d, PinnedArena& a) {
-  if (args.io_engine == "io_uring") {
-    UringOptions options{args.io_threads, args.queue_depth, a.base(), a.capacity(),
+std::unique_ptr<IoEngine> MakeEngine(const MountArgs& args, const Dataset& d, PinnedArena* a) {
+  if (args.io_engine == "io_uring" && a) {
+    UringOptions options{args.io_threads, args.queue_depth, a->base(), a->capacity(),
                          static_cast<unsigned>(std::min<size_t>(d.catalog.blobs().size(), 65536))};
     auto engine = MakeUringEngine(options);
     if (engine) return std::move(*engine);
@@ -225,20 +229,26 @@ std::unique_ptr<IoEngine> MakeEngine(const MountArgs& args, const Dataset& d, Pi
   return std::make_unique<PreadEngine>(args.io_threads);
 }
 
-Result<CacheStack> MakeCacheStack(const MountArgs& args, const Dataset& dataset, BlobFiles& blobs) {
+Result<CacheStack> MakeCacheStack(const MountArgs& args, const Dataset& dataset) {
   CacheStack stack;
-  if (args.cache_bytes == 0) return stack;
+  stack.blobs = std::make_unique<BlobFiles>(dataset.dir, dataset.catalog.blobs(), dataset.blobs);
+  if (args.cache_bytes == 0) {  // member reads only, on the reader's thread
+    stack.engine = MakeEngine(args, dataset, nullptr);
+    stack.source = std::make_unique<LocalSource>(*stack.blobs, *stack.engine, args.io_size);
+    return stack;
+  }
   auto arena = PinnedArena::Create(args.cache_bytes);
   if (!arena) return arena.error();
   stack.arena = std::move(*arena);
   stack.gpu = RegisterWithGpu(args, stack);
-  stack.engine = MakeEngine(args, dataset, *stack.arena);
+  stack.engine = MakeEngine(args, dataset, stack.arena.get());
+  stack.source = std::make_unique<LocalSource>(*stack.blobs, *stack.engine, args.io_size);
   GroupSizes sizes(dataset.catalog.group_count(), 0);
   for (const FileExtent& f : dataset.catalog.tables().files) ++sizes[f.group];
   stack.policy = MakePolicy(args.policy, std::move(sizes), dataset.catalog.file_count());
   const uint64_t piece = args.io_size;
-  CacheOptions options{args.policy, args.prefetch ? args.prefetch_depth : 0, piece};
-  stack.cache = std::make_unique<GroupCache>(dataset.catalog, blobs, *stack.engine, *stack.arena,
+  CacheOptions options{args.policy, args.prefetch ? args.prefetch_depth : 0, piece, args.verify};
+  stack.cache = std::make_unique<GroupCache>(dataset.catalog, *stack.source, *stack.arena,
                                              std::move(stack.policy), options);
   spdlog::info("cache: {:.1f} MiB, {}, {} engine, reads of {} KiB, memory {}locked{}",
                args.cache_bytes / 1048576.0, args.policy, stack.engine->name(), piece / 1024,
@@ -288,7 +298,6 @@ int RunMount(const MountArgs& args_in) {
   RaiseFileLimit();
   auto dataset = OpenForMount(args);
   if (!dataset) return Refuse(dataset.error());
-  BlobFiles blobs(dataset->dir, dataset->catalog.blobs(), dataset->blobs);
   std::unique_ptr<MetricsServer> metrics;
   if (!args.metrics.empty()) {
     auto bound = MetricsServer::Bind(args.metrics);
@@ -306,14 +315,14 @@ int RunMount(const MountArgs& args_in) {
     if (ready_fd < 0) return Refuse(Fail(errno, "cannot detach: {}", strerror(errno)));
     UseDaemonLogging();
   }
-  auto stack = MakeCacheStack(args, *dataset, blobs);
+  auto stack = MakeCacheStack(args, *dataset);
   if (!stack) {
     spdlog::error("{}", stack.error().message);
     fuse_session_unmount(se);
     fuse_session_destroy(se);
     return 1;
   }
-  Filesystem fs(dataset->catalog, blobs,
+  Filesystem fs(dataset->catalog, *stack->source,
                 ServeOptions{Owner{getuid(), getgid()}, dataset->mtime, dataset->dir.string(),
                              dataset->format, args.verify, stack->gpu},
                 stack->cache.get());

@@ -13,6 +13,7 @@
 #include <filesystem>
 
 #include "cli/stat_source.h"
+#include "source/blob_source.h"
 
 namespace gpufs {
 namespace {
@@ -22,7 +23,7 @@ std::atomic<bool> interrupted{false};
 
 // The counters a frame needs, as differences and totals.
 struct Rates {
-  double files_s = 0, served_mb_s = 0, disk_mb_s = 0;
+  double files_s = 0, served_mb_s = 0, disk_mb_s = 0, requests_s = 0;
   double hit_now = -1, hit_total = -1;  // -1: no reads yet
   double amp_now = 0, amp_total = 0;
   uint64_t files_total = 0, bytes_total = 0, disk_total = 0;
@@ -37,6 +38,19 @@ uint64_t At(const nlohmann::json& j, std::initializer_list<const char*> keys) {
   return at->is_number() ? at->get<uint64_t>() : 0;
 }
 
+double Real(const nlohmann::json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0;
+}
+
+// The blob source: where cache misses go (a local folder, a store, an HTTP server).
+std::string SourceLine(const nlohmann::json& io, const Rates& r) {
+  using namespace source_stat;
+  return fmt::format("{:<10}{:>10} req/s   retries {}  errors {}  latency p50 {:.1f} p99 {:.1f} ms",
+                     io.value(kKind, std::string("?")), fmt::format("{:.0f}", r.requests_s),
+                     At(io, {kRetries}), At(io, {kErrors}), Real(io, kLatencyP50),
+                     Real(io, kLatencyP99));
+}
+
 double Ratio(double part, double whole) { return whole > 0 ? part / whole : -1; }
 
 Rates RatesOf(const nlohmann::json& a, const nlohmann::json& b, double dt) {
@@ -48,6 +62,7 @@ Rates RatesOf(const nlohmann::json& a, const nlohmann::json& b, double dt) {
   r.files_s = delta({"served", "files"}) * per_s;
   r.served_mb_s = delta({"served", "bytes"}) * per_s / 1e6;
   r.disk_mb_s = delta({"cache", "bytes_from_disk"}) * per_s / 1e6;
+  r.requests_s = delta({"io", source_stat::kRequests}) * per_s;
   const double hits = delta({"cache", "hits"});
   const double asked = hits + delta({"cache", "misses"}) + delta({"cache", "member_reads"});
   r.hit_now = Ratio(hits, asked);
@@ -103,6 +118,14 @@ void Pause(double seconds) {
   }
 }
 
+// "local io_uring", "s3", ...: what serves the misses.
+std::string SourceOf(const nlohmann::json& now) {
+  const nlohmann::json& io = now.contains("io") ? now["io"] : nlohmann::json();
+  if (!io.is_object()) return "?";
+  const std::string kind = io.value(source_stat::kKind, std::string("?"));
+  return io.contains("engine") ? kind + " " + io.value("engine", std::string()) : kind;
+}
+
 }  // namespace
 
 std::string WatchFrame(const std::string& mount, const nlohmann::json& previous,
@@ -112,11 +135,12 @@ std::string WatchFrame(const std::string& mount, const nlohmann::json& previous,
   std::string f;
   auto line = [&f](const std::string& text) { f += text.substr(0, 80) + "\n"; };
   line(fmt::format("gpufs-stat -w {}   gpufsd {}   {}   {:%H:%M:%S}", mount, At(now, {"pid"}),
-                   c.is_null() ? "no cache" : c.value("policy", "") + ", " + c.value("engine", ""),
+                   (c.is_null() ? "no cache" : c.value("policy", "")) + ", " + SourceOf(now),
                    fmt::localtime(std::time(nullptr))));
   line(fmt::format("{:<10}{:>10} files/s {:>9} MB/s   total {} files, {}", "served",
                    fmt::format("{:.0f}", r.files_s), fmt::format("{:.1f}", r.served_mb_s),
                    Grouped(r.files_total), Bytes(static_cast<double>(r.bytes_total))));
+  line(SourceLine(now.contains("io") ? now["io"] : nlohmann::json(), r));
   if (c.is_null()) {
     line("cache     none (mounted with --cache-size 0): reads go straight to the blobs");
     return f;
@@ -156,17 +180,22 @@ std::string WatchLine(const nlohmann::json& previous, const nlohmann::json& now,
   const Rates r = RatesOf(previous, now, dt_s);
   const nlohmann::json& c = now.contains("cache") ? now["cache"] : nlohmann::json();
   const auto files = static_cast<double>(At(now, {"files"}));
+  const nlohmann::json& io = now.contains("io") ? now["io"] : nlohmann::json();
   return fmt::format(
       "time={:%H:%M:%S} files_per_s={:.0f} served_mb_per_s={:.1f} disk_mb_per_s={:.1f} "
       "pinned_hit_ratio={} read_amplification={:.2f} prefetch_in_flight={} "
-      "prefetch_used={} prefetch_wasted={} cache_fill={:.3f} epoch={} epoch_progress={:.3f}",
+      "prefetch_used={} prefetch_wasted={} cache_fill={:.3f} epoch={} epoch_progress={:.3f} "
+      "source_requests_per_s={:.0f} source_retries={} source_errors={} "
+      "source_latency_ms_p50={:.1f} source_latency_ms_p99={:.1f}",
       fmt::localtime(std::time(nullptr)), r.files_s, r.served_mb_s, r.disk_mb_s,
       r.hit_now < 0 ? std::string("-") : fmt::format("{:.3f}", r.hit_now), r.amp_total,
       At(c, {"prefetch_in_flight"}), At(c, {"prefetch_used"}), At(c, {"prefetch_wasted"}),
       std::max(0.0, Ratio(static_cast<double>(At(c, {"cached_bytes"})),
                           static_cast<double>(At(c, {"budget_bytes"})))),
       At(c, {"epoch"}),
-      std::max(0.0, Ratio(static_cast<double>(At(c, {"epoch_files_served"})), files)));
+      std::max(0.0, Ratio(static_cast<double>(At(c, {"epoch_files_served"})), files)), r.requests_s,
+      At(io, {source_stat::kRetries}), At(io, {source_stat::kErrors}),
+      Real(io, source_stat::kLatencyP50), Real(io, source_stat::kLatencyP99));
 }
 
 int RunWatch(const std::string& path, const WatchOptions& options) {

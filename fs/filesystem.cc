@@ -19,17 +19,17 @@ constexpr std::array<std::string_view, 5> kXattrNames = {"user.gpufs.group", "us
 constexpr std::array<std::string_view, 4> kRootXattrNames = {
     "user.gpufs.pid", "user.gpufs.source", "user.gpufs.format", "user.gpufs.inodes"};
 
+constexpr std::string_view kStatsXattr = "user.gpufs.stats";
+
 constexpr uint64_t kBlockSize = 4096;
 
 }  // namespace
 
-Filesystem::Filesystem(const Catalog& catalog, BlobFiles& blobs, ServeOptions options,
+Filesystem::Filesystem(const Catalog& catalog, BlobSource& source, ServeOptions options,
                        GroupCache* cache)
-    : catalog_(catalog), blobs_(blobs), options_(std::move(options)), cache_(cache) {
-  if (options_.verify) {
-    const size_t words = (catalog_.file_count() + 63) / 64;
-    verified_ = std::make_unique<std::atomic<uint64_t>[]>(words);
-    for (size_t i = 0; i < words; ++i) verified_[i].store(0, std::memory_order_relaxed);
+    : catalog_(catalog), source_(source), options_(std::move(options)), cache_(cache) {
+  if (options_.verify && !cache_ && catalog_.has_checksums()) {
+    checks_ = std::make_unique<MemberChecks>(catalog_.file_count());
   }
   lookups_ = std::make_unique<std::atomic<uint32_t>[]>(catalog_.node_count());
   for (size_t i = 0; i < catalog_.node_count(); ++i) {
@@ -143,40 +143,13 @@ Result<NodeId> Filesystem::FileOf(uint64_t ino) const {
   return id;
 }
 
-// Reads the whole member once and compares its checksum; later reads skip the check. Two
-// threads may both check a member the first time: harmless, and cheaper than a lock.
-Status Filesystem::Verify(NodeId id) {
-  if (!verified_ || !catalog_.has_checksums()) return Ok{};
-  const uint32_t index = catalog_.FileIndex(id);
-  const uint64_t bit = uint64_t{1} << (index % 64);
-  if (verified_[index / 64].load(std::memory_order_acquire) & bit) return Ok{};
-  const FileExtent& file = catalog_.Extent(id);
-  std::string bytes(file.size, '\0');
-  auto got = blobs_.ReadAt(BlobOf(file), file.offset, bytes.data(), bytes.size());
-  if (!got) return got.error();
-  if (*got != bytes.size() || ChecksumOf(bytes.data(), bytes.size()) != file.checksum) {
-    return Fail(EIO, "cannot read {}: its checksum does not match; {} is damaged",
-                catalog_.PathOf(id), blobs_.PathOf(BlobOf(file)).string());
-  }
-  verified_[index / 64].fetch_or(bit, std::memory_order_acq_rel);
-  return Ok{};
-}
-
 Result<CachedBytes> Filesystem::Fetch(uint64_t ino, uint64_t offset, size_t size) {
   auto id = FileOf(ino);
   if (!id) return id.error();
-  if (Status s = Verify(*id); !s) return s.error();
   const uint64_t file_size = catalog_.Extent(*id).size;
-  Result<CachedBytes> bytes = CachedBytes{};
-  if (cache_) {
-    bytes = cache_->Read(*id, offset, size);
-  } else if (offset < file_size) {
-    const size_t length = static_cast<size_t>(std::min<uint64_t>(size, file_size - offset));
-    auto owned = std::make_unique<char[]>(length);
-    auto got = Read(ino, offset, {owned.get(), length});
-    if (!got) return got.error();
-    bytes = CachedBytes::Owned(std::move(owned), length);
-  }
+  Result<CachedBytes> bytes =
+      cache_ ? cache_->Read(*id, offset, size)
+             : ReadMemberBytes(source_, catalog_, *id, offset, size, checks_.get());
   if (!bytes) return bytes.error();
   if (bytes->size() > 0) Count(offset, bytes->size(), file_size);
   return bytes;
@@ -190,22 +163,6 @@ void Filesystem::Count(uint64_t offset, size_t length, uint64_t file_size) {
   }
 }
 
-Result<size_t> Filesystem::Read(uint64_t ino, uint64_t offset, std::span<char> out) {
-  auto id = FileOf(ino);
-  if (!id) return id.error();
-  if (Status s = Verify(*id); !s) return s.error();
-  const FileExtent& file = catalog_.Extent(*id);
-  if (offset >= file.size) return size_t{0};
-  const size_t length = static_cast<size_t>(std::min<uint64_t>(out.size(), file.size - offset));
-  auto got = blobs_.ReadToServe(BlobOf(file), file.offset + offset, out.data(), length);
-  if (!got) return got.error();
-  if (*got != length) {
-    return Fail(EIO, "cannot read {}: blob {} ends early", catalog_.PathOf(*id),
-                blobs_.PathOf(BlobOf(file)).string());
-  }
-  return *got;
-}
-
 Result<std::string> Filesystem::GetXattr(uint64_t ino, std::string_view name) const {
   auto id = NodeOf(ino);
   if (!id) return id.error();
@@ -215,13 +172,17 @@ Result<std::string> Filesystem::GetXattr(uint64_t ino, std::string_view name) co
     if (name == kRootXattrNames[1]) return options_.source;
     if (name == kRootXattrNames[2]) return options_.format;
     if (name == kRootXattrNames[3]) return std::to_string(references_.load());
-    if (name == "user.gpufs.stats" && cache_) return cache_->Stats().dump();
+    if (name == kStatsXattr) {
+      nlohmann::json stats = cache_ ? cache_->Stats() : nlohmann::json::object();
+      stats["io"] = source_.Stats();
+      return stats.dump();
+    }
     if (name == "user.gpufs.control" && !control_path_.empty()) return control_path_;
   }
   if (catalog_.IsDir(*id)) return Fail(ENODATA, "no attribute {}", name);
   const FileExtent& file = catalog_.Extent(*id);
   if (name == kXattrNames[0]) return std::to_string(file.group);
-  if (name == kXattrNames[1]) return blobs_.PathOf(BlobOf(file)).string();
+  if (name == kXattrNames[1]) return source_.Describe(BlobOf(file));
   if (name == kXattrNames[2]) return std::to_string(file.offset);
   if (name == kXattrNames[3]) return std::to_string(file.size);
   if (name == kXattrNames[4]) return catalog_.classes()[file.class_id];
@@ -239,7 +200,7 @@ Result<std::string> Filesystem::ListXattr(uint64_t ino) const {
     }
   };
   if (*id == Catalog::kRoot) add(kRootXattrNames);
-  if (*id == Catalog::kRoot && cache_) add(std::array<std::string_view, 1>{"user.gpufs.stats"});
+  if (*id == Catalog::kRoot) add(std::array<std::string_view, 1>{kStatsXattr});
   if (*id == Catalog::kRoot && !control_path_.empty()) {
     add(std::array<std::string_view, 1>{"user.gpufs.control"});
   }

@@ -14,14 +14,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <span>
 #include <string>
 #include <string_view>
 
-#include "source/blob_files.h"
 #include "cache/group_cache.h"
+#include "cache/member_reads.h"
 #include "dataset/catalog.h"
 #include "dataset/error.h"
+#include "source/blob_source.h"
 
 namespace gpufs {
 
@@ -43,7 +43,8 @@ struct ServeOptions {
   struct timespec mtime {};  // of every node
   std::string source;        // reported by the root's user.gpufs.source
   std::string format;        // and its user.gpufs.format: native, mytar, mytar+index, tar
-  bool verify = false;       // check each member's checksum on its first read
+  bool verify = false;       // check each member's checksum on its first read (without a
+                             // cache; a cache is told itself)
   GpuInfo gpu;
 };
 
@@ -60,8 +61,8 @@ struct DirEntry {
 
 class Filesystem {
  public:
-  // `catalog`, `blobs` and `cache` (optional) must outlive the Filesystem.
-  Filesystem(const Catalog& catalog, BlobFiles& blobs, ServeOptions options,
+  // `catalog`, `source` and `cache` (optional) must outlive the Filesystem.
+  Filesystem(const Catalog& catalog, BlobSource& source, ServeOptions options,
              GroupCache* cache = nullptr);
 
   static constexpr uint64_t kRootIno = 1;
@@ -82,12 +83,9 @@ class Filesystem {
   // the blob for this reply. Every byte asked for is there, or the read fails (EIO): a
   // short reply would tell the kernel the file ends early. Thread-safe.
   Result<CachedBytes> Fetch(uint64_t ino, uint64_t offset, size_t size);
-  // Reads a file's bytes straight from its blob into `out`; returns the byte count.
-  // Thread-safe.
-  Result<size_t> Read(uint64_t ino, uint64_t offset, std::span<char> out);
   // user.gpufs.{group,blob,offset,size,class} on files; user.gpufs.{pid,source,format,
-  // inodes} on the root, user.gpufs.control once set, and user.gpufs.stats (JSON counters)
-  // with a cache; ENODATA otherwise.
+  // inodes,stats} on the root (stats: the cache's counters, if any, and the blob source's
+  // under "io"), and user.gpufs.control once set; ENODATA otherwise.
   Result<std::string> GetXattr(uint64_t ino, std::string_view name) const;
   // The names above, each NUL-terminated, as listxattr(2) returns them.
   Result<std::string> ListXattr(uint64_t ino) const;
@@ -115,23 +113,22 @@ class Filesystem {
   const Catalog& catalog() const { return catalog_; }
   const ServeOptions& options() const { return options_; }
   const GroupCache* cache() const { return cache_; }
+  const BlobSource& source() const { return source_; }
   // Where the daemon answers gpufs-stat (the root's user.gpufs.control); set before serving.
   void SetControlPath(std::string path) { control_path_ = std::move(path); }
 
  private:
   Result<NodeId> NodeOf(uint64_t ino) const;
-  Result<NodeId> FileOf(uint64_t ino) const;  // like NodeOf, and verified when asked
-  Status Verify(NodeId id);
+  Result<NodeId> FileOf(uint64_t ino) const;
   void Count(uint64_t offset, size_t length, uint64_t file_size);
   uint32_t BlobOf(const FileExtent& file) const;
   struct stat AttrOf(NodeId id) const;
 
   const Catalog& catalog_;
-  BlobFiles& blobs_;
+  BlobSource& source_;
   const ServeOptions options_;
   GroupCache* const cache_;
-  // One bit per member, set once its checksum matched; only allocated with --verify.
-  std::unique_ptr<std::atomic<uint64_t>[]> verified_;
+  std::unique_ptr<MemberChecks> checks_;              // with --verify and no cache
   std::unique_ptr<std::atomic<uint32_t>[]> lookups_;  // by node id
   std::atomic<uint64_t> references_{0};
   ServeCounters served_;

@@ -7,43 +7,6 @@
 
 namespace gpufs {
 
-Result<size_t> ReadThrough(IoEngine& engine, int fd, int file_slot, uint64_t offset, size_t length,
-                           char* buffer, size_t piece) {
-  struct Latch {
-    std::mutex mu;
-    std::condition_variable done;
-    size_t left = 0;
-    std::vector<ssize_t> results;
-  } latch;
-  piece = std::max<size_t>(piece, 4096);
-  std::vector<IoRequest> requests;
-  for (size_t at = 0; at < length; at += piece) {
-    const size_t index = requests.size();
-    requests.push_back(IoRequest{fd, file_slot, offset + at, std::min(piece, length - at),
-                                 buffer + at, [&latch, index](ssize_t n) {
-                                   std::lock_guard lock(latch.mu);
-                                   latch.results[index] = n;
-                                   if (--latch.left == 0) latch.done.notify_all();
-                                 }});
-  }
-  if (requests.empty()) return size_t{0};
-  latch.left = requests.size();
-  latch.results.assign(requests.size(), 0);
-  std::vector<size_t> lengths;
-  for (const IoRequest& r : requests) lengths.push_back(r.length);
-  engine.Submit(std::move(requests));
-  std::unique_lock lock(latch.mu);
-  latch.done.wait(lock, [&] { return latch.left == 0; });
-  size_t total = 0;
-  for (size_t i = 0; i < latch.results.size(); ++i) {
-    const ssize_t n = latch.results[i];
-    if (n < 0) return Fail(static_cast<int>(-n), "{}", strerror(static_cast<int>(-n)));
-    total += static_cast<size_t>(n);
-    if (static_cast<size_t>(n) < lengths[i]) break;  // the file ends here
-  }
-  return total;
-}
-
 ssize_t PreadOnce(const IoRequest& r) {
   ssize_t n;
   do {

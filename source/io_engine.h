@@ -61,12 +61,6 @@ void ServeWithPread(RequestQueue& queue);
 // with O_DIRECT a retry at an unaligned remainder would fail anyway); bytes or -errno.
 ssize_t PreadOnce(const IoRequest& request);
 
-// Reads `length` bytes at `offset` of `fd` into `buffer` as pieces of at most `piece`
-// bytes, all in flight at once, and waits. Returns the bytes read before the first
-// short piece (the file's end), or the first error.
-Result<size_t> ReadThrough(IoEngine& engine, int fd, int file_slot, uint64_t offset, size_t length,
-                           char* buffer, size_t piece);
-
 class PreadEngine : public IoEngine {
  public:
   explicit PreadEngine(unsigned threads);

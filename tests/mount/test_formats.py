@@ -171,13 +171,15 @@ class Pack(Work):
         self.assertEqual(result.returncode, 1)
         self.assertIn(f"damaged: {victim}: checksum mismatch", result.stdout)
         self.assertEqual(result.stdout.count("damaged: train/"), 1)
-        with lib.Mount(out, "--verify") as mnt:
-            with self.assertRaises(OSError), open(os.path.join(mnt, victim), "rb") as f:
-                f.read()
-            for rel, data in self.expected.items():
-                if rel != victim:
-                    with open(os.path.join(mnt, rel), "rb") as f:
-                        self.assertEqual(f.read(), data, rel)
+        # With and without the cache: the no-cache path checks the bytes it serves too.
+        for options in ((), ("--cache-size", "0")):
+            with lib.Mount(out, "--verify", *options) as mnt:
+                with self.assertRaises(OSError), open(os.path.join(mnt, victim), "rb") as f:
+                    f.read()
+                for rel, data in self.expected.items():
+                    if rel != victim:
+                        with open(os.path.join(mnt, rel), "rb") as f:
+                            self.assertEqual(f.read(), data, (rel, options))
 
 
 class MytarIndex(Work):

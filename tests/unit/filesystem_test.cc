@@ -12,6 +12,8 @@
 #include "dataset/format/checksums.h"
 #include "dataset/format/mytar.h"
 #include "dataset/format/open_dataset.h"
+#include "source/local_source.h"
+#include "tests/unit/fake_source.h"
 #include "tests/unit/temp_dir.h"
 
 namespace gpufs {
@@ -35,12 +37,15 @@ class FilesystemTest : public ::testing::Test {
     ASSERT_TRUE(catalog.ok()) << catalog.error().message;
     catalog_ = std::make_unique<Catalog>(std::move(*catalog));
     blobs_ = std::make_unique<BlobFiles>(dir_.path(), catalog_->blobs());
+    source_ = std::make_unique<LocalSource>(*blobs_, engine_);
     Serve(false);
   }
 
-  void Serve(bool verify) {
+  void Serve(bool verify) { ServeFrom(*source_, verify); }
+
+  void ServeFrom(BlobSource& source, bool verify) {
     fs_ = std::make_unique<Filesystem>(
-        *catalog_, *blobs_,
+        *catalog_, source,
         ServeOptions{
             Owner{123, 456}, timespec{1700000000, 5}, dir_.path().string(), "mytar", verify, {}});
   }
@@ -51,17 +56,18 @@ class FilesystemTest : public ::testing::Test {
 
   uint64_t InoOf(std::string_view path) { return Filesystem::InoOf(*catalog_->FindPath(path)); }
 
+  // What a reader gets: the bytes the daemon would reply with.
   std::string ReadAll(uint64_t ino, uint64_t offset, size_t size) {
-    std::string out(size, '\0');
-    auto n = fs_->Read(ino, offset, out);
-    EXPECT_TRUE(n.ok()) << n.error().message;
-    out.resize(n.ok() ? *n : 0);
-    return out;
+    auto bytes = fs_->Fetch(ino, offset, size);
+    EXPECT_TRUE(bytes.ok()) << bytes.error().message;
+    return bytes.ok() ? std::string(bytes->data(), bytes->size()) : "";
   }
 
   TempDir dir_;
   std::unique_ptr<Catalog> catalog_;
   std::unique_ptr<BlobFiles> blobs_;
+  PreadEngine engine_{1};
+  std::unique_ptr<LocalSource> source_;
   std::unique_ptr<Filesystem> fs_;
 };
 
@@ -104,8 +110,7 @@ TEST_F(FilesystemTest, ReadsBehaveLikeARegularFile) {
   EXPECT_EQ(ReadAll(hello, 1u << 30, 10), "");
   EXPECT_EQ(ReadAll(InoOf("dog/tiny.jpg"), 0, 4096), "tiny");
   EXPECT_EQ(ReadAll(InoOf("dog/digits.jpg"), 3, 4), "3456");
-  std::string buffer(4, '\0');
-  EXPECT_EQ(fs_->Read(InoOf("cat"), 0, buffer).error().code, EISDIR);
+  EXPECT_EQ(fs_->Fetch(InoOf("cat"), 0, 4).error().code, EISDIR);
 }
 
 TEST_F(FilesystemTest, FetchesWholeRangesWithoutACache) {
@@ -122,8 +127,7 @@ TEST_F(FilesystemTest, FetchesWholeRangesWithoutACache) {
 
 TEST_F(FilesystemTest, ReportsAShortBlobAsAnIoError) {
   truncate((dir_.path() / "filegroup-1.mytar").c_str(), 5);
-  std::string buffer(10, '\0');
-  auto n = fs_->Read(InoOf("dog/digits.jpg"), 0, buffer);
+  auto n = fs_->Fetch(InoOf("dog/digits.jpg"), 0, 10);
   ASSERT_FALSE(n.ok());
   EXPECT_EQ(n.error().code, EIO);
   EXPECT_THAT(n.error().message, ::testing::HasSubstr("filegroup-1.mytar ends early"));
@@ -177,7 +181,11 @@ TEST_F(FilesystemTest, TellsEachFileItsGroupAndOffset) {
   EXPECT_EQ(*fs_->GetXattr(Filesystem::kRootIno, "user.gpufs.pid"), std::to_string(getpid()));
   EXPECT_EQ(*fs_->GetXattr(Filesystem::kRootIno, "user.gpufs.format"), "mytar");
   const std::string root_list = *fs_->ListXattr(Filesystem::kRootIno);
-  EXPECT_EQ(std::count(root_list.begin(), root_list.end(), '\0'), 4);
+  EXPECT_EQ(std::count(root_list.begin(), root_list.end(), '\0'),
+            5);  // pid, source, format, inodes, stats
+  EXPECT_EQ(
+      nlohmann::json::parse(*fs_->GetXattr(Filesystem::kRootIno, "user.gpufs.stats"))["io"]["kind"],
+      "local");
   fs_->Remember(tiny, 5);
   fs_->Remember(InoOf("dog"));
   fs_->Forget(tiny, 3);
@@ -195,8 +203,7 @@ TEST_F(FilesystemTest, VerifyRefusesADamagedMemberOnItsFirstRead) {
   std::vector<uint64_t> sums(catalog_->file_count());
   for (NodeId id = 0; id < catalog_->node_count(); ++id) {
     if (catalog_->IsDir(id)) continue;
-    std::string bytes(catalog_->Extent(id).size, '\0');
-    ASSERT_TRUE(fs_->Read(Filesystem::InoOf(id), 0, bytes).ok());
+    const std::string bytes = ReadAll(Filesystem::InoOf(id), 0, 1 << 20);
     sums[catalog_->FileIndex(id)] = ChecksumOf(bytes.data(), bytes.size());
   }
   *catalog_ = WithFileChecksums(*catalog_, sums);
@@ -204,8 +211,7 @@ TEST_F(FilesystemTest, VerifyRefusesADamagedMemberOnItsFirstRead) {
         "HELLO-WORLD?"
         "tiny");  // damages hello.jpg only
   Serve(true);
-  std::string buffer(16, '\0');
-  auto hello = fs_->Read(InoOf("cat/sub/hello.jpg"), 0, buffer);
+  auto hello = fs_->Fetch(InoOf("cat/sub/hello.jpg"), 0, 16);
   ASSERT_FALSE(hello.ok());
   EXPECT_EQ(hello.error().code, EIO);
   EXPECT_THAT(hello.error().message, ::testing::HasSubstr("cat/sub/hello.jpg"));
@@ -219,6 +225,47 @@ TEST_F(FilesystemTest, ReportsTotalsInStatFs) {
   EXPECT_EQ(st.f_blocks, 1u);  // 26 bytes round up to one 4 KiB block
   EXPECT_EQ(st.f_bfree, 0u);
   EXPECT_EQ(st.f_namemax, 255u);
+}
+
+// The core reads through the blob source alone: what the fake holds is what is served.
+TEST_F(FilesystemTest, ServesWhateverTheBlobSourceHolds) {
+  FakeSource fake({"hello-world!TINY", "ABCDEFGHIJ"});
+  ServeFrom(fake, false);
+  EXPECT_EQ(ReadAll(InoOf("cat/sub/hello.jpg"), 0, 100), "hello-world!");
+  EXPECT_EQ(ReadAll(InoOf("dog/digits.jpg"), 2, 3), "CDE");
+  ASSERT_EQ(fake.calls().size(), 2u);
+  EXPECT_EQ(fake.calls()[1].kind, ReadKind::kMember);
+  EXPECT_EQ(fake.calls()[1].offset, 2u);
+  fake.Fail(1, ECONNREFUSED);
+  auto failed = fs_->Fetch(InoOf("dog/digits.jpg"), 0, 10);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_THAT(failed.error().message, ::testing::HasSubstr("fake://1"));
+}
+
+// --verify checks the bytes it serves: one read of the whole member, never a second.
+TEST_F(FilesystemTest, VerifyChecksTheBytesItServesWithOneRead) {
+  FakeSource fake({"HELLO-WORLD!tiny", "0123456789"});
+  std::vector<uint64_t> by_index(catalog_->file_count());
+  for (NodeId id = 0; id < catalog_->node_count(); ++id) {
+    if (catalog_->IsDir(id)) continue;
+    const FileExtent& f = catalog_->Extent(id);
+    const size_t blob = catalog_->Group(f.group).blob;
+    by_index[catalog_->FileIndex(id)] = ChecksumOf(fake.blob(blob).data() + f.offset, f.size);
+  }
+  *catalog_ = WithFileChecksums(*catalog_, by_index);
+  ServeFrom(fake, true);
+  EXPECT_EQ(ReadAll(InoOf("dog/digits.jpg"), 4, 2), "45");
+  ASSERT_EQ(fake.calls().size(), 1u);
+  EXPECT_EQ(fake.calls()[0].offset, 0u);  // the whole member, checked, then the range served
+  EXPECT_EQ(fake.calls()[0].length, 10u);
+  EXPECT_EQ(ReadAll(InoOf("dog/digits.jpg"), 8, 5), "89");
+  ASSERT_EQ(fake.calls().size(), 2u);  // verified once: now just the range
+  EXPECT_EQ(fake.calls()[1].length, 2u);
+  fake.blob(0)[1] = 'e';  // damages hello.jpg before its first read
+  auto hello = fs_->Fetch(InoOf("cat/sub/hello.jpg"), 0, 4);
+  ASSERT_FALSE(hello.ok());
+  EXPECT_EQ(hello.error().code, EIO);
+  EXPECT_EQ(fake.calls().size(), 3u);
 }
 
 }  // namespace

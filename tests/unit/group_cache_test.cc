@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "dataset/format/checksums.h"
+#include "source/local_source.h"
 #include "tests/unit/temp_dir.h"
 
 namespace gpufs {
@@ -84,8 +85,14 @@ class GroupCacheTest : public ::testing::Test {
   void MakeCache(size_t budget, const std::string& policy, IoEngine& engine) {
     arena_ = std::move(*PinnedArena::Create(budget));
     cache_ =
-        std::make_unique<GroupCache>(*catalog_, *blobs_, engine, *arena_,
+        std::make_unique<GroupCache>(*catalog_, SourceOver(engine), *arena_,
                                      MakePolicy(policy, {4, 4}, 8), CacheOptions{policy, 0, 0});
+  }
+
+  // The blob files read through `engine`, as a mount reads them.
+  BlobSource& SourceOver(IoEngine& engine) {
+    source_ = std::make_unique<LocalSource>(*blobs_, engine);
+    return *source_;
   }
 
   NodeId Node(const std::string& path) { return *catalog_->FindPath(path); }
@@ -100,6 +107,7 @@ class GroupCacheTest : public ::testing::Test {
   std::map<std::string, std::string> contents_;
   std::unique_ptr<Catalog> catalog_;
   std::unique_ptr<BlobFiles> blobs_;
+  std::unique_ptr<LocalSource> source_;
   std::unique_ptr<PinnedArena> arena_;
   std::unique_ptr<GroupCache> cache_;
 };
@@ -234,7 +242,7 @@ TEST_F(GroupCacheTest, PrefetchLeavesAGroupWhoseLoadFailed) {
   engine.fail_ = true;
   engine.Release();
   arena_ = std::move(*PinnedArena::Create(1 << 20));
-  cache_ = std::make_unique<GroupCache>(*catalog_, *blobs_, engine, *arena_,
+  cache_ = std::make_unique<GroupCache>(*catalog_, SourceOver(engine), *arena_,
                                         MakePolicy("lru", {4, 4}, 8), CacheOptions{"lru", 2, 0});
   EXPECT_FALSE(cache_->Read(Node("c/0-0"), 0, 100).ok());
   // Prefetch may try each group once; a loop would retry them without end.

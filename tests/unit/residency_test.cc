@@ -11,6 +11,7 @@
 #include "cache/page_cache.h"
 #include "cli/stat_report.h"
 #include "fs/control.h"
+#include "source/local_source.h"
 #include "tests/unit/temp_dir.h"
 
 namespace gpufs {
@@ -42,9 +43,10 @@ class ResidencyTest : public ::testing::Test {
     catalog_ = std::make_unique<Catalog>(std::move(*Catalog::FromSpec(spec)));
     blobs_ = std::make_unique<BlobFiles>(dir_.path(), catalog_->blobs());
     arena_ = std::move(*PinnedArena::Create(1 << 20));
-    cache_ = std::make_unique<GroupCache>(*catalog_, *blobs_, engine_, *arena_,
+    source_ = std::make_unique<LocalSource>(*blobs_, engine_);
+    cache_ = std::make_unique<GroupCache>(*catalog_, *source_, *arena_,
                                           MakePolicy("lru", {2, 2}, 4), CacheOptions{"lru", 0, 0});
-    fs_ = std::make_unique<Filesystem>(*catalog_, *blobs_, ServeOptions{}, cache_.get());
+    fs_ = std::make_unique<Filesystem>(*catalog_, *source_, ServeOptions{}, cache_.get());
   }
 
   uint64_t Ino(std::string_view path) { return Filesystem::InoOf(*catalog_->FindPath(path)); }
@@ -75,6 +77,7 @@ class ResidencyTest : public ::testing::Test {
   PreadEngine engine_{1};
   std::unique_ptr<Catalog> catalog_;
   std::unique_ptr<BlobFiles> blobs_;
+  std::unique_ptr<LocalSource> source_;
   std::unique_ptr<PinnedArena> arena_;
   std::unique_ptr<GroupCache> cache_;
   std::unique_ptr<Filesystem> fs_;

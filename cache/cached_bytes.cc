@@ -1,0 +1,35 @@
+#include "cache/cached_bytes.h"
+
+#include <utility>
+
+#include "cache/group_cache.h"
+
+namespace gpufs {
+
+CachedBytes::CachedBytes(CachedBytes&& other) noexcept { *this = std::move(other); }
+
+CachedBytes& CachedBytes::operator=(CachedBytes&& other) noexcept {
+  if (this != &other) {
+    if (cache_) cache_->Unpin(group_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    cache_ = std::exchange(other.cache_, nullptr);
+    group_ = other.group_;
+    owned_ = std::move(other.owned_);
+  }
+  return *this;
+}
+
+CachedBytes CachedBytes::Owned(std::unique_ptr<char[]> bytes, size_t start, size_t size) {
+  CachedBytes owned;
+  owned.owned_ = std::move(bytes);
+  owned.data_ = owned.owned_.get() + start;
+  owned.size_ = size;
+  return owned;
+}
+
+CachedBytes::~CachedBytes() {
+  if (cache_) cache_->Unpin(group_);
+}
+
+}  // namespace gpufs

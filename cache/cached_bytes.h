@@ -1,0 +1,34 @@
+// The bytes of one read, handed to the reply and released when it is sent: a pinned span
+// of a cached group, or bytes read for that reply alone.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace gpufs {
+
+class GroupCache;
+
+// Held in place (a cached group stays pinned) until destroyed. Move-only.
+class CachedBytes {
+ public:
+  CachedBytes() = default;
+  CachedBytes(CachedBytes&& other) noexcept;
+  CachedBytes& operator=(CachedBytes&& other) noexcept;
+  ~CachedBytes();
+  // `size` bytes at `start` of `bytes`, read for one reply alone and owned by the result.
+  static CachedBytes Owned(std::unique_ptr<char[]> bytes, size_t start, size_t size);
+  const char* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  friend class GroupCache;
+  const char* data_ = nullptr;
+  size_t size_ = 0;
+  GroupCache* cache_ = nullptr;  // set when data_ is a pinned group
+  uint32_t group_ = 0;
+  std::unique_ptr<char[]> owned_;  // set when data_ was read for this reply alone
+};
+
+}  // namespace gpufs

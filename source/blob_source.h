@@ -1,0 +1,91 @@
+// The blob source: the one seam every byte of a blob comes through. The group cache's
+// loads, member reads, the no-cache mode, --verify and the GPU client library all read
+// through it, so a new place to keep blobs (local files, an object store, an HTTP server,
+// the unit tests' fake) is taught once, and its checks, retries and counters cover every
+// path.
+//
+// Reads are asynchronous: Submit queues them and each one's `done` runs exactly once, on a
+// source thread, with the byte count or an error whose message names the blob. A read may
+// come back short only where the blob ends. Sources are thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dataset/error.h"
+#include "dataset/format/native_index.h"
+
+namespace gpufs {
+
+// The keys of every source's Stats(), spelled here once for the stats, gpufs-stat and the
+// metrics.
+namespace source_stat {
+inline constexpr const char* kKind = "kind";
+inline constexpr const char* kRequests = "requests";  // requests sent, retries included
+inline constexpr const char* kRetries = "retries";
+inline constexpr const char* kErrors = "errors";  // reads that failed in the end
+inline constexpr const char* kBytes = "bytes";
+inline constexpr const char* kInFlight = "in_flight";
+inline constexpr const char* kLatencyP50 = "latency_ms_p50";
+inline constexpr const char* kLatencyP99 = "latency_ms_p99";
+}  // namespace source_stat
+
+// What the bytes of a read are for, which decides what other copies of them to avoid.
+enum class ReadKind {
+  kGroup,   // a group for the pinned cache: bypass the kernel's page cache where possible
+  kMember,  // bytes about to be served, which the kernel then caches as the served file
+};
+
+struct BlobRead {
+  uint32_t blob = 0;
+  uint64_t offset = 0;
+  size_t length = 0;
+  char* buffer = nullptr;  // `length` bytes; for kGroup aligned to Alignment()
+  std::function<void(Result<size_t>)> done;
+};
+
+class BlobSource {
+ public:
+  virtual ~BlobSource() = default;
+  // "local", "s3" or "http": what the stats call it.
+  virtual std::string_view kind() const = 0;
+  virtual size_t blob_count() const = 0;
+  // How messages and user.gpufs.blob name a blob: its path, or its URL.
+  virtual std::string Describe(uint32_t blob) const = 0;
+  // What the mount saw of `blob` (size, checksum, ...), or null when it was told nothing.
+  virtual const BlobInfo* Expected(uint32_t blob) const = 0;
+  // What kGroup reads need of offsets, lengths and buffers (O_DIRECT wants 4096).
+  virtual size_t Alignment() const { return 1; }
+  // The largest single request worth making: a longer range goes as parts this large,
+  // all in flight at once (0: as one request).
+  virtual size_t PartSize() const { return 0; }
+
+  // Queues `reads`; thread-safe.
+  virtual void Submit(ReadKind kind, std::vector<BlobRead> reads) = 0;
+  // One read, waited for. The default submits and waits; a source with a cheaper
+  // synchronous path overrides it. Thread-safe.
+  virtual Result<size_t> Read(ReadKind kind, uint32_t blob, uint64_t offset, size_t length,
+                              char* buffer);
+
+  // Counters of the source (keys in source_stat), reported under "io" in user.gpufs.stats,
+  // the control socket's stats and /metrics.
+  virtual nlohmann::json Stats() const = 0;
+};
+
+// Reads [offset, offset + length) of `blob` into `buffer`, as parts of at most `part`
+// bytes (0: the source's PartSize(), or one request) all in flight at once, and waits.
+// Returns the bytes read before the first short part (the blob's end), or the first error.
+Result<size_t> ReadRange(BlobSource& source, ReadKind kind, uint32_t blob, uint64_t offset,
+                         size_t length, char* buffer, size_t part = 0);
+
+// ReadRange that fails, naming `what`, unless every byte came.
+Status ReadExactly(BlobSource& source, ReadKind kind, uint32_t blob, uint64_t offset, size_t length,
+                   char* buffer, std::string_view what);
+
+}  // namespace gpufs

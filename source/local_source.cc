@@ -1,0 +1,85 @@
+#include "source/local_source.h"
+
+#include <fcntl.h>
+
+#include <cstring>
+
+namespace gpufs {
+
+LocalSource::LocalSource(BlobFiles& blobs, IoEngine& engine, size_t part)
+    : blobs_(blobs), engine_(engine), part_(part) {}
+
+void LocalSource::Submit(ReadKind kind, std::vector<BlobRead> reads) {
+  std::vector<IoRequest> requests;
+  requests.reserve(reads.size());
+  for (BlobRead& read : reads) {
+    IoRequest request = RequestFor(kind, std::move(read));
+    if (request.fd >= 0) requests.push_back(std::move(request));
+  }
+  requests_ += requests.size();
+  if (!requests.empty()) engine_.Submit(std::move(requests));
+}
+
+// The engine's request for `read`, or one with fd -1 when the blob cannot be opened (its
+// `done` has then been told why).
+IoRequest LocalSource::RequestFor(ReadKind kind, BlobRead read) {
+  int fd = -1;
+  bool direct = false;
+  if (kind == ReadKind::kGroup) {
+    auto handle = blobs_.DirectFd(read.blob);
+    if (handle) std::tie(fd, direct) = std::pair{handle->fd, handle->direct};
+    if (!handle) read.done(handle.error());
+  } else {
+    auto opened = blobs_.Fd(read.blob);
+    if (opened) fd = *opened;
+    if (!opened) read.done(opened.error());
+  }
+  if (fd < 0) {
+    ++errors_;
+    return IoRequest{};
+  }
+  const uint32_t blob = read.blob;
+  const uint64_t offset = read.offset;
+  const size_t length = read.length;
+  auto done = [this, fd, direct, blob, offset, length, done = std::move(read.done)](ssize_t n) {
+    if (!direct) {  // the bytes now live in the arena or the served file's cache
+      posix_fadvise(fd, static_cast<off_t>(offset), static_cast<off_t>(length),
+                    POSIX_FADV_DONTNEED);
+    }
+    if (n < 0) {
+      ++errors_;
+      done(Fail(static_cast<int>(-n), "cannot read blob {} at byte {}: {}",
+                blobs_.PathOf(blob).string(), offset, strerror(static_cast<int>(-n))));
+      return;
+    }
+    bytes_ += static_cast<uint64_t>(n);
+    done(static_cast<size_t>(n));
+  };
+  return IoRequest{fd, static_cast<int>(blob), offset, length, read.buffer, std::move(done)};
+}
+
+Result<size_t> LocalSource::Read(ReadKind kind, uint32_t blob, uint64_t offset, size_t length,
+                                 char* buffer) {
+  ++requests_;
+  auto got = kind == ReadKind::kMember ? blobs_.ReadToServe(blob, offset, buffer, length)
+                                       : blobs_.ReadAt(blob, offset, buffer, length);
+  if (!got) {
+    ++errors_;
+    return got.error();
+  }
+  bytes_ += *got;
+  return got;
+}
+
+nlohmann::json LocalSource::Stats() const {
+  using namespace source_stat;
+  nlohmann::json j;
+  j[kKind] = std::string(kind());
+  j[kRequests] = requests_.load();
+  j[kErrors] = errors_.load();
+  j[kBytes] = bytes_.load();
+  j["engine"] = std::string(engine_.name());
+  return j;
+}
+
+}  // namespace gpufs
