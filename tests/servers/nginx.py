@@ -19,6 +19,7 @@ records each request's time (`access_log`) for benchmarks and debugging.
     with NginxOrigin(folder) as origin, FaultProxy(origin.url, delay_ms=20) as proxy:
         proxy.set(fail_next=2)          # the next two requests get 503 SlowDown
 """
+import atexit
 import functools
 import os
 import shutil
@@ -158,6 +159,8 @@ class _Nginx:
         if reason:
             raise ServerError(reason)
         if self.prefix is None:
+            # Also at exit: an interrupt can skip the caller's cleanup. close() is idempotent.
+            atexit.register(self.close)
             self.prefix = tempfile.mkdtemp(prefix=f"gpufs-{self.name}-")
             for d in ("logs", "tmp"):
                 os.mkdir(os.path.join(self.prefix, d))

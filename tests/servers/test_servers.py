@@ -4,7 +4,6 @@ front of Ceph's S3 endpoint) and the Ceph store's restart. Each class skips, say
 where its programs are missing."""
 import http.client
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -48,13 +47,15 @@ class OriginAndProxy(unittest.TestCase):
         reason = nginx.NginxOrigin.skip_reason() or nginx.FaultProxy.skip_reason()
         if reason:
             raise unittest.SkipTest(reason)
-        cls.root = tempfile.mkdtemp(prefix="gpufs-origin-root-")
+        # A TemporaryDirectory is removed at exit even when an interrupt skips cleanups.
+        cls.root_dir = tempfile.TemporaryDirectory(prefix="gpufs-origin-root-")
+        cls.addClassCleanup(cls.root_dir.cleanup)
+        cls.root = cls.root_dir.name
         cls.data = os.urandom(3 << 20)
         with open(os.path.join(cls.root, "blob"), "wb") as f:
             f.write(cls.data)
         cls.origin = nginx.NginxOrigin(cls.root).__enter__()
         cls.addClassCleanup(cls.origin.close)
-        cls.addClassCleanup(shutil.rmtree, cls.root)
         cls.proxy = nginx.FaultProxy(cls.origin.url).__enter__()
         cls.addClassCleanup(cls.proxy.close)
 
