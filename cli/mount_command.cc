@@ -222,9 +222,10 @@ std::unique_ptr<IoEngine> MakeEngine(const MountArgs& args, const Dataset& d, Pi
   if (args.io_engine == "io_uring" && a) {
     UringOptions options{args.io_threads, args.queue_depth, a->base(), a->capacity(),
                          static_cast<unsigned>(std::min<size_t>(d.catalog.blobs().size(), 65536))};
-    auto engine = MakeUringEngine(options);
-    if (engine) return std::move(*engine);
-    spdlog::warn("{}; reading with pread instead", engine.error().message);
+    std::string fallback;
+    auto engine = MakeIoEngine(options, args.io_threads, &fallback);
+    if (!fallback.empty()) spdlog::warn("{}; reading with pread instead", fallback);
+    return engine;
   }
   return std::make_unique<PreadEngine>(args.io_threads);
 }
