@@ -11,9 +11,12 @@ PACKAGES=(
   libcpp-httplib-dev vmtouch libtorch-dev libjpeg-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-torchvision python3-pil
+  # Test servers (tests/servers): nginx with the Lua module, and a one-node Ceph S3 store
+  # (monmaptool is in ceph-base; ceph-authtool, radosgw-admin and ceph in ceph-common).
+  nginx-extras radosgw ceph-mon ceph-osd ceph-base ceph-common
 )
 if [ "${1:-}" = "bench" ]; then
-  PACKAGES+=(squashfuse squashfs-tools python3-matplotlib)
+  PACKAGES+=(squashfuse squashfs-tools python3-matplotlib s3fs rclone)
 fi
 
 missing=()
@@ -27,5 +30,24 @@ fi
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 echo "install_deps: installing ${missing[*]}"
+
+# Without systemd, the packages' scripts would start nginx (on 0.0.0.0:80) and the Ceph
+# daemons; a policy-rc.d that answers 101 ("action forbidden") stops them doing so. Ours
+# only if there is none, removed again however the install ends.
+POLICY=/usr/sbin/policy-rc.d
+if [ ! -e "$POLICY" ]; then
+  printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$POLICY" >/dev/null
+  $SUDO chmod 755 "$POLICY"
+  trap '$SUDO rm -f "$POLICY"' EXIT
+fi
+nginx_before=$(pgrep -x nginx || true)
+
 $SUDO apt-get update -q
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+
+# The tests start their own nginx on loopback; one the install started anyway would hold
+# port 80. Stop it through its own pid file.
+if [ -z "$nginx_before" ] && pgrep -x nginx >/dev/null; then
+  echo "install_deps: stopping the nginx the install started"
+  $SUDO nginx -s quit || true
+fi

@@ -87,7 +87,28 @@ std::string IndexNameFor(const std::filesystem::path& archive) {
   return archive.filename().string() + ".gpufs-index";
 }
 
-// A saved index of `archive`, beside it or in the cache, that still matches it.
+Result<Dataset> OpenTar(const std::filesystem::path& archive, const OpenOptions& options) {
+  auto stamp = StampOf(archive);
+  if (!stamp) return stamp.error();
+  const std::vector<std::filesystem::path> candidates = {
+      archive.parent_path() / IndexNameFor(archive),
+      options.cache_dir / fmt::format("{}-{:016x}.gpufs-index", archive.filename().string(),
+                                      ChecksumOf(archive.c_str(), archive.native().size()))};
+  if (auto saved = OpenSavedTarIndex(archive, candidates, *stamp)) {
+    saved->mtime = MtimeOf(archive);
+    return std::move(*saved);
+  }
+  auto listing = ListTar(archive);
+  if (!listing) return listing.error();
+  auto d = TarDataset(archive, *listing, *stamp, options.tar_group_bytes);
+  if (!d) return d.error();
+  d->mtime = MtimeOf(archive);
+  d->index = SaveTarIndex(*d, *stamp, candidates);
+  return d;
+}
+
+}  // namespace
+
 std::optional<Dataset> OpenSavedTarIndex(const std::filesystem::path& archive,
                                          const std::vector<std::filesystem::path>& candidates,
                                          const SourceStamp& stamp) {
@@ -110,64 +131,48 @@ std::optional<Dataset> OpenSavedTarIndex(const std::filesystem::path& archive,
   return std::nullopt;
 }
 
-// Saves the index beside the archive, else in the cache folder; says where, or why not.
-std::filesystem::path SaveTarIndex(const Catalog& catalog, const IndexInfo& info,
-                                   const std::vector<std::filesystem::path>& candidates,
-                                   std::vector<std::string>& notes) {
+std::filesystem::path SaveTarIndex(Dataset& d, const SourceStamp& stamp,
+                                   const std::vector<std::filesystem::path>& candidates) {
+  IndexInfo info;
+  info.source = stamp;
+  info.blobs = d.blobs;
   std::string failures;
   for (const auto& path : candidates) {
     std::error_code ec;
     std::filesystem::create_directories(path.parent_path(), ec);
-    Status s = WriteNativeIndex(catalog, info, path);
+    Status s = WriteNativeIndex(d.catalog, info, path);
     if (s) return path;
     failures += (failures.empty() ? "" : "; ") + s.error().message;
   }
-  notes.push_back(
+  d.notes.push_back(
       fmt::format("the archive's index could not be saved, so the next mount "
                   "reads the archive again ({})",
                   failures));
   return {};
 }
 
-Result<Dataset> OpenTar(const std::filesystem::path& archive, const OpenOptions& options) {
-  auto stamp = StampOf(archive);
-  if (!stamp) return stamp.error();
-  const std::vector<std::filesystem::path> candidates = {
-      archive.parent_path() / IndexNameFor(archive),
-      options.cache_dir / fmt::format("{}-{:016x}.gpufs-index", archive.filename().string(),
-                                      ChecksumOf(archive.c_str(), archive.native().size()))};
-  if (auto saved = OpenSavedTarIndex(archive, candidates, *stamp)) {
-    saved->mtime = MtimeOf(archive);
-    return std::move(*saved);
-  }
-  auto listing = ListTar(archive);
-  if (!listing) return listing.error();
+Result<Dataset> TarDataset(const std::filesystem::path& archive, const TarListing& listing,
+                           const SourceStamp& stamp, uint64_t group_bytes) {
   std::vector<std::string> paths;
-  for (const TarEntry& e : listing->entries) paths.push_back(e.path);
+  for (const TarEntry& e : listing.entries) paths.push_back(e.path);
   auto shape = ShapeTree(paths, SplitMode::kAuto, true, archive.string());
   if (!shape) return shape.error();
-  auto catalog = Catalog::FromSpec(TarSpec(archive, *listing, *shape, options.tar_group_bytes));
+  auto catalog = Catalog::FromSpec(TarSpec(archive, listing, *shape, group_bytes));
   if (!catalog) return catalog.error();
-  IndexInfo info;
-  info.source = *stamp;
-  info.blobs = {BlobInfo{stamp->size, 0}};
-  Dataset d{
-      archive.parent_path(), std::move(*catalog), info.blobs, "tar", {}, MtimeOf(archive), {}};
-  if (listing->skipped) {
+  Dataset d{archive.parent_path(), std::move(*catalog), {BlobInfo{stamp.size, 0}}, "tar", {}, {},
+            {}};
+  if (listing.skipped) {
     d.notes.push_back(
         fmt::format("{} links, devices or fifos in the archive have no bytes to "
                     "serve and are not shown",
-                    listing->skipped));
+                    listing.skipped));
   }
   if (!shape->outside.empty()) {
     d.notes.push_back(fmt::format("{} files outside class folders are not shown (first: {})",
                                   shape->outside.size(), shape->outside.front()));
   }
-  d.index = SaveTarIndex(d.catalog, info, candidates, d.notes);
   return d;
 }
-
-}  // namespace
 
 Result<Dataset> OpenMytarText(const std::filesystem::path& dir) {
   auto spec = ReadMytarDataset(dir);

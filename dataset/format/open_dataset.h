@@ -46,6 +46,23 @@ Result<Dataset> OpenDataset(const std::filesystem::path& src, const OpenOptions&
 // The mytar dataset at `dir` parsed from its text, ignoring any index.gpufs.
 Result<Dataset> OpenMytarText(const std::filesystem::path& dir);
 
+// The dataset of the tar archive `archive` (a path or an object's name; its file name is
+// the blob's name) from its listing, not yet saved. `stamp` identifies the archive.
+Result<Dataset> TarDataset(const std::filesystem::path& archive, const TarListing& listing,
+                           const SourceStamp& stamp, uint64_t group_bytes);
+
+// The first of `candidates` that holds an index of `archive` made from the archive as
+// `stamp` describes it now; none when all are missing, stale or of another archive.
+std::optional<Dataset> OpenSavedTarIndex(const std::filesystem::path& archive,
+                                         const std::vector<std::filesystem::path>& candidates,
+                                         const SourceStamp& stamp);
+
+// Saves `d`'s index at the first of `candidates` that takes it and returns where; when
+// none does, returns an empty path and says why in d.notes (the next mount lists the
+// archive again).
+std::filesystem::path SaveTarIndex(Dataset& d, const SourceStamp& stamp,
+                                   const std::vector<std::filesystem::path>& candidates);
+
 // What a tar listing holds, shaped as a tree, as a dataset: groups are runs of members
 // that lie next to each other in the archive, up to `group_bytes` each.
 DatasetSpec TarSpec(const std::filesystem::path& archive, const TarListing& listing,

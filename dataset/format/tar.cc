@@ -114,7 +114,7 @@ std::string ParsePax(std::string_view records, PaxValues* pax) {
 
 class TarWalker {
  public:
-  TarWalker(int fd, std::string label) : fd_(fd), label_(std::move(label)) {}
+  explicit TarWalker(RangeReader& reader) : reader_(reader), label_(reader.label()) {}
 
   // Lists the archive lying in [base, base + limit) of the file.
   Status Walk(uint64_t base, uint64_t limit, const std::string& prefix, TarListing& out) {
@@ -175,9 +175,9 @@ class TarWalker {
   }
 
   Status ReadBlock(uint64_t pos, char* block) {
-    const ssize_t n = pread(fd_, block, kBlock, static_cast<off_t>(pos));
-    if (n == static_cast<ssize_t>(kBlock)) return Ok{};
-    if (n < 0) return Fail(errno, "cannot read {}: {}", label_, strerror(errno));
+    auto n = reader_.ReadAt(pos, kBlock, block);
+    if (!n) return n.error();
+    if (*n == kBlock) return Ok{};
     return Bad(pos, "the archive ends in the middle of a header");
   }
 
@@ -195,8 +195,9 @@ class TarWalker {
   Result<std::string> ReadText(uint64_t pos, uint64_t size) {
     if (size > (16u << 20)) return Bad(pos, "an extended header is implausibly large");
     std::string text(size, '\0');
-    const ssize_t n = pread(fd_, text.data(), size, static_cast<off_t>(pos));
-    if (n != static_cast<ssize_t>(size)) return Bad(pos, "the archive ends inside a header");
+    auto n = reader_.ReadAt(pos, size, text.data());
+    if (!n) return n.error();
+    if (*n != size) return Bad(pos, "the archive ends inside a header");
     return text;
   }
 
@@ -232,7 +233,7 @@ class TarWalker {
     return Error{EINVAL, fmt::format("cannot read {}: at byte {}: {}", label_, pos, why)};
   }
 
-  int fd_;
+  RangeReader& reader_;
   std::string label_;
 };
 
@@ -256,14 +257,10 @@ bool AllInnerTars(const std::vector<TarEntry>& entries) {
 
 }  // namespace
 
-Result<TarListing> ListTar(const std::filesystem::path& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Fail(errno, "cannot open {}: {}", path.string(), strerror(errno));
-  struct stat st {};
-  fstat(fd, &st);
-  TarWalker walker(fd, path.string());
+Result<TarListing> ListTar(RangeReader& reader) {
+  TarWalker walker(reader);
   TarListing outer;
-  Status s = walker.Walk(0, static_cast<uint64_t>(st.st_size), "", outer);
+  Status s = walker.Walk(0, reader.size(), "", outer);
   DropReplaced(outer.entries);
   if (s && AllInnerTars(outer.entries)) {
     TarListing inner;
@@ -276,19 +273,25 @@ Result<TarListing> ListTar(const std::filesystem::path& path) {
     DropReplaced(inner.entries);
     outer = std::move(inner);
   }
-  close(fd);
   if (!s) return s.error();
   return outer;
 }
 
-bool LooksLikeTar(const std::filesystem::path& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
+Result<TarListing> ListTar(const std::filesystem::path& path) {
+  auto reader = OpenFileReader(path);
+  if (!reader) return reader.error();
+  return ListTar(**reader);
+}
+
+bool LooksLikeTar(RangeReader& reader) {
   char block[kBlock];
-  const bool ok = pread(fd, block, kBlock, 0) == static_cast<ssize_t>(kBlock) && !AllZero(block) &&
-                  ChecksumOk(block);
-  close(fd);
-  return ok;
+  auto n = reader.ReadAt(0, kBlock, block);
+  return n && *n == kBlock && !AllZero(block) && ChecksumOk(block);
+}
+
+bool LooksLikeTar(const std::filesystem::path& path) {
+  auto reader = OpenFileReader(path);
+  return reader && LooksLikeTar(**reader);
 }
 
 }  // namespace gpufs

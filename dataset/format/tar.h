@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "dataset/error.h"
+#include "dataset/format/range_reader.h"
 
 namespace gpufs {
 
@@ -35,8 +36,10 @@ struct TarListing {
 // ILSVRC2012_img_train.tar), the inner archives are listed instead, each as a folder named
 // after it without ".tar".
 Result<TarListing> ListTar(const std::filesystem::path& path);
+Result<TarListing> ListTar(RangeReader& reader);
 
 // True when the first block of `path` is a tar header.
 bool LooksLikeTar(const std::filesystem::path& path);
+bool LooksLikeTar(RangeReader& reader);
 
 }  // namespace gpufs

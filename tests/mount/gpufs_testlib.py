@@ -62,16 +62,18 @@ def is_running(pid):
         return False
 
 
-def run_gpufsd(*args, timeout=60):
-    return subprocess.run([GPUFSD, *args], capture_output=True, text=True, timeout=timeout)
+def run_gpufsd(*args, timeout=60, env=None):
+    return subprocess.run([GPUFSD, *args], capture_output=True, text=True, timeout=timeout,
+                          env=env)
 
 
 class Mount:
     """`with Mount(src) as mnt:` serves src at a fresh folder for the duration."""
 
-    def __init__(self, source, *options):
+    def __init__(self, source, *options, env=None):
         self.source = source
         self.options = list(options)
+        self.env = env  # of the daemon; None: this process's
         self.mountpoint = tempfile.mkdtemp(prefix="gpufs-mnt-")
         self.proc = None
 
@@ -83,7 +85,7 @@ class Mount:
         self.proc = subprocess.Popen(
             [GPUFSD, "mount", "-f", "--ready-fd", str(write_end), *self.options,
              self.source, self.mountpoint],
-            pass_fds=[write_end], stderr=self.log, text=True)
+            pass_fds=[write_end], stderr=self.log, text=True, env=self.env)
         os.close(write_end)
         ready, _, _ = select.select([read_end], [], [], 30)
         message = os.read(read_end, 16) if ready else b""

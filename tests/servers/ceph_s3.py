@@ -11,6 +11,7 @@ on disk; `memstore_bytes` caps how much it holds.
         s3.put("data", "a/b", b"bytes")
         subprocess.run([...], env={**os.environ, **s3.env()})
 """
+import atexit
 import json
 import os
 import secrets
@@ -76,6 +77,29 @@ def _conf(tmp, fsid, mon_port, rgw_port, memstore_bytes, extra):
     return "\n".join(lines) + "\n"
 
 
+_shared = None
+
+
+def shared():
+    """One store for the whole process, brought up on the first call and closed at exit.
+
+    A bring-up takes seconds, so test modules share one (call this in setUpClass) and keep
+    apart by bucket name (unique_bucket). A test that stops radosgw starts it again. Raises
+    ServerError when the store cannot run; check skip_reason() first."""
+    global _shared
+    if _shared is None:
+        store = CephS3()
+        store.up_or_close()
+        atexit.register(store.close)
+        _shared = store
+    return _shared
+
+
+def unique_bucket(prefix="t"):
+    """A bucket name no other caller of this process gets (S3 names: 3-63 chars, lower)."""
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
 class CephS3:
     """A running Ceph S3 store; see the module docstring.
 
@@ -98,12 +122,15 @@ class CephS3:
     # --- life cycle -------------------------------------------------------------------
 
     def __enter__(self):
+        return self.up_or_close()
+
+    def up_or_close(self):
+        """up(), and on any failure (or an interrupt) close() before raising."""
         try:
-            self.up()
+            return self.up()
         except BaseException:
             self.close()
             raise
-        return self
 
     def __exit__(self, *exc):
         self.close()
@@ -138,7 +165,9 @@ class CephS3:
         wait_for("the monitor to register osd.0",
                  lambda: self._ceph("osd", "new", osd_uuid, "0", timeout=10) == "0",
                  deadline, [self.mon])
-        self.osd = self._daemon("osd", "ceph-osd", "-i", "0", log="osd.0.log").start()
+        # SIGKILL when orphaned, for the reason close() gives.
+        self.osd = self._daemon("osd", "ceph-osd", "-i", "0", log="osd.0.log",
+                                death_sig=signal.SIGKILL).start()
         wait_for("osd.0 to be up", self._osd_up, deadline, [self.mon, self.osd])
         self._start_rgw(deadline)
         self._run("radosgw-admin", "-c", self.conf_path, "-n", RGW_NAME, "user", "create",
@@ -262,9 +291,10 @@ class CephS3:
         dump = json.loads(self._ceph("osd", "dump", "--format", "json"))
         return any(o["osd"] == 0 and o["up"] for o in dump["osds"])
 
-    def _daemon(self, what, *argv, log):
+    def _daemon(self, what, *argv, log, death_sig=signal.SIGTERM):
         return Daemon(what, [argv[0], "-f", "-c", self.conf_path, *argv[1:]],
-                      f"{self.tmp}/log/{what}.out", logs=[f"{self.tmp}/log/{log}"])
+                      f"{self.tmp}/log/{what}.out", logs=[f"{self.tmp}/log/{log}"],
+                      death_sig=death_sig)
 
     def _start_rgw(self, deadline):
         self.rgw = self._daemon("radosgw", "radosgw", "-n", RGW_NAME,

@@ -40,22 +40,40 @@ def tail(path, lines=30):
     return "\n".join(text.splitlines()[-lines:])
 
 
-def _die_with_parent():
-    """Runs in the child before exec: SIGTERM when the parent thread exits."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+def _die_with_parent(sig, own_group):
+    """What the child runs before exec: `sig` when the parent thread exits, and with
+    `own_group` a process group of its own, so that its children can be killed with it."""
+    def setup():
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, sig)  # PR_SET_PDEATHSIG
+        if own_group:
+            os.setpgid(0, 0)
+    return setup
+
+
+def exit_on_sigterm():
+    """Turns SIGTERM (what `meson test` sends on a timeout) into SystemExit, so that `with`
+    blocks and atexit handlers stop the servers and remove their folders on the way out."""
+    def handler(signum, frame):
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, handler)
 
 
 class Daemon:
     """One foreground server process; stdout and stderr go to `log`.
 
     `name` names it in errors; `logs` are the files whose tails an error shows (the
-    daemon's own log file first, then its output)."""
+    daemon's own log file first, then its output). `death_sig` is what the daemon gets when
+    this process dies. `own_group` is for daemons that fork workers (nginx): they share a
+    process group whose id is the daemon's pid, and a stop that has to kill kills the group.
+    """
 
-    def __init__(self, name, argv, log, logs=(), env=None, cwd=None):
+    def __init__(self, name, argv, log, logs=(), env=None, cwd=None,
+                 death_sig=signal.SIGTERM, own_group=False):
         self.name, self.argv, self.log = name, list(argv), log
         self.logs = list(logs) + [log]
         self.env, self.cwd = env, cwd
+        self.death_sig, self.own_group = death_sig, own_group
         self.proc = None
 
     def start(self):
@@ -63,7 +81,8 @@ class Daemon:
         try:
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=out,
                                          stderr=subprocess.STDOUT, env=self.env, cwd=self.cwd,
-                                         preexec_fn=_die_with_parent)
+                                         preexec_fn=_die_with_parent(self.death_sig,
+                                                                        self.own_group))
         finally:
             out.close()
         return self
@@ -94,7 +113,11 @@ class Daemon:
                 proc.send_signal(sig)
                 proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                # The group id cannot be reused before the leader is reaped (below).
+                if self.own_group:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                else:
+                    proc.kill()
                 proc.wait()
 
 
