@@ -57,6 +57,7 @@ struct StoreConfig {
   std::chrono::milliseconds connect_timeout{3'000};
   std::chrono::milliseconds stall_timeout{10'000};  // no byte for this long: a broken transfer
   bool verify_tls = true;
+  unsigned list_page_size = 0;  // s3: keys per listing page; 0: the store's default (1000)
 };
 
 // What the URL names and how to reach it, from the URL, the options and the conventions of

@@ -1,0 +1,230 @@
+// ResolveLocation: from a URL and the AWS tools' conventions to a StoreConfig.
+//
+// Precedence, as the AWS CLI has it: credentials from AWS_ACCESS_KEY_ID and
+// AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN), else the profile (AWS_PROFILE, default
+// "default") in the credentials file, else the same profile in the config file. Region:
+// AWS_REGION, AWS_DEFAULT_REGION, the profile's region, us-east-1. Endpoint: --endpoint,
+// AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile's endpoint_url, then AWS itself.
+//
+// A URL ending in '/' names a folder; otherwise its last segment names an object (the
+// leaf) and the root is the folder holding it.
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "source/remote/aws_config.h"
+#include "source/remote/object_store.h"
+
+namespace gpufs::remote {
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+std::string Get(const Env& env, const std::string& name) {
+  auto it = env.find(name);
+  return it == env.end() ? "" : it->second;
+}
+
+std::string Setting(const IniSection* section, const std::string& key) {
+  if (section == nullptr) return "";
+  auto it = section->find(key);
+  return it == section->end() ? "" : it->second;
+}
+
+// One of the AWS files: where it is, and its profile's settings when it has them.
+struct AwsFile {
+  std::string path;  // empty: neither its variable nor HOME is set
+  IniFile ini;
+  const IniSection* profile = nullptr;
+};
+
+Result<AwsFile> LoadAwsFile(const Env& env, const char* variable, const char* home_relative,
+                            const std::string& profile, bool config_file) {
+  AwsFile file;
+  file.path = Get(env, variable);
+  if (file.path.empty() && !Get(env, "HOME").empty()) {
+    file.path = Get(env, "HOME") + "/" + home_relative;
+  }
+  if (file.path.empty()) return file;
+  std::ifstream in(file.path, std::ios::binary);
+  if (!in) return file;  // a missing file holds no profile; the caller says where it looked
+  std::stringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return Fail(EIO, "cannot read {}: {}", file.path, strerror(errno));
+  Result<IniFile> ini = ParseIni(text.str(), file.path);
+  if (!ini.ok()) return ini.error();
+  file.ini = std::move(*ini);
+  file.profile = FindProfile(file.ini, profile, config_file);
+  return file;
+}
+
+std::string_view StripTrailingSlashes(std::string_view s) {
+  while (!s.empty() && s.back() == '/') s.remove_suffix(1);
+  return s;
+}
+
+bool IsHttpUrl(std::string_view s) { return s.starts_with("http://") || s.starts_with("https://"); }
+
+// Splits "folder/leaf" at its last '/': a trailing '/' leaves no leaf.
+void SplitLeaf(std::string_view path, std::string& root, std::string& leaf) {
+  const size_t slash = path.rfind('/');
+  root = std::string(path.substr(0, slash == std::string_view::npos ? 0 : slash + 1));
+  leaf = std::string(path.substr(root.size()));
+}
+
+Result<Location> ResolveHttp(std::string_view url, const LocationOptions& options) {
+  const size_t authority = url.find("//") + 2;
+  const size_t path_at = url.find('/', authority);
+  const std::string_view host = url.substr(authority, path_at - authority);
+  if (host.find('@') != std::string_view::npos) {
+    // The URL itself is not repeated: it holds a password.
+    return Fail(EINVAL, "cannot use an http(s) source with a user or password in its URL");
+  }
+  if (host.empty()) return Fail(EINVAL, "cannot use {}: no host", url);
+  if (url.find_first_of("?#") != std::string_view::npos) {
+    return Fail(EINVAL, "cannot use {}: a query or fragment in a source URL", url);
+  }
+  Location location;
+  location.url = std::string(url);
+  location.config.scheme = Scheme::kHttp;
+  location.config.endpoint = std::string(url.substr(0, path_at));
+  location.config.connections = options.connections;
+  const std::string_view path = path_at == std::string_view::npos ? "/" : url.substr(path_at);
+  SplitLeaf(path, location.config.root, location.leaf);
+  return location;
+}
+
+// Credentials from the environment, else from the profile in either file.
+Result<std::optional<Credentials>> FindCredentials(const Env& env, const std::string& profile,
+                                                   const AwsFile& credentials,
+                                                   const AwsFile& config) {
+  Credentials c{Get(env, "AWS_ACCESS_KEY_ID"), Get(env, "AWS_SECRET_ACCESS_KEY"),
+                Get(env, "AWS_SESSION_TOKEN")};
+  std::string from = "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY";
+  for (const AwsFile* file : {&credentials, &config}) {
+    if (!c.access_key.empty() || !c.secret_key.empty()) break;
+    c = Credentials{Setting(file->profile, "aws_access_key_id"),
+                    Setting(file->profile, "aws_secret_access_key"),
+                    Setting(file->profile, "aws_session_token")};
+    from = fmt::format("profile '{}' in {}", profile, file->path);
+  }
+  if (c.access_key.empty() && c.secret_key.empty()) return std::optional<Credentials>{};
+  if (c.access_key.empty() || c.secret_key.empty()) {
+    return Fail(EINVAL, "cannot use the credentials of {}: {} is missing", from,
+                c.access_key.empty() ? "the access key id" : "the secret access key");
+  }
+  return std::optional<Credentials>{std::move(c)};
+}
+
+std::string Looked(const std::string& profile, const AwsFile& credentials, const AwsFile& config) {
+  std::string where = "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY";
+  for (const AwsFile* file : {&credentials, &config}) {
+    if (file->path.empty()) continue;
+    where += fmt::format(", profile '{}' in {} ({})", profile, file->path,
+                         file->profile       ? "no keys there"
+                         : file->ini.empty() ? "no such file, or empty"
+                                             : "no such profile");
+  }
+  return where;
+}
+
+Result<std::string> ResolveEndpoint(const LocationOptions& options, const Env& env,
+                                    const AwsFile& config, const std::string& region,
+                                    bool& custom) {
+  custom = true;
+  std::string endpoint = options.endpoint;
+  for (const char* name : {"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"}) {
+    if (endpoint.empty()) endpoint = Get(env, name);
+  }
+  if (endpoint.empty()) endpoint = Setting(config.profile, "s3.endpoint_url");
+  if (endpoint.empty()) endpoint = Setting(config.profile, "endpoint_url");
+  if (endpoint.empty()) {
+    custom = false;
+    return fmt::format("https://s3.{}.amazonaws.com", region);
+  }
+  if (!IsHttpUrl(endpoint) || endpoint.find_first_of("?#@") != std::string::npos) {
+    return Fail(EINVAL, "cannot use endpoint '{}': not an http:// or https:// URL of a server",
+                endpoint);
+  }
+  return std::string(StripTrailingSlashes(endpoint));
+}
+
+// A bucket that can be a host name label, as virtual-host addressing needs.
+bool IsDnsBucket(std::string_view bucket) {
+  if (bucket.size() < 3 || bucket.size() > 63) return false;
+  for (const char c : bucket) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+  }
+  return bucket.front() != '-' && bucket.back() != '-';
+}
+
+Result<Location> ResolveS3(std::string_view url, const LocationOptions& options, const Env& env) {
+  const std::string_view rest = url.substr(5);  // after "s3://"
+  const size_t slash = rest.find('/');
+  const std::string bucket(rest.substr(0, slash));
+  if (bucket.empty()) return Fail(EINVAL, "cannot use {}: no bucket", url);
+  Location location;
+  location.url = std::string(url);
+  StoreConfig& config = location.config;
+  config.scheme = Scheme::kS3;
+  config.bucket = bucket;
+  config.connections = options.connections;
+  if (slash != std::string_view::npos)
+    SplitLeaf(rest.substr(slash + 1), config.root, location.leaf);
+
+  std::string profile = Get(env, "AWS_PROFILE");
+  const bool named_profile = !profile.empty();
+  if (!named_profile) profile = "default";
+  Result<AwsFile> credentials_file =
+      LoadAwsFile(env, "AWS_SHARED_CREDENTIALS_FILE", ".aws/credentials", profile, false);
+  if (!credentials_file.ok()) return credentials_file.error();
+  Result<AwsFile> config_file = LoadAwsFile(env, "AWS_CONFIG_FILE", ".aws/config", profile, true);
+  if (!config_file.ok()) return config_file.error();
+
+  config.region.clear();
+  for (const char* name : {"AWS_REGION", "AWS_DEFAULT_REGION"}) {
+    if (config.region.empty()) config.region = Get(env, name);
+  }
+  if (config.region.empty()) config.region = Setting(config_file->profile, "region");
+  if (config.region.empty()) config.region = "us-east-1";
+  bool custom = true;
+  Result<std::string> endpoint = ResolveEndpoint(options, env, *config_file, config.region, custom);
+  if (!endpoint.ok()) return endpoint.error();
+  config.endpoint = std::move(*endpoint);
+  // Virtual hosts only on AWS itself, and only for buckets that can be a host name.
+  config.path_style = custom || !IsDnsBucket(bucket);
+
+  if (options.no_sign_request) return location;
+  const bool env_keys =
+      !Get(env, "AWS_ACCESS_KEY_ID").empty() || !Get(env, "AWS_SECRET_ACCESS_KEY").empty();
+  if (named_profile && !env_keys && !credentials_file->profile && !config_file->profile) {
+    return Fail(EINVAL, "cannot use profile '{}' (AWS_PROFILE) for {}: not in {}", profile, url,
+                Looked(profile, *credentials_file, *config_file));
+  }
+  Result<std::optional<Credentials>> found =
+      FindCredentials(env, profile, *credentials_file, *config_file);
+  if (!found.ok()) return found.error();
+  if (!*found) {
+    return Fail(EACCES,
+                "cannot sign requests to {}: no credentials (looked at {}); "
+                "--no-sign-request reads a public bucket",
+                url, Looked(profile, *credentials_file, *config_file));
+  }
+  config.credentials = std::move(**found);
+  return location;
+}
+
+}  // namespace
+
+bool IsRemoteUrl(std::string_view source) {
+  return source.starts_with("s3://") || IsHttpUrl(source);
+}
+
+Result<Location> ResolveLocation(std::string_view url, const LocationOptions& options,
+                                 const std::map<std::string, std::string>& env) {
+  if (url.starts_with("s3://")) return ResolveS3(url, options, env);
+  if (IsHttpUrl(url)) return ResolveHttp(url, options);
+  return Fail(EINVAL, "cannot use {}: not an s3://, http:// or https:// URL", url);
+}
+
+}  // namespace gpufs::remote

@@ -1,0 +1,385 @@
+#include "source/remote/transfer_loop.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+
+#include "source/remote/responses.h"
+
+namespace gpufs::remote {
+namespace {
+
+// The start of an error answer's body kept for its message; the rest is dropped.
+constexpr size_t kMaxErrorBody = 64 * 1024;
+
+void InitCurlOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+// Transport failures that another attempt may not meet: the connection was refused, cut,
+// stalled or timed out. A malformed URL or a certificate that does not verify is not one.
+bool IsRetryableTransport(CURLcode code) {
+  switch (code) {
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+    case CURLE_WEIRD_SERVER_REPLY:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool EqualsNoCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+std::string_view TrimLine(std::string_view s) {
+  while (!s.empty() && (s.back() == '\r' || s.back() == '\n' || s.back() == ' ')) {
+    s.remove_suffix(1);
+  }
+  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+  return s;
+}
+
+}  // namespace
+
+LoopConfig LoopConfigFor(const StoreConfig& config) {
+  LoopConfig loop;
+  loop.connections = std::max(1u, config.connections);
+  loop.max_attempts = std::max(1u, config.max_attempts);
+  loop.retry_budget = config.retry_budget;
+  loop.connect_timeout = config.connect_timeout;
+  loop.stall_timeout = config.stall_timeout;
+  loop.verify_tls = config.verify_tls;
+  if (config.scheme == Scheme::kS3) loop.signing = config.credentials;
+  loop.region = config.region;
+  return loop;
+}
+
+// One exchange through its attempts. Owned by exactly one of the loop's queues at a time.
+struct TransferLoop::Transfer {
+  Exchange exchange;
+  TransferLoop* loop = nullptr;
+  Reply reply;  // of the attempt in progress
+  unsigned attempts = 0;
+  Clock::time_point first_start;
+  Clock::time_point attempt_start;
+  CURL* easy = nullptr;
+  curl_slist* headers = nullptr;
+  bool sink_stopped = false;  // the write callback ended the transfer on purpose
+  char error[CURL_ERROR_SIZE] = {};
+
+  ~Transfer() { curl_slist_free_all(headers); }
+
+  static size_t OnHeader(char* data, size_t size, size_t count, void* self);
+  static size_t OnBody(char* data, size_t size, size_t count, void* self);
+  size_t Body(const char* data, size_t n);
+};
+
+size_t TransferLoop::Transfer::OnHeader(char* data, size_t size, size_t count, void* self) {
+  auto* t = static_cast<Transfer*>(self);
+  const std::string_view line = TrimLine(std::string_view(data, size * count));
+  if (line.starts_with("HTTP/")) {  // a new answer (after a 100 Continue, say): start over
+    t->reply = Reply{};
+    const size_t space = line.find(' ');
+    if (space != std::string_view::npos) {
+      std::from_chars(line.data() + space + 1, line.data() + line.size(), t->reply.status);
+    }
+    return size * count;
+  }
+  const size_t colon = line.find(':');
+  if (colon == std::string_view::npos) return size * count;
+  const std::string_view name = line.substr(0, colon);
+  const std::string_view value = TrimLine(line.substr(colon + 1));
+  if (EqualsNoCase(name, "ETag")) {
+    t->reply.etag = std::string(value);
+  } else if (EqualsNoCase(name, "Content-Range")) {
+    t->reply.content_range = std::string(value);
+  } else if (EqualsNoCase(name, "Content-Length")) {
+    uint64_t length = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), length);
+    if (ec == std::errc() && end == value.data() + value.size()) t->reply.content_length = length;
+  }
+  return size * count;
+}
+
+size_t TransferLoop::Transfer::OnBody(char* data, size_t size, size_t count, void* self) {
+  return static_cast<Transfer*>(self)->Body(data, size * count);
+}
+
+// Returning less than `n` ends the transfer (CURLE_WRITE_ERROR), which sink_stopped marks
+// as the loop's own decision rather than a broken connection.
+size_t TransferLoop::Transfer::Body(const char* data, size_t n) {
+  if (reply.status < 200 || reply.status > 299) {
+    reply.text.append(data,
+                      std::min(n, kMaxErrorBody - std::min(kMaxErrorBody, reply.text.size())));
+    return n;
+  }
+  const auto stop = [this](bool& why) {
+    why = true;
+    sink_stopped = true;
+    return size_t{0};
+  };
+  if (exchange.partial_only && reply.status != 206) return stop(reply.not_partial);
+  if (exchange.buffer != nullptr) {
+    if (n > exchange.capacity - reply.body_bytes) return stop(reply.overflow);
+    std::memcpy(exchange.buffer + reply.body_bytes, data, n);
+  } else {
+    if (n > exchange.max_text - reply.text.size()) return stop(reply.overflow);
+    reply.text.append(data, n);
+  }
+  reply.body_bytes += n;
+  loop->counters_.bytes.fetch_add(n, std::memory_order_relaxed);
+  return n;
+}
+
+TransferLoop::TransferLoop(LoopConfig config, StoreCounters& counters)
+    : config_(std::move(config)), counters_(counters) {
+  InitCurlOnce();
+  multi_ = curl_multi_init();
+  const long connections = config_.connections;
+  curl_multi_setopt(multi_, CURLMOPT_MAX_TOTAL_CONNECTIONS, connections);
+  curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS, connections);
+  curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, connections);
+  thread_ = std::thread([this] { Run(); });
+}
+
+TransferLoop::~TransferLoop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  curl_multi_wakeup(multi_);
+  thread_.join();
+  for (CURL* easy : idle_handles_) curl_easy_cleanup(easy);
+  curl_multi_cleanup(multi_);
+}
+
+void TransferLoop::Submit(Exchange exchange) {
+  {
+    std::lock_guard lock(mu_);
+    if (!stopping_) {
+      incoming_.emplace_back(std::move(exchange));
+      exchange.done = nullptr;
+    }
+  }
+  if (exchange.done) {
+    exchange.done(
+        Fail(ECANCELED, "cannot {} {}: the store is closing", exchange.verb, exchange.object));
+    return;
+  }
+  curl_multi_wakeup(multi_);
+}
+
+void TransferLoop::Post(std::function<void()> task) {
+  {
+    std::lock_guard lock(mu_);
+    incoming_.emplace_back(std::move(task));
+  }
+  curl_multi_wakeup(multi_);
+}
+
+void TransferLoop::Run() {
+  std::deque<Incoming> incoming;
+  for (;;) {
+    bool stopping = false;
+    {
+      std::lock_guard lock(mu_);
+      incoming.swap(incoming_);
+      stopping = stopping_;
+    }
+    TakeIncoming(incoming);
+    if (stopping) break;
+    StartReady();
+    int running = 0;
+    curl_multi_perform(multi_, &running);
+    Reap();
+    StartReady();
+    curl_multi_poll(multi_, nullptr, 0, PollTimeoutMs(), nullptr);
+  }
+  CancelAll();
+}
+
+void TransferLoop::TakeIncoming(std::deque<Incoming>& incoming) {
+  for (Incoming& item : incoming) {
+    if (auto* task = std::get_if<std::function<void()>>(&item)) {
+      (*task)();
+      continue;
+    }
+    auto transfer = std::make_unique<Transfer>();
+    transfer->exchange = std::move(std::get<Exchange>(item));
+    transfer->loop = this;
+    ready_.push_back(std::move(transfer));
+  }
+  incoming.clear();
+}
+
+void TransferLoop::StartReady() {
+  const auto now = Clock::now();
+  // A retry that is due goes first: it has waited longest.
+  while (!retries_.empty() && retries_.begin()->first <= now) {
+    ready_.push_front(std::move(retries_.begin()->second));
+    retries_.erase(retries_.begin());
+  }
+  while (!ready_.empty() && active_.size() < config_.connections) {
+    std::unique_ptr<Transfer> transfer = std::move(ready_.front());
+    ready_.pop_front();
+    Start(std::move(transfer));
+  }
+}
+
+void TransferLoop::Start(std::unique_ptr<Transfer> t) {
+  CURL* easy = nullptr;
+  if (idle_handles_.empty()) {
+    easy = curl_easy_init();
+  } else {
+    easy = idle_handles_.back();
+    idle_handles_.pop_back();
+    curl_easy_reset(easy);
+  }
+  const Exchange& ex = t->exchange;
+  if (t->headers == nullptr) {
+    for (const std::string& header : ex.headers) {
+      t->headers = curl_slist_append(t->headers, header.c_str());
+    }
+  }
+  curl_easy_setopt(easy, CURLOPT_URL, ex.url.c_str());
+  curl_easy_setopt(easy, CURLOPT_PRIVATE, t.get());
+  curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+  // Keys are sent as they are named: "a/../b" is a key, not a path to tidy.
+  curl_easy_setopt(easy, CURLOPT_PATH_AS_IS, 1L);
+  curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
+  curl_easy_setopt(easy, CURLOPT_NOBODY, ex.head ? 1L : 0L);
+  curl_easy_setopt(easy, CURLOPT_HTTPHEADER, t->headers);
+  curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, &Transfer::OnHeader);
+  curl_easy_setopt(easy, CURLOPT_HEADERDATA, t.get());
+  curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &Transfer::OnBody);
+  curl_easy_setopt(easy, CURLOPT_WRITEDATA, t.get());
+  curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, t->error);
+  curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(config_.connect_timeout.count()));
+  // A transfer that moves no byte for the stall time is broken: curl counts in seconds.
+  const long stall_s = std::max<long>(1, (config_.stall_timeout.count() + 999) / 1000);
+  curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME, stall_s);
+  curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, config_.verify_tls ? 1L : 0L);
+  curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, config_.verify_tls ? 2L : 0L);
+  if (config_.signing) {
+    const std::string sigv4 = "aws:amz:" + config_.region + ":s3";
+    curl_easy_setopt(easy, CURLOPT_AWS_SIGV4, sigv4.c_str());
+    curl_easy_setopt(easy, CURLOPT_USERNAME, config_.signing->access_key.c_str());
+    curl_easy_setopt(easy, CURLOPT_PASSWORD, config_.signing->secret_key.c_str());
+  }
+  t->easy = easy;
+  t->reply = Reply{};
+  t->sink_stopped = false;
+  t->error[0] = '\0';
+  t->attempt_start = Clock::now();
+  if (t->attempts++ == 0) t->first_start = t->attempt_start;
+  counters_.requests.fetch_add(1, std::memory_order_relaxed);
+  curl_multi_add_handle(multi_, easy);
+  active_.emplace(easy, std::move(t));
+}
+
+void TransferLoop::Reap() {
+  int left = 0;
+  while (CURLMsg* message = curl_multi_info_read(multi_, &left)) {
+    if (message->msg != CURLMSG_DONE) continue;
+    CURL* easy = message->easy_handle;
+    const CURLcode result = message->data.result;
+    curl_multi_remove_handle(multi_, easy);
+    auto it = active_.find(easy);
+    std::unique_ptr<Transfer> transfer = std::move(it->second);
+    active_.erase(it);
+    transfer->easy = nullptr;
+    idle_handles_.push_back(easy);
+    Finish(std::move(transfer), result);
+  }
+}
+
+void TransferLoop::Finish(std::unique_ptr<Transfer> t, CURLcode result) {
+  if (result == CURLE_OK || t->sink_stopped) {
+    counters_.latency.Record(Clock::now() - t->attempt_start);
+    if (!IsRetryableStatus(t->reply.status, t->reply.text)) {
+      Reply reply = std::move(t->reply);
+      Deliver(std::move(t), std::move(reply));
+      return;
+    }
+    const std::string reason = fmt::format("the server answered {}", DescribeStatus(t->reply));
+    RetryOrFail(std::move(t), reason);
+    return;
+  }
+  const std::string reason = t->error[0] != '\0' ? t->error : curl_easy_strerror(result);
+  if (!IsRetryableTransport(result)) {
+    Error error = Fail(EIO, "cannot {} {}: {}", t->exchange.verb, t->exchange.object, reason);
+    Deliver(std::move(t), std::move(error));
+    return;
+  }
+  RetryOrFail(std::move(t), reason);
+}
+
+void TransferLoop::RetryOrFail(std::unique_ptr<Transfer> t, const std::string& reason) {
+  const auto now = Clock::now();
+  if (t->attempts < config_.max_attempts) {
+    const auto delay = BackoffDelay(t->attempts - 1, random_, config_.backoff);
+    if (now + delay - t->first_start < config_.retry_budget) {
+      counters_.retries.fetch_add(1, std::memory_order_relaxed);
+      retries_.emplace(now + delay, std::move(t));
+      return;
+    }
+  }
+  const double seconds = std::chrono::duration<double>(now - t->first_start).count();
+  Error error =
+      Fail(EIO, "cannot {} {}: {} (gave up after {} attempt{} in {:.1f} s)", t->exchange.verb,
+           t->exchange.object, reason, t->attempts, t->attempts == 1 ? "" : "s", seconds);
+  Deliver(std::move(t), std::move(error));
+}
+
+void TransferLoop::Deliver(std::unique_ptr<Transfer> t, Result<Reply> outcome) {
+  auto done = std::move(t->exchange.done);
+  t.reset();  // nothing of the transfer outlives its answer
+  done(std::move(outcome));
+}
+
+int TransferLoop::PollTimeoutMs() const {
+  constexpr int kIdleMs = 1000;  // a wakeup ends the wait sooner
+  if (!ready_.empty() && active_.size() < config_.connections) return 0;
+  if (retries_.empty()) return kIdleMs;
+  const auto wait =
+      std::chrono::ceil<std::chrono::milliseconds>(retries_.begin()->first - Clock::now());
+  return static_cast<int>(std::clamp<int64_t>(wait.count(), 0, kIdleMs));
+}
+
+void TransferLoop::CancelAll() {
+  std::vector<std::unique_ptr<Transfer>> all;
+  for (auto& [easy, transfer] : active_) {
+    curl_multi_remove_handle(multi_, easy);
+    idle_handles_.push_back(easy);
+    all.push_back(std::move(transfer));
+  }
+  active_.clear();
+  for (auto& [when, transfer] : retries_) all.push_back(std::move(transfer));
+  retries_.clear();
+  for (auto& transfer : ready_) all.push_back(std::move(transfer));
+  ready_.clear();
+  for (auto& t : all) {
+    Error error =
+        Fail(ECANCELED, "cannot {} {}: the store is closing", t->exchange.verb, t->exchange.object);
+    Deliver(std::move(t), std::move(error));
+  }
+}
+
+}  // namespace gpufs::remote

@@ -1,0 +1,97 @@
+// The store's thread: one libcurl multi handle running every Exchange, at most
+// `connections` on the wire at once over reused connections, the rest queued in order.
+//
+// An attempt that fails in a way worth repeating (a refused, reset or stalled connection, a
+// timeout, a 5xx, 429 or SlowDown answer) is tried again after an exponential backoff with
+// full jitter, while attempts and the time budget last; then the exchange fails with EIO
+// and the last reason. Any other answer, 4xx included, goes back as a Reply for the caller
+// to judge (responses.h). The loop never reads a body it was not asked for: a sink that is
+// full, or a 200 where only a 206 may go, stops the transfer there.
+#pragma once
+
+#include <curl/curl.h>
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "source/remote/backoff.h"
+#include "source/remote/exchange.h"
+#include "source/remote/object_store.h"
+#include "source/remote/store_stats.h"
+
+namespace gpufs::remote {
+
+struct LoopConfig {
+  unsigned connections = 16;
+  unsigned max_attempts = 5;
+  std::chrono::milliseconds retry_budget{20'000};
+  std::chrono::milliseconds connect_timeout{3'000};
+  std::chrono::milliseconds stall_timeout{10'000};
+  bool verify_tls = true;
+  std::optional<Credentials> signing;  // SigV4 for S3 in `region`; none: unsigned
+  std::string region;
+  BackoffPolicy backoff;
+};
+
+LoopConfig LoopConfigFor(const StoreConfig& config);
+
+class TransferLoop {
+ public:
+  // `counters` must outlive the loop: requests, retries, bytes and latency are kept there.
+  TransferLoop(LoopConfig config, StoreCounters& counters);
+  // Fails what is queued, waiting for a retry or on the wire with ECANCELED (on the loop's
+  // thread), then joins it.
+  ~TransferLoop();
+  TransferLoop(const TransferLoop&) = delete;
+  TransferLoop& operator=(const TransferLoop&) = delete;
+
+  // Queues `exchange`; its `done` runs once on the loop's thread. Thread-safe.
+  void Submit(Exchange exchange);
+  // Runs `task` on the loop's thread, in order with submissions. Thread-safe.
+  void Post(std::function<void()> task);
+  // True on the loop's own thread, where nothing may wait for the loop.
+  bool OnLoopThread() const { return std::this_thread::get_id() == thread_.get_id(); }
+
+ private:
+  struct Transfer;
+  using Clock = std::chrono::steady_clock;
+  using Incoming = std::variant<Exchange, std::function<void()>>;
+
+  void Run();
+  void TakeIncoming(std::deque<Incoming>& incoming);
+  void StartReady();
+  void Start(std::unique_ptr<Transfer> transfer);
+  void Reap();
+  void Finish(std::unique_ptr<Transfer> transfer, CURLcode result);
+  void RetryOrFail(std::unique_ptr<Transfer> transfer, const std::string& reason);
+  void Deliver(std::unique_ptr<Transfer> transfer, Result<Reply> outcome);
+  int PollTimeoutMs() const;
+  void CancelAll();
+
+  const LoopConfig config_;
+  StoreCounters& counters_;
+  CURLM* multi_ = nullptr;
+  std::mt19937_64 random_{std::random_device{}()};
+
+  // The loop thread's own state.
+  std::deque<std::unique_ptr<Transfer>> ready_;  // to start when a connection is free
+  std::multimap<Clock::time_point, std::unique_ptr<Transfer>> retries_;  // by when due
+  std::map<CURL*, std::unique_ptr<Transfer>> active_;                    // on the wire
+  std::vector<CURL*> idle_handles_;                                      // easy handles to reuse
+
+  std::mutex mu_;
+  std::deque<Incoming> incoming_;  // guarded by mu_
+  bool stopping_ = false;          // guarded by mu_
+  std::thread thread_;             // last: starts once everything above exists
+};
+
+}  // namespace gpufs::remote
