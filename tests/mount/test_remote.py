@@ -12,22 +12,13 @@ import tempfile
 import unittest
 
 import gpufs_testlib as lib
+from gpufs_testlib import files_below
 
 sys.path.insert(0, lib.ROOT)
 from tests.servers import ceph_s3, nginx  # noqa: E402
 
 BUCKET = "gpufs-data"
 STATS = "user.gpufs.stats"
-
-
-def files_below(root):
-    out = {}
-    for folder, _, names in os.walk(root):
-        for name in names:
-            path = os.path.join(folder, name)
-            with open(path, "rb") as f:
-                out[os.path.relpath(path, root)] = f.read()
-    return out
 
 
 def stats_of(mnt):
