@@ -239,7 +239,8 @@ TEST_F(S3Store, ListReturnsEveryKeyAcrossPages) {
   const std::vector<std::string> odd = {"a b",    "plus+sign", "amp&er", "caf\xC3\xA9", "x/y/z",
                                         "pct%41", "q?uery",    "lt<gt>", "tilde~",      "eq=1"};
   for (size_t i = 0; i < 23; ++i) {
-    const std::string name = "sub/" + (i < odd.size() ? odd[i] : "k" + std::to_string(100 + i));
+    std::string name = "sub/";
+    name += i < odd.size() ? odd[i] : "k" + std::to_string(100 + i);
     Put(name, Pattern(i + 1, static_cast<uint32_t>(i)));
     expected[name] = i + 1;
   }
@@ -417,6 +418,24 @@ TEST_F(S3Store, SlowDownPastTheAttemptsIsEioWithTheStoresWords) {
   EXPECT_NE(whole.error().message.find("SlowDown"), std::string::npos) << whole.error().message;
   EXPECT_NE(whole.error().message.find("3 attempts"), std::string::npos) << whole.error().message;
   EXPECT_EQ(Stat(store, "retries"), 2u);
+}
+
+TEST_F(S3Store, StalledServerIsRetriedThenEio) {
+  Put("obj", "x");
+  StoreConfig config = Config("GPUFS_TEST_S3_PROXY");
+  config.max_attempts = 2;
+  config.stall_timeout = std::chrono::milliseconds(1'000);
+  ObjectStore store(config);
+  ASSERT_TRUE(Control("POST", "/proxy/set?delay_ms=4000").ok());
+  std::string buffer(1, '\0');
+  Result<size_t> got = GetSync(store, {"obj", 0, 1, buffer.data(), std::nullopt});
+  Control("POST", "/proxy/set?delay_ms=0");
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.error().code, EIO);
+  EXPECT_NE(got.error().message.find(store.Describe("obj")), std::string::npos)
+      << got.error().message;
+  EXPECT_NE(got.error().message.find("2 attempts"), std::string::npos) << got.error().message;
+  EXPECT_EQ(Stat(store, "retries"), 1u);
 }
 
 TEST_F(S3Store, ClosingFailsWhatIsInFlight) {
