@@ -4,7 +4,7 @@
 #   tools/fuzz.sh [--jobs N] [--fork N] [SECONDS] [TARGET...] [-- LIBFUZZER-FLAGS...]
 #
 #   SECONDS    how long each target runs (default 30); `tools/fuzz.sh 3600` is an hour each
-#   TARGET     mytar, native_index, tar, control (default: all four)
+#   TARGET     mytar, native_index, tar, control, s3_response, aws_config (default: all)
 #   --jobs N   N fuzzing processes per target at once (libFuzzer -jobs=N -workers=N), each
 #              for SECONDS and sharing the corpus; their logs are
 #              build-fuzz/fuzz/TARGET/fuzz-<job>.log
@@ -22,7 +22,7 @@ set -euo pipefail
 shopt -s nullglob
 cd "$(dirname "$0")/.."
 
-ALL_TARGETS=(mytar native_index tar control)
+ALL_TARGETS=(mytar native_index tar control s3_response aws_config)
 seconds=30
 targets=()
 extra=()

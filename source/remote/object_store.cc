@@ -58,6 +58,17 @@ std::vector<std::string> BaseHeaders(const StoreConfig& config) {
   return headers;
 }
 
+// An exchange for `object` with what every request carries; the caller adds the sink.
+Exchange Request(const StoreConfig& config, const std::string& object, const char* verb,
+                 std::string url) {
+  Exchange exchange;
+  exchange.object = object;
+  exchange.verb = verb;
+  exchange.url = std::move(url);
+  exchange.headers = BaseHeaders(config);
+  return exchange;
+}
+
 // ListObjectsV2's query, its parameters in the sorted order SigV4 signs.
 std::string ListQuery(const std::string& prefix, const std::string& token, unsigned page_size) {
   std::string query;
@@ -84,6 +95,24 @@ class ObjectStore::Impl {
       if (!result.ok()) counters.errors.fetch_add(1, std::memory_order_relaxed);
       done(std::move(result));
     };
+  }
+
+  // One page of a listing, waited for.
+  Result<ListPage> FetchPage(Exchange exchange) {
+    return Await<ListPage>([&](std::function<void(Result<ListPage>)> done) {
+      exchange.max_text = kMaxListPage;
+      exchange.done = [object = exchange.object,
+                       finish = Track(std::move(done))](Result<Reply> reply) {
+        if (!reply.ok()) return finish(reply.error());
+        if (reply->status != 200) return finish(StatusError(*reply, "list", object));
+        Result<ListPage> parsed = ParseListObjectsV2(reply->text);
+        if (!parsed.ok()) {
+          return finish(Fail(EIO, "cannot list {}: {}", object, parsed.error().message));
+        }
+        finish(std::move(parsed));
+      };
+      loop.Submit(std::move(exchange));
+    });
   }
 
   // The error of a blocking call made from the loop's own thread, which would wait forever.
@@ -118,11 +147,7 @@ void ObjectStore::Get(GetRequest request, std::function<void(Result<size_t>)> do
     impl_->loop.Post([finish, outcome] { finish(outcome); });
     return;
   }
-  Exchange exchange;
-  exchange.object = object;
-  exchange.verb = "read";
-  exchange.url = UrlOf(config_, request.name, "", false);
-  exchange.headers = BaseHeaders(config_);
+  Exchange exchange = Request(config_, object, "read", UrlOf(config_, request.name, "", false));
   exchange.headers.push_back(
       fmt::format("Range: bytes={}-{}", request.offset, request.offset + request.length - 1));
   if (request.expected && !request.expected->etag.empty()) {
@@ -145,11 +170,7 @@ Result<std::string> ObjectStore::GetWhole(const std::string& name, size_t max_by
   if (auto refused = impl_->RefuseOnLoopThread("read", object)) return *refused;
   return Await<std::string>([&](std::function<void(Result<std::string>)> done) {
     auto finish = impl_->Track(std::move(done));
-    Exchange exchange;
-    exchange.object = object;
-    exchange.verb = "read";
-    exchange.url = UrlOf(config_, name, "", false);
-    exchange.headers = BaseHeaders(config_);
+    Exchange exchange = Request(config_, object, "read", UrlOf(config_, name, "", false));
     exchange.max_text = max_bytes;
     exchange.done = [object, max_bytes, finish = std::move(finish)](Result<Reply> reply) {
       if (!reply.ok()) return finish(reply.error());
@@ -162,12 +183,8 @@ Result<std::string> ObjectStore::GetWhole(const std::string& name, size_t max_by
 void ObjectStore::Head(const std::string& name, std::function<void(Result<ObjectInfo>)> done) {
   auto finish = impl_->Track(std::move(done));
   const std::string object = Describe(name);
-  Exchange exchange;
-  exchange.object = object;
-  exchange.verb = "stat";
-  exchange.url = UrlOf(config_, name, "", false);
+  Exchange exchange = Request(config_, object, "stat", UrlOf(config_, name, "", false));
   exchange.head = true;
-  exchange.headers = BaseHeaders(config_);
   exchange.done = [object, name, finish = std::move(finish)](Result<Reply> reply) {
     if (!reply.ok()) return finish(reply.error());
     finish(CheckHeadReply(*reply, object, name));
@@ -190,25 +207,9 @@ Result<std::vector<ObjectInfo>> ObjectStore::List(const std::string& prefix) {
   std::vector<ObjectInfo> objects;
   std::string token;
   for (;;) {
-    Result<ListPage> page = Await<ListPage>([&](std::function<void(Result<ListPage>)> done) {
-      auto finish = impl_->Track(std::move(done));
-      Exchange exchange;
-      exchange.object = object;
-      exchange.verb = "list";
-      exchange.url =
-          UrlOf(config_, "", ListQuery(config_.root + prefix, token, config_.list_page_size), true);
-      exchange.headers = BaseHeaders(config_);
-      exchange.max_text = kMaxListPage;
-      exchange.done = [object, finish = std::move(finish)](Result<Reply> reply) {
-        if (!reply.ok()) return finish(reply.error());
-        if (reply->status != 200) return finish(StatusError(*reply, "list", object));
-        Result<ListPage> parsed = ParseListObjectsV2(reply->text);
-        if (!parsed.ok())
-          return finish(Fail(EIO, "cannot list {}: {}", object, parsed.error().message));
-        finish(std::move(parsed));
-      };
-      impl_->loop.Submit(std::move(exchange));
-    });
+    Result<ListPage> page = impl_->FetchPage(Request(
+        config_, object, "list",
+        UrlOf(config_, "", ListQuery(config_.root + prefix, token, config_.list_page_size), true)));
     if (!page.ok()) return page.error();
     for (ObjectInfo& info : page->objects) {
       if (!info.name.starts_with(config_.root + prefix)) {

@@ -77,7 +77,9 @@ struct Location {
 };
 
 // `env` maps names to values (the process environment in the daemon, a fixture in tests).
-// Errors name the URL, or the profile or file at fault.
+// Errors name the URL, or the profile or file at fault. A URL ending in '/' names a folder
+// (no leaf); otherwise its last segment is the leaf and the root is the folder holding it:
+// s3://b/train/ is root "train/", s3://b/train/set.tar is root "train/", leaf "set.tar".
 Result<Location> ResolveLocation(std::string_view url, const LocationOptions& options,
                                  const std::map<std::string, std::string>& env);
 

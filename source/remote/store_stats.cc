@@ -1,5 +1,7 @@
 #include "source/remote/store_stats.h"
 
+#include <algorithm>
+
 #include "source/blob_source.h"
 
 namespace gpufs::remote {
@@ -13,7 +15,7 @@ nlohmann::json StatsJson(std::string_view kind, const StoreCounters& counters) {
   j[kRetries] = counters.retries.load(kRelaxed);
   j[kErrors] = counters.errors.load(kRelaxed);
   j[kBytes] = counters.bytes.load(kRelaxed);
-  j[kInFlight] = std::max<int64_t>(0, counters.in_flight.load(kRelaxed));
+  j[kInFlight] = static_cast<uint64_t>(std::max<int64_t>(0, counters.in_flight.load(kRelaxed)));
   j[kLatencyP50] = counters.latency.PercentileMs(0.50);
   j[kLatencyP99] = counters.latency.PercentileMs(0.99);
   return j;

@@ -10,6 +10,10 @@ native_index/  indexes written by the real packer (`gpufsd pack`, with and witho
 tar/      archives written by Python's tarfile: ustar, GNU and pax, long names, a tar of
           per-class tars, hard and symbolic links, a replaced entry, a base-256 size
 control/  request lines of the control protocol (fs/control.h)
+s3_response/  what S3 stores answer: ListObjectsV2 pages (plain and url-encoded keys,
+          entities, truncated), error documents, Content-Range values
+aws_config/  ~/.aws/config and ~/.aws/credentials texts: profiles, nested s3 settings,
+          comments, CRLF
 
 The output is deterministic, so regenerating it changes nothing unless a format does.
 Files are named for what they hold; libFuzzer reads every file of a corpus folder.
@@ -172,6 +176,51 @@ def make_tars(out):
         write(os.path.join(out, name), data)
 
 
+S3_RESPONSES = {
+    "list_truncated.xml": (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        '<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+        "<Name>data</Name><Prefix>train/</Prefix><KeyCount>2</KeyCount><MaxKeys>2</MaxKeys>"
+        "<IsTruncated>true</IsTruncated>"
+        "<NextContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=</NextContinuationToken>"
+        "<Contents><Key>train/a &amp; b.tar</Key><LastModified>2024-01-01T00:00:00.000Z</LastModified>"
+        "<ETag>&quot;9b2cf535f27731c974343645a3985328&quot;</ETag><Size>1048576</Size>"
+        "<StorageClass>STANDARD</StorageClass></Contents>"
+        "<Contents><Key>train/c&lt;d.tar</Key><ETag>\"e2\"</ETag><Size>0</Size></Contents>"
+        "</ListBucketResult>"),
+    "list_last_page.xml": (
+        "<ListBucketResult><Name>data</Name><IsTruncated>false</IsTruncated>"
+        "<ContinuationToken>abc</ContinuationToken>"
+        "<Contents><Key>k</Key><Size>5</Size><ETag>\"x-2\"</ETag></Contents></ListBucketResult>"),
+    "list_url_encoded.xml": (
+        "<ListBucketResult><EncodingType>url</EncodingType><IsTruncated>false</IsTruncated>"
+        "<Contents><Key>a+b%2Bc%2Fcaf%C3%A9</Key><Size>1</Size></Contents></ListBucketResult>"),
+    "list_empty.xml": "<ListBucketResult><KeyCount>0</KeyCount><IsTruncated>false</IsTruncated></ListBucketResult>",
+    "error_signature.xml": (
+        '<?xml version="1.0" encoding="UTF-8"?><Error><Code>SignatureDoesNotMatch</Code>'
+        "<Message>The request signature we calculated does not match the signature you "
+        "provided.</Message><RequestId>tx0</RequestId><HostId>h</HostId></Error>"),
+    "error_slowdown.xml": "<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>",
+    "error_no_bucket.xml": "<Error><Code>NoSuchBucket</Code><BucketName>b</BucketName></Error>",
+    "range.txt": "bytes 0-1048575/4194304",
+    "range_last.txt": "bytes 4194303-4194303/4194304",
+}
+
+AWS_CONFIGS = {
+    "config.ini": (
+        "[default]\nregion = us-east-1\n\n[profile test]\nregion = eu-west-1\n"
+        "endpoint_url = http://127.0.0.1:7480\naws_access_key_id = AKTEST\n"
+        "aws_secret_access_key = secret\n"),
+    "nested.ini": (
+        "# comment\n; comment\n[profile test]\ns3 =\n  addressing_style = path\n"
+        "  endpoint_url = https://s3.example.com\nregion=ap-south-1\n"),
+    "credentials.ini": (
+        "[default]\naws_access_key_id = AKDEFAULT\naws_secret_access_key = s1\n"
+        "[test]\naws_access_key_id=AKTEST\naws_secret_access_key=s2\naws_session_token=tok\n"),
+    "crlf.ini": "[default]\r\naws_access_key_id = A\r\naws_secret_access_key = B\r\n",
+}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("out", nargs="?", default=os.path.join(os.path.dirname(__file__), "corpus"))
@@ -181,6 +230,10 @@ def main():
         write(os.path.join(args.out, "mytar", name), text)
     for name, text in CONTROL_REQUESTS.items():
         write(os.path.join(args.out, "control", name), text)
+    for name, text in S3_RESPONSES.items():
+        write(os.path.join(args.out, "s3_response", name), text)
+    for name, text in AWS_CONFIGS.items():
+        write(os.path.join(args.out, "aws_config", name), text)
     make_tars(os.path.join(args.out, "tar"))
     os.makedirs(os.path.join(args.out, "native_index"), exist_ok=True)
     with tempfile.TemporaryDirectory() as work:
