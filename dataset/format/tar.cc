@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cstring>
+#include <thread>
 #include <unordered_map>
 
 #include "dataset/format/name_rules.h"
@@ -255,9 +257,43 @@ bool AllInnerTars(const std::vector<TarEntry>& entries) {
   });
 }
 
+// Lists each inner archive of `outer` into its own listing, `parallel` walks at once
+// (each with a reader of its own), and appends them in archive order.
+Status ListInnerTars(RangeReader& reader, const ReaderFactory& more, unsigned parallel,
+                     const TarListing& outer, TarListing& inner) {
+  const std::vector<TarEntry>& tars = outer.entries;
+  std::vector<TarListing> parts(tars.size());
+  std::vector<Status> results(tars.size(), Ok{});
+  std::atomic<size_t> next{0};
+  auto walk_some = [&](RangeReader& r) {
+    TarWalker walker(r);
+    for (size_t i = next++; i < tars.size(); i = next++) {
+      const std::string folder = tars[i].path.substr(0, tars[i].path.size() - 4) + "/";
+      results[i] = walker.Walk(tars[i].offset, tars[i].size, folder, parts[i]);
+      if (!results[i]) next = tars.size();  // the first failure ends the listing
+    }
+  };
+  std::vector<std::thread> threads;
+  std::vector<std::unique_ptr<RangeReader>> readers;
+  for (unsigned t = 1; more && t < std::min<size_t>(parallel, tars.size()); ++t) {
+    auto r = more();
+    if (!r) break;
+    readers.push_back(std::move(r));
+    threads.emplace_back(walk_some, std::ref(*readers.back()));
+  }
+  walk_some(reader);
+  for (std::thread& t : threads) t.join();
+  for (size_t i = 0; i < tars.size(); ++i) {
+    if (!results[i]) return results[i];
+    inner.skipped += parts[i].skipped;
+    std::move(parts[i].entries.begin(), parts[i].entries.end(), std::back_inserter(inner.entries));
+  }
+  return Ok{};
+}
+
 }  // namespace
 
-Result<TarListing> ListTar(RangeReader& reader) {
+Result<TarListing> ListTar(RangeReader& reader, const ReaderFactory& more, unsigned parallel) {
   TarWalker walker(reader);
   TarListing outer;
   Status s = walker.Walk(0, reader.size(), "", outer);
@@ -266,10 +302,7 @@ Result<TarListing> ListTar(RangeReader& reader) {
     TarListing inner;
     inner.nested = true;
     inner.skipped = outer.skipped;
-    for (const TarEntry& e : outer.entries) {
-      const std::string folder = e.path.substr(0, e.path.size() - 4) + "/";
-      if (s) s = walker.Walk(e.offset, e.size, folder, inner);
-    }
+    s = ListInnerTars(reader, more, parallel, outer, inner);
     DropReplaced(inner.entries);
     outer = std::move(inner);
   }

@@ -12,6 +12,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,7 +38,14 @@ struct TarListing {
 // ILSVRC2012_img_train.tar), the inner archives are listed instead, each as a folder named
 // after it without ".tar".
 Result<TarListing> ListTar(const std::filesystem::path& path);
-Result<TarListing> ListTar(RangeReader& reader);
+// Another reader of the same archive, for walks that run at once; null when none can be
+// had.
+using ReaderFactory = std::function<std::unique_ptr<RangeReader>()>;
+// With `more`, the inner archives of a nested one are walked `parallel` at once: each
+// header read of a remote archive waits a request's round trip, and ImageNet's training
+// archive has 1.28 M of them.
+Result<TarListing> ListTar(RangeReader& reader, const ReaderFactory& more = {},
+                           unsigned parallel = 1);
 
 // True when the first block of `path` is a tar header.
 bool LooksLikeTar(const std::filesystem::path& path);

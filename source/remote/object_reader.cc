@@ -27,7 +27,6 @@ Result<size_t> ObjectReader::ReadAt(uint64_t offset, size_t length, char* out) {
     const auto fetch =
         static_cast<size_t>(std::min<uint64_t>(std::max(window_, length), object_.size - offset));
     bytes_.resize(fetch);
-    ++requests_;
     auto got = GetSync(store_, GetRequest{object_.name, offset, fetch, bytes_.data(), object_});
     if (!got) {
       bytes_.clear();

@@ -21,8 +21,6 @@ class ObjectReader : public RangeReader {
   const std::string& label() const override { return label_; }
   Result<size_t> ReadAt(uint64_t offset, size_t length, char* out) override;
 
-  uint64_t requests() const { return requests_; }
-
  private:
   ObjectStore& store_;
   const ObjectInfo object_;
@@ -30,7 +28,6 @@ class ObjectReader : public RangeReader {
   const size_t window_;
   uint64_t start_ = 0;  // of the window's bytes in the object
   std::vector<char> bytes_;
-  uint64_t requests_ = 0;
 };
 
 // A Get, waited for.

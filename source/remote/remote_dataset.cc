@@ -11,6 +11,7 @@
 #include "dataset/format/mytar.h"
 #include "dataset/format/native_index.h"
 #include "dataset/format/tar.h"
+#include "source/blob_source.h"
 #include "source/remote/object_reader.h"
 
 namespace gpufs::remote {
@@ -160,6 +161,7 @@ Result<RemoteDataset> OpenTarObject(ObjectStore& store, const ObjectInfo& archiv
     saved->mtime = Now();
     return RemoteDataset{std::move(*saved), {archive}};
   }
+  const auto requests_before = store.Stats().value(source_stat::kRequests, uint64_t{0});
   ObjectReader reader(store, archive);
   if (!LooksLikeTar(reader)) {
     return Fail(EINVAL,
@@ -167,7 +169,10 @@ Result<RemoteDataset> OpenTarObject(ObjectStore& store, const ObjectInfo& archiv
                 "and the like first)",
                 reader.label());
   }
-  auto listing = ListTar(reader);
+  const ReaderFactory more = [&store, &archive] {
+    return std::unique_ptr<RangeReader>(new ObjectReader(store, archive));
+  };
+  auto listing = ListTar(reader, more, store.config().connections);
   if (!listing) return listing.error();
   auto d = TarDataset(name, *listing, stamp, options.tar_group_bytes);
   if (!d) return d.error();
@@ -176,7 +181,8 @@ Result<RemoteDataset> OpenTarObject(ObjectStore& store, const ObjectInfo& archiv
   d->index = SaveTarIndex(*d, stamp, candidates);
   d->notes.push_back(fmt::format(
       "listed {} entries of {} with {} requests; the index is kept at {}", listing->entries.size(),
-      reader.label(), reader.requests(), d->index.empty() ? "(nowhere)" : d->index.string()));
+      reader.label(), store.Stats().value(source_stat::kRequests, uint64_t{0}) - requests_before,
+      d->index.empty() ? "(nowhere)" : d->index.string()));
   return RemoteDataset{std::move(*d), {archive}};
 }
 

@@ -39,8 +39,17 @@ def make_datasets(work):
     os.makedirs(os.path.dirname(archive))
     with tarfile.open(archive, "w", format=tarfile.PAX_FORMAT) as t:
         t.add(tree, arcname="dataset")
+    nested = os.path.join(work, "archive", "nested.tar")  # like ILSVRC2012_img_train.tar
+    train = os.path.join(tree, "train")
+    with tarfile.open(nested, "w") as outer:
+        for cls in sorted(os.listdir(train)):
+            inner = os.path.join(work, "archive", cls + ".tar")
+            with tarfile.open(inner, "w") as t:
+                for name in sorted(os.listdir(os.path.join(train, cls))):
+                    t.add(os.path.join(train, cls, name), arcname=name)
+            outer.add(inner, arcname=cls + ".tar")
     return {"pack": (pack, expected), "mytar": (mytar, files_below(mtree)),
-            "tar": (archive, expected)}
+            "tar": (archive, expected), "nested": (nested, files_below(train))}
 
 
 class Remote(unittest.TestCase):
@@ -84,6 +93,7 @@ class S3(Remote):
         for name in ("pack", "mytar"):
             cls.s3.upload_tree(cls.datasets[name][0], BUCKET, name)
         cls.s3.put_file(BUCKET, "archives/train.tar", cls.datasets["tar"][0])
+        cls.s3.put_file(BUCKET, "archives/nested.tar", cls.datasets["nested"][0])
 
     @classmethod
     def tearDownClass(cls):
@@ -100,7 +110,8 @@ class S3(Remote):
 
     def test_every_format_reads_byte_exact_with_and_without_cache(self):
         urls = {"pack": f"s3://{BUCKET}/pack/", "mytar": f"s3://{BUCKET}/mytar/",
-                "tar": f"s3://{BUCKET}/archives/train.tar"}
+                "tar": f"s3://{BUCKET}/archives/train.tar",
+                "nested": f"s3://{BUCKET}/archives/nested.tar"}
         for name, url in urls.items():
             for options in (("--cache-size", "64MiB"), ("--cache-size", "0")):
                 io = self.check_every_file(url, self.datasets[name][1], *options)
