@@ -24,7 +24,8 @@ uint64_t DefaultCacheBytes() {
 void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
   mount
       .add_option("SRC", args.source,
-                  "dataset: a native pack, a mytar folder (or its parent), or a .tar")
+                  "dataset: a native pack, a mytar folder (or its parent), or a .tar; a local "
+                  "path, s3://BUCKET/PREFIX/ or http(s)://HOST/PATH/")
       ->required();
   mount.add_option("MNT", args.mountpoint, "existing empty folder to mount at")->required();
   mount.add_option("--group-size,-g", args.group_size,
@@ -76,6 +77,20 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
                   "group reads go out as pieces of this size, all in flight together; "
                   "0: one request per group")
       ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  mount.add_option("--endpoint", args.endpoint,
+                   "S3 endpoint URL, e.g. http://127.0.0.1:7480 (else AWS_ENDPOINT_URL, the "
+                   "profile's endpoint_url, or AWS)");
+  mount.add_flag("--no-sign-request", args.no_sign_request,
+                 "send S3 requests unsigned (public buckets; no credentials needed)");
+  mount.add_option("--connections", args.connections, "requests in flight to an S3 or HTTP source")
+      ->check(CLI::Range(1u, 1024u))
+      ->capture_default_str();
+  mount
+      .add_option("--retry-seconds", args.retry_seconds,
+                  "how long a failing request to an S3 or HTTP source is retried before the "
+                  "read fails with EIO")
+      ->check(CLI::Range(0.0, 3600.0))
       ->capture_default_str();
   mount.add_option("--metrics", args.metrics,
                    "serve Prometheus metrics at http://HOST:PORT/metrics (off by default)");

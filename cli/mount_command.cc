@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <thread>
 
@@ -35,6 +36,9 @@
 #include "source/blob_files.h"
 #include "source/io_engine.h"
 #include "source/local_source.h"
+#include "source/remote/object_store.h"
+#include "source/remote/remote_dataset.h"
+#include "source/remote/remote_source.h"
 
 namespace gpufs {
 namespace {
@@ -83,11 +87,20 @@ std::string EscapeOption(std::string_view value) {
   return out;
 }
 
-std::vector<std::string> FuseArgv(const MountArgs& args, const Dataset& dataset) {
+// A dataset opened for a mount, and the store its blobs are in when they are objects.
+struct Opened {
+  Dataset dataset;
+  std::optional<remote::Location> location;
+  std::vector<remote::ObjectInfo> objects;
+  // What mount tables, logs and user.gpufs.source call it: its folder, or its URL
+  // (which holds no secret).
+  std::string Label() const { return location ? location->url : dataset.dir.string(); }
+};
+
+std::vector<std::string> FuseArgv(const MountArgs& args, const Opened& opened) {
   std::vector<std::string> argv = {"gpufsd"};
   // ro makes the kernel refuse writes itself; default_permissions lets it check the modes.
-  argv.push_back("-oro,default_permissions,subtype=gpufs,fsname=" +
-                 EscapeOption(dataset.dir.string()));
+  argv.push_back("-oro,default_permissions,subtype=gpufs,fsname=" + EscapeOption(opened.Label()));
   for (const std::string& option : args.fuse_options) argv.push_back("-o" + option);
   if (args.debug) argv.push_back("-d");
   return argv;
@@ -153,24 +166,63 @@ int Serve(fuse_session* se, const MountArgs& args) {
   return rc;
 }
 
+// The store an s3:// or http(s):// source names, per the options and the AWS tools'
+// conventions. A URL that does not end in ".tar" names a folder.
+Result<remote::Location> LocateRemote(const MountArgs& args) {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e; ++e) {
+    const std::string_view entry(*e);
+    const size_t eq = entry.find('=');
+    if (eq != std::string_view::npos) env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  const remote::LocationOptions options{args.endpoint, args.no_sign_request, args.connections};
+  auto location = remote::ResolveLocation(args.source, options, env);
+  if (location && !location->leaf.empty() && !location->leaf.ends_with(".tar")) {
+    location = remote::ResolveLocation(args.source + "/", options, env);
+  }
+  if (location) {
+    location->config.retry_budget =
+        std::chrono::milliseconds(static_cast<int64_t>(args.retry_seconds * 1000));
+  }
+  return location;
+}
+
+Result<Opened> OpenAnySource(const MountArgs& args, const OpenOptions& open_options) {
+  if (!remote::IsRemoteUrl(args.source)) {
+    auto dataset = OpenDataset(args.source, open_options);
+    if (!dataset) return dataset.error();
+    return Opened{std::move(*dataset), std::nullopt, {}};
+  }
+  auto location = LocateRemote(args);
+  if (!location) return location.error();
+  // This store's thread ends here: threads do not survive the fork that detaches the
+  // daemon, which opens its own.
+  remote::ObjectStore store(location->config);
+  auto opened = remote::OpenRemoteDataset(store, location->leaf, open_options);
+  if (!opened) return opened.error();
+  return Opened{std::move(opened->dataset), std::move(*location), std::move(opened->objects)};
+}
+
 // Opens and checks everything a mount serves, before anything is mounted.
-Result<Dataset> OpenForMount(const MountArgs& args) {
+Result<Opened> OpenForMount(const MountArgs& args) {
   OpenOptions open_options;
   open_options.group_size = args.group_size;
   open_options.cache_dir = DefaultCacheDir();
-  auto dataset = OpenDataset(args.source, open_options);
-  if (!dataset) return dataset.error();
-  for (const std::string& note : dataset->notes) fmt::print(stderr, "gpufsd: note: {}\n", note);
+  auto opened = OpenAnySource(args, open_options);
+  if (!opened) return opened.error();
+  for (const std::string& note : opened->dataset.notes) {
+    fmt::print(stderr, "gpufsd: note: {}\n", note);
+  }
   // Parsing freed far more than the catalog keeps; hand it back rather than sit on it.
   malloc_trim(0);
   if (Status s = CheckMountpoint(args.mountpoint); !s) return s.error();
-  if (args.verify && !dataset->catalog.has_checksums()) {
+  if (args.verify && !opened->dataset.catalog.has_checksums()) {
     return Fail(EINVAL, "cannot --verify {}: it has no checksums", args.source);
   }
   if (args.cache_bytes > 0 && !MakePolicy(args.policy, {}, 0)) {
     return Fail(EINVAL, "unknown --policy {}: use consume-once, pin or lru", args.policy);
   }
-  return dataset;
+  return opened;
 }
 
 // The cache and its I/O engine. Built in the serving process: memory locks and threads do
@@ -180,6 +232,7 @@ struct CacheStack {
   std::unique_ptr<PinnedArena> arena;
   std::unique_ptr<BlobFiles> blobs;
   std::unique_ptr<IoEngine> engine;
+  std::unique_ptr<remote::ObjectStore> store;
   std::unique_ptr<BlobSource> source;
   std::unique_ptr<EvictionPolicy> policy;
   std::unique_ptr<GroupCache> cache;
@@ -190,6 +243,7 @@ struct CacheStack {
   ~CacheStack() {
     cache.reset();
     source.reset();
+    store.reset();
     engine.reset();
     if (gpu.registered && stager && arena) stager->UnregisterHost(arena->base());
   }
@@ -222,43 +276,61 @@ std::unique_ptr<IoEngine> MakeEngine(const MountArgs& args, const Dataset& d, Pi
   if (args.io_engine == "io_uring" && a) {
     UringOptions options{args.io_threads, args.queue_depth, a->base(), a->capacity(),
                          static_cast<unsigned>(std::min<size_t>(d.catalog.blobs().size(), 65536))};
-    auto engine = MakeUringEngine(options);
-    if (engine) return std::move(*engine);
-    spdlog::warn("{}; reading with pread instead", engine.error().message);
+    std::string fallback;
+    auto engine = MakeIoEngine(options, args.io_threads, &fallback);
+    if (!fallback.empty()) spdlog::warn("{}; reading with pread instead", fallback);
+    return engine;
   }
   return std::make_unique<PreadEngine>(args.io_threads);
 }
 
-Result<CacheStack> MakeCacheStack(const MountArgs& args, const Dataset& dataset) {
-  CacheStack stack;
+// Remote blobs go as ranged GETs of this size, all in flight at once.
+constexpr uint64_t kRemotePart = 8 << 20;
+
+// Where misses go: the local blob files through the I/O engine (which reads into the
+// arena when there is one), or the store.
+void MakeSource(const MountArgs& args, const Opened& opened, CacheStack& stack) {
+  const Dataset& dataset = opened.dataset;
+  if (opened.location) {
+    stack.store = std::make_unique<remote::ObjectStore>(opened.location->config);
+    stack.source = std::make_unique<remote::RemoteSource>(
+        *stack.store, opened.objects, dataset.blobs, args.io_size ? args.io_size : kRemotePart);
+    return;
+  }
   stack.blobs = std::make_unique<BlobFiles>(dataset.dir, dataset.catalog.blobs(), dataset.blobs);
+  stack.engine = MakeEngine(args, dataset, stack.arena.get());
+  stack.source = std::make_unique<LocalSource>(*stack.blobs, *stack.engine, args.io_size);
+}
+
+Result<CacheStack> MakeCacheStack(const MountArgs& args, const Opened& opened) {
+  const Dataset& dataset = opened.dataset;
+  CacheStack stack;
   if (args.cache_bytes == 0) {  // member reads only, on the reader's thread
-    stack.engine = MakeEngine(args, dataset, nullptr);
-    stack.source = std::make_unique<LocalSource>(*stack.blobs, *stack.engine, args.io_size);
+    MakeSource(args, opened, stack);
     return stack;
   }
   auto arena = PinnedArena::Create(args.cache_bytes);
   if (!arena) return arena.error();
   stack.arena = std::move(*arena);
   stack.gpu = RegisterWithGpu(args, stack);
-  stack.engine = MakeEngine(args, dataset, stack.arena.get());
-  stack.source = std::make_unique<LocalSource>(*stack.blobs, *stack.engine, args.io_size);
+  MakeSource(args, opened, stack);
   GroupSizes sizes(dataset.catalog.group_count(), 0);
   for (const FileExtent& f : dataset.catalog.tables().files) ++sizes[f.group];
   stack.policy = MakePolicy(args.policy, std::move(sizes), dataset.catalog.file_count());
-  const uint64_t piece = args.io_size;
+  const uint64_t piece = stack.source->PartSize();
   CacheOptions options{args.policy, args.prefetch ? args.prefetch_depth : 0, piece, args.verify};
   stack.cache = std::make_unique<GroupCache>(dataset.catalog, *stack.source, *stack.arena,
                                              std::move(stack.policy), options);
-  spdlog::info("cache: {:.1f} MiB, {}, {} engine, reads of {} KiB, memory {}locked{}",
-               args.cache_bytes / 1048576.0, args.policy, stack.engine->name(), piece / 1024,
+  spdlog::info("cache: {:.1f} MiB, {}, {} source{}, reads of {} KiB, memory {}locked{}",
+               args.cache_bytes / 1048576.0, args.policy, stack.source->kind(),
+               stack.engine ? fmt::format(" ({})", stack.engine->name()) : "", piece / 1024,
                stack.arena->locked() ? "" : "not ",
                stack.arena->huge_pages() ? ", huge pages" : "");
   return stack;
 }
 
-fuse_session* NewSession(const MountArgs& args, const Dataset& dataset, FuseContext& context) {
-  std::vector<std::string> argv_strings = FuseArgv(args, dataset);
+fuse_session* NewSession(const MountArgs& args, const Opened& opened, FuseContext& context) {
+  std::vector<std::string> argv_strings = FuseArgv(args, opened);
   std::vector<char*> argv;
   for (std::string& s : argv_strings) argv.push_back(s.data());
   fuse_args fargs = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
@@ -296,8 +368,9 @@ int RunMount(const MountArgs& args_in) {
   if (args.debug) args.foreground = true;
   if (args.foreground) UseForegroundLogging();
   RaiseFileLimit();
-  auto dataset = OpenForMount(args);
-  if (!dataset) return Refuse(dataset.error());
+  auto opened = OpenForMount(args);
+  if (!opened) return Refuse(opened.error());
+  const Dataset* dataset = &opened->dataset;
   std::unique_ptr<MetricsServer> metrics;
   if (!args.metrics.empty()) {
     auto bound = MetricsServer::Bind(args.metrics);
@@ -306,7 +379,7 @@ int RunMount(const MountArgs& args_in) {
   }
   FuseContext context;
   context.cache = args.cache;
-  fuse_session* se = NewSession(args, *dataset, context);
+  fuse_session* se = NewSession(args, *opened, context);
   if (se == nullptr) return Refuse(Fail(EIO, "cannot mount at {} (see above)", args.mountpoint));
 
   int ready_fd = args.ready_fd;
@@ -315,7 +388,7 @@ int RunMount(const MountArgs& args_in) {
     if (ready_fd < 0) return Refuse(Fail(errno, "cannot detach: {}", strerror(errno)));
     UseDaemonLogging();
   }
-  auto stack = MakeCacheStack(args, *dataset);
+  auto stack = MakeCacheStack(args, *opened);
   if (!stack) {
     spdlog::error("{}", stack.error().message);
     fuse_session_unmount(se);
@@ -323,7 +396,7 @@ int RunMount(const MountArgs& args_in) {
     return 1;
   }
   Filesystem fs(dataset->catalog, *stack->source,
-                ServeOptions{Owner{getuid(), getgid()}, dataset->mtime, dataset->dir.string(),
+                ServeOptions{Owner{getuid(), getgid()}, dataset->mtime, opened->Label(),
                              dataset->format, args.verify, stack->gpu},
                 stack->cache.get());
   context.fs = &fs;
@@ -344,7 +417,7 @@ int RunMount(const MountArgs& args_in) {
       statfs(mountpoint.c_str(), &probe);
       RaiseReadahead(mountpoint, args.max_readahead_kib);
       spdlog::info("serving {} files ({}) from {} at {}", dataset->catalog.file_count(),
-                   dataset->format, dataset->dir.string(), mountpoint);
+                   dataset->format, opened->Label(), mountpoint);
       SignalReady(ready_fd);
       if (!args.foreground) DropTerminal();
     }).detach();

@@ -33,6 +33,11 @@ struct MountArgs {
   CachePolicy cache;
   std::string metrics;       // HOST:PORT of a Prometheus endpoint; empty: none
   bool gpu_register = true;  // register the pinned cache for DMA when a GPU is present
+  // s3:// and http(s):// sources
+  std::string endpoint;          // --endpoint: wins over AWS_ENDPOINT_URL and the profile
+  bool no_sign_request = false;  // public buckets
+  unsigned connections = 32;     // requests in flight to the store
+  double retry_seconds = 20;     // a failing request is retried this long, then EIO
 };
 
 // Returns the process exit status.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <map>
 
 namespace gpufs::gpu {
 namespace {

@@ -4,15 +4,15 @@
 // The mount tells where each file lives (user.gpufs.{blob,offset,size}); the batch is
 // grouped by blob and sorted by offset, and members close together in a blob are read as
 // one run, since a group's members are adjacent. Runs are read in pieces into a ring of
-// pinned staging buffers with io_uring, and each piece is copied to the device on a stream
-// while the next pieces are read: I/O and transfer overlap, and a buffer is refilled only
-// once its copies are done. Where the driver has GPUDirect Storage (cuFile), members are
+// pinned staging buffers through a blob source (the daemon's seam: io_uring, else pread
+// threads), and each piece is copied to the device on a stream as soon as it lands while
+// the next pieces are read: I/O and transfer overlap, and a buffer is refilled only once
+// its copies are done. Where the driver has GPUDirect Storage (cuFile), members are
 // read straight into device memory instead. Bytes equal a plain read of each file.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +21,8 @@
 #include "gpu/staging.h"
 
 namespace gpufs::gpu {
+
+class LocalBlobs;
 
 // Where one file's bytes lie.
 struct MemberLocation {
@@ -114,14 +116,13 @@ class BatchReader {
   struct Buffer;
   class Pipeline;
   BatchReader(Stager& stager, ReaderOptions options);
-  Result<int> BlobFd(const std::string& path);
   Status ReadDirect(const BatchPlan& plan, void* output);
 
   Stager& stager_;
   const ReaderOptions options_;
   std::vector<Buffer> buffers_;
   StreamId stream_ = 0;
-  std::map<std::string, int> fds_;  // blob path -> descriptor, kept open
+  std::unique_ptr<LocalBlobs> blobs_;  // the blobs batches have named, kept open
   ReaderCounters counters_;
 };
 

@@ -1,14 +1,18 @@
-// BatchReader: runs read in pieces into a ring of pinned buffers, each piece copied to
-// the device on one stream as soon as it lands, while later pieces are read.
-#include <fcntl.h>
-#include <liburing.h>
-#include <unistd.h>
-
+// BatchReader: runs read in pieces into a ring of pinned buffers through the blob source,
+// each piece copied to the device on one stream as soon as it lands, while later pieces
+// are read.
+//
+// Every piece handed to a source is waited for before a batch returns, whatever failed in
+// between: a source thread writes into the buffer until the read's `done` runs, and the
+// pipeline lives on the caller's stack.
 #include <algorithm>
-#include <cstring>
+#include <condition_variable>
 #include <deque>
+#include <functional>
+#include <mutex>
 
 #include "gpu/batch.h"
+#include "gpu/local_blobs.h"
 
 namespace gpufs::gpu {
 
@@ -37,103 +41,125 @@ std::deque<Piece> PiecesOf(const BatchPlan& plan, size_t piece_bytes) {
   return pieces;
 }
 
+// A finished read: which buffer, and what the source said.
+struct Landed {
+  size_t buffer = 0;
+  Result<size_t> got = size_t{0};
+};
+
 }  // namespace
 
-// One ReadInto: keeps up to `buffers` pieces reading, copies each finished one out.
+// One ReadInto: keeps every free buffer reading, copies each piece out as it lands.
 class BatchReader::Pipeline {
  public:
-  Pipeline(BatchReader& reader, const BatchPlan& plan, char* output)
-      : r_(reader), plan_(plan), output_(output) {}
+  Pipeline(BatchReader& reader, const BatchPlan& plan, std::vector<BlobRef> blobs, char* output);
 
   Status Run();
 
  private:
-  Status Submit(size_t buffer, const Piece& piece);
-  Status Complete(size_t buffer, const Piece& piece, int64_t result);
+  Status SubmitMore();
+  std::function<void(Result<size_t>)> LandsIn(size_t buffer);
+  Landed WaitForOne();
+  Status Complete(size_t buffer, const Piece& piece, Result<size_t> got);
+  const BlobRef& BlobOf(const Piece& piece) const { return blobs_[plan_.runs[piece.run].blob]; }
 
   BatchReader& r_;
   const BatchPlan& plan_;
+  const std::vector<BlobRef> blobs_;  // by BatchPlan::blobs index
   char* output_;
-  io_uring ring_{};
-  bool have_ring_ = false;
+  std::deque<Piece> pieces_;      // not yet submitted
+  std::vector<Piece> in_flight_;  // by buffer
+  std::vector<size_t> free_;      // buffers neither reading nor waiting to be copied out
+  size_t reading_ = 0;            // reads handed to a source and not yet landed
+
+  std::mutex mu_;
+  std::condition_variable landed_cv_;
+  std::deque<Landed> landed_;  // guarded by mu_
 };
 
-Status BatchReader::Pipeline::Run() {
-  std::deque<Piece> pieces = PiecesOf(plan_, r_.options_.buffer_bytes);
-  const size_t depth = r_.buffers_.size();
-  have_ring_ = io_uring_queue_init(static_cast<unsigned>(depth), &ring_, 0) == 0;
-  std::vector<Piece> in_flight(depth);
-  std::vector<size_t> free_buffers;
-  for (size_t b = 0; b < depth; ++b) free_buffers.push_back(depth - 1 - b);
-  size_t reading = 0;
-  Status status = Ok{};
-  while (status && (!pieces.empty() || reading > 0)) {
-    while (status && !pieces.empty() && !free_buffers.empty()) {
-      const size_t b = free_buffers.back();
-      free_buffers.pop_back();
-      in_flight[b] = pieces.front();
-      pieces.pop_front();
-      status = Submit(b, in_flight[b]);
-      if (status && have_ring_) {
-        ++reading;
-      } else if (status) {  // pread has filled the buffer already
-        status = Complete(b, in_flight[b], -1);
-        free_buffers.push_back(b);
-      }
-    }
-    if (!have_ring_ || reading == 0 || !status) continue;
-    io_uring_submit(&ring_);
-    io_uring_cqe* cqe = nullptr;
-    if (io_uring_wait_cqe(&ring_, &cqe) != 0) {
-      status = Fail(EIO, "cannot wait for a blob read");
-      break;
-    }
-    const size_t b = static_cast<size_t>(io_uring_cqe_get_data64(cqe));
-    const int64_t result = cqe->res;
-    io_uring_cqe_seen(&ring_, cqe);
-    --reading;
-    status = Complete(b, in_flight[b], result);
-    free_buffers.push_back(b);
-  }
-  while (have_ring_ && reading > 0) {  // after a failure: let the kernel finish with the buffers
-    io_uring_cqe* cqe = nullptr;
-    if (io_uring_wait_cqe(&ring_, &cqe) != 0) break;
-    io_uring_cqe_seen(&ring_, cqe);
-    --reading;
-  }
-  if (have_ring_) io_uring_queue_exit(&ring_);
-  if (!status) return status;
-  return r_.stager_.Synchronize(r_.stream_);
+BatchReader::Pipeline::Pipeline(BatchReader& reader, const BatchPlan& plan,
+                                std::vector<BlobRef> blobs, char* output)
+    : r_(reader),
+      plan_(plan),
+      blobs_(std::move(blobs)),
+      output_(output),
+      pieces_(PiecesOf(plan, reader.options_.buffer_bytes)),
+      in_flight_(reader.buffers_.size()) {
+  for (size_t b = reader.buffers_.size(); b-- > 0;) free_.push_back(b);
 }
 
-Status BatchReader::Pipeline::Submit(size_t b, const Piece& piece) {
-  Buffer& buffer = r_.buffers_[b];
-  if (buffer.fence != 0) {  // the copies of its previous piece must be done
-    if (Status s = r_.stager_.Wait(buffer.fence); !s) return s;
-    buffer.fence = 0;
+// After the first failure nothing more is submitted, but what is reading is still waited
+// for, and so are the copies queued, which read the buffers and write the output; the
+// first failure is what the batch returns.
+Status BatchReader::Pipeline::Run() {
+  Status status = Ok{};
+  for (;;) {
+    if (status) status = SubmitMore();
+    if (reading_ == 0) break;
+    Landed landed = WaitForOne();
+    if (status) status = Complete(landed.buffer, in_flight_[landed.buffer], std::move(landed.got));
+    free_.push_back(landed.buffer);
   }
-  auto fd = r_.BlobFd(plan_.blobs[plan_.runs[piece.run].blob]);
-  if (!fd) return fd.error();
-  if (have_ring_) {
-    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-    io_uring_prep_read(sqe, *fd, buffer.data, static_cast<unsigned>(piece.size), piece.offset);
-    io_uring_sqe_set_data64(sqe, b);
-    return Ok{};
+  Status copied = r_.stager_.Synchronize(r_.stream_);
+  return status ? copied : status;
+}
+
+// Fills every free buffer with the next piece and hands them to their sources together.
+// Reads prepared before a failure are still submitted, so that Run waits for them.
+Status BatchReader::Pipeline::SubmitMore() {
+  Status status = Ok{};
+  std::vector<std::pair<BlobSource*, std::vector<BlobRead>>> batches;
+  while (!pieces_.empty() && !free_.empty()) {
+    const size_t b = free_.back();
+    Buffer& buffer = r_.buffers_[b];
+    if (buffer.fence != 0) {  // the copies of its previous piece must be done
+      status = r_.stager_.Wait(buffer.fence);
+      if (!status) break;
+      buffer.fence = 0;
+    }
+    free_.pop_back();
+    const Piece& piece = in_flight_[b] = pieces_.front();
+    pieces_.pop_front();
+    const BlobRef& blob = BlobOf(piece);
+    if (batches.empty() || batches.back().first != blob.source) {
+      batches.push_back({blob.source, {}});
+    }
+    batches.back().second.push_back(
+        BlobRead{blob.blob, piece.offset, piece.size, buffer.data, LandsIn(b)});
   }
-  const ssize_t n = pread(*fd, buffer.data, piece.size, static_cast<off_t>(piece.offset));
-  if (n != static_cast<ssize_t>(piece.size)) {
-    return Fail(EIO, "cannot read {} at {}: {}", plan_.blobs[plan_.runs[piece.run].blob],
-                piece.offset, n < 0 ? strerror(errno) : "the blob ends early");
+  for (auto& [source, reads] : batches) {
+    reading_ += reads.size();
+    source->Submit(ReadKind::kStage, std::move(reads));
   }
-  return Ok{};
+  return status;
+}
+
+// What a read into buffer `b` runs when it ends, on a source thread (or at once, in
+// Submit, when its blob cannot be opened).
+std::function<void(Result<size_t>)> BatchReader::Pipeline::LandsIn(size_t b) {
+  return [this, b](Result<size_t> got) {
+    std::lock_guard lock(mu_);
+    landed_.push_back(Landed{b, std::move(got)});
+    landed_cv_.notify_one();  // under the lock: once Run sees the last one, it may return
+  };
+}
+
+Landed BatchReader::Pipeline::WaitForOne() {
+  std::unique_lock lock(mu_);
+  landed_cv_.wait(lock, [this] { return !landed_.empty(); });
+  Landed landed = std::move(landed_.front());
+  landed_.pop_front();
+  --reading_;
+  return landed;
 }
 
 // Copies the parts of members that the piece in buffer `b` holds to their places.
-Status BatchReader::Pipeline::Complete(size_t b, const Piece& piece, int64_t result) {
-  const std::string& blob = plan_.blobs[plan_.runs[piece.run].blob];
-  if (have_ring_ && result != static_cast<int64_t>(piece.size)) {
-    return Fail(EIO, "cannot read {} at {}: {}", blob, piece.offset,
-                result < 0 ? strerror(static_cast<int>(-result)) : "the blob ends early");
+Status BatchReader::Pipeline::Complete(size_t b, const Piece& piece, Result<size_t> got) {
+  if (!got) return got.error();
+  if (*got != piece.size) {
+    const BlobRef& blob = BlobOf(piece);
+    return Fail(EIO, "cannot read {} at {}: the blob ends early", blob.source->Describe(blob.blob),
+                piece.offset);
   }
   Buffer& buffer = r_.buffers_[b];
   ++r_.counters_.pieces;
@@ -175,7 +201,9 @@ Result<std::unique_ptr<BatchReader>> BatchReader::Create(Stager& stager, ReaderO
 }
 
 BatchReader::BatchReader(Stager& stager, ReaderOptions options)
-    : stager_(stager), options_(std::move(options)) {}
+    : stager_(stager),
+      options_(std::move(options)),
+      blobs_(std::make_unique<LocalBlobs>(options_.buffers)) {}
 
 BatchReader::~BatchReader() {
   for (Buffer& b : buffers_) {
@@ -183,21 +211,12 @@ BatchReader::~BatchReader() {
     stager_.FreePinned(b.data);
   }
   if (stream_ != 0) stager_.DestroyStream(stream_);
-  for (const auto& [path, fd] : fds_) close(fd);
-}
-
-Result<int> BatchReader::BlobFd(const std::string& path) {
-  if (auto it = fds_.find(path); it != fds_.end()) return it->second;
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Fail(errno, "cannot open {}: {}", path, strerror(errno));
-  fds_[path] = fd;
-  return fd;
 }
 
 Status BatchReader::ReadDirect(const BatchPlan& plan, void* output) {
   for (size_t m = 0; m < plan.members.size(); ++m) {
     const MemberLocation& member = plan.members[m];
-    auto fd = BlobFd(member.blob);
+    auto fd = blobs_->Fd(member.blob);
     if (!fd) return fd.error();
     auto got = stager_.ReadDirect(*fd, member.offset,
                                   static_cast<char*>(output) + plan.destination[m], member.size);
@@ -211,11 +230,12 @@ Status BatchReader::ReadDirect(const BatchPlan& plan, void* output) {
 
 Status BatchReader::ReadInto(const BatchPlan& plan, void* output) {
   ++counters_.batches;
+  std::vector<BlobRef> blobs = blobs_->Find(plan.blobs);
   if (options_.direct_reads && stager_.has_direct_reads()) {
     Status s = ReadDirect(plan, output);
     if (s || s.error().code != ENOTSUP) return s;  // else: staged, below
   }
-  return Pipeline(*this, plan, static_cast<char*>(output)).Run();
+  return Pipeline(*this, plan, std::move(blobs), static_cast<char*>(output)).Run();
 }
 
 Result<DeviceBatch> BatchReader::Read(std::vector<MemberLocation> members) {

@@ -40,6 +40,8 @@ inline constexpr const char* kLatencyP99 = "latency_ms_p99";
 enum class ReadKind {
   kGroup,   // a group for the pinned cache: bypass the kernel's page cache where possible
   kMember,  // bytes about to be served, which the kernel then caches as the served file
+  kStage,   // bytes copied on to a GPU, of which no other copy stays on the host: the
+            // kernel's page cache keeps them as it sees fit, for the next epoch
 };
 
 struct BlobRead {

@@ -63,4 +63,12 @@ PreadEngine::~PreadEngine() {
 
 void PreadEngine::Submit(std::vector<IoRequest> requests) { queue_.Push(std::move(requests)); }
 
+std::unique_ptr<IoEngine> MakeIoEngine(const UringOptions& options, unsigned pread_threads,
+                                       std::string* fallback) {
+  auto engine = MakeUringEngine(options);
+  if (engine) return std::move(*engine);
+  if (fallback) *fallback = engine.error().message;
+  return std::make_unique<PreadEngine>(pread_threads);
+}
+
 }  // namespace gpufs

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -86,5 +87,11 @@ struct UringOptions {
 
 // An io_uring engine, or the reason there cannot be one here.
 Result<std::unique_ptr<IoEngine>> MakeUringEngine(const UringOptions& options);
+
+// An io_uring engine where the kernel allows one, else a PreadEngine of `pread_threads`
+// threads; `fallback` (when given) is then told why. The daemon and the GPU client pick
+// their engines alike through this.
+std::unique_ptr<IoEngine> MakeIoEngine(const UringOptions& options, unsigned pread_threads,
+                                       std::string* fallback = nullptr);
 
 }  // namespace gpufs

@@ -41,8 +41,9 @@ IoRequest LocalSource::RequestFor(ReadKind kind, BlobRead read) {
   const uint32_t blob = read.blob;
   const uint64_t offset = read.offset;
   const size_t length = read.length;
-  auto done = [this, fd, direct, blob, offset, length, done = std::move(read.done)](ssize_t n) {
-    if (!direct) {  // the bytes now live in the arena or the served file's cache
+  const bool drop = !direct && kind != ReadKind::kStage;
+  auto done = [this, fd, drop, blob, offset, length, done = std::move(read.done)](ssize_t n) {
+    if (drop) {  // the bytes now live in the arena or the served file's cache
       posix_fadvise(fd, static_cast<off_t>(offset), static_cast<off_t>(length),
                     POSIX_FADV_DONTNEED);
     }

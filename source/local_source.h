@@ -1,7 +1,7 @@
 // Blobs in a local folder, read with the I/O engine (io_uring, or pread threads). Group
 // loads bypass the page cache (O_DIRECT) where the filesystem allows it, else their pages
 // are dropped right after the read; member reads drop the blob's pages too, since the
-// kernel caches what is served as the served file.
+// kernel caches what is served as the served file. Staged reads leave the page cache be.
 #pragma once
 
 #include <atomic>

@@ -159,8 +159,8 @@ Result<Dataset> TarDataset(const std::filesystem::path& archive, const TarListin
   if (!shape) return shape.error();
   auto catalog = Catalog::FromSpec(TarSpec(archive, listing, *shape, group_bytes));
   if (!catalog) return catalog.error();
-  Dataset d{archive.parent_path(), std::move(*catalog), {BlobInfo{stamp.size, 0}}, "tar", {}, {},
-            {}};
+  Dataset d{
+      archive.parent_path(), std::move(*catalog), {BlobInfo{stamp.size, 0}}, "tar", {}, {}, {}};
   if (listing.skipped) {
     d.notes.push_back(
         fmt::format("{} links, devices or fifos in the archive have no bytes to "

@@ -3,8 +3,9 @@
 //   peak      cudaMemcpyAsync from one pinned buffer holding the batch (the bound)
 //   pageable  pread of each member into malloc'ed memory + a copy from it
 //   pinned    pread of each member into pinned memory + a copy from it
-//   gpufs     the client library: runs by blob, io_uring into pinned buffers, copies
-//             overlapped with reads (or cuFile where the driver has GDS)
+//   gpufs     the client library: runs by blob, read through the blob source into
+//             pinned buffers, copies overlapped with reads (or cuFile where the driver
+//             has GDS)
 // Members come from a dataset folder through the catalog (no mount needed) or from files
 // under a mount. Blob pages are read once first, so every way reads cached groups.
 #include <fcntl.h>

@@ -49,10 +49,10 @@ struct StoreConfig {
   // in '/', no leading '/' for s3, leading '/' for http.
   std::string root;
   std::string region = "us-east-1";
-  bool path_style = true;                  // s3: endpoint/bucket/key, else bucket.host/key
-  std::optional<Credentials> credentials;  // none: requests are not signed
-  unsigned connections = 16;               // requests in flight at most
-  unsigned max_attempts = 5;               // per request, the first included
+  bool path_style = true;                          // s3: endpoint/bucket/key, else bucket.host/key
+  std::optional<Credentials> credentials;          // none: requests are not signed
+  unsigned connections = 16;                       // requests in flight at most
+  unsigned max_attempts = 5;                       // per request, the first included
   std::chrono::milliseconds retry_budget{20'000};  // time from first attempt to giving up
   std::chrono::milliseconds connect_timeout{3'000};
   std::chrono::milliseconds stall_timeout{10'000};  // no byte for this long: a broken transfer
@@ -95,8 +95,8 @@ struct ObjectInfo {
 struct GetRequest {
   std::string name;  // relative to the root
   uint64_t offset = 0;
-  size_t length = 0;    // bytes wanted; the object must hold all of them
-  char* buffer = nullptr;  // `length` bytes, untouched after `done` runs
+  size_t length = 0;                   // bytes wanted; the object must hold all of them
+  char* buffer = nullptr;              // `length` bytes, untouched after `done` runs
   std::optional<ObjectInfo> expected;  // what the mount saw: checked on the response
 };
 

@@ -111,6 +111,47 @@ class TorchvisionOverPackWithSplits(unittest.TestCase):
             self.assertEqual(epoch(a, 2), epoch(b, 2))
 
 
+class TorchvisionOverS3(unittest.TestCase):
+    """A pack uploaded to a real S3 store (Ceph's radosgw), mounted by URL: one shuffled,
+    decoded epoch equals the source tree's."""
+
+    @classmethod
+    def setUpClass(cls):
+        import tempfile
+        sys.path.insert(0, lib.ROOT)
+        from tests.servers import ceph_s3
+        reason = ceph_s3.skip_reason()
+        if reason:
+            raise unittest.SkipTest(reason)
+        cls.work = tempfile.mkdtemp(prefix="gpufs-e2e-s3-")
+        cls.tree = os.path.join(cls.work, "tree")
+        lib.make_sample.make_tree(cls.tree, 5, 8, 3, True, 160)
+        out = os.path.join(cls.work, "packed")
+        result = lib.run_gpufsd("pack", cls.tree, out, "--group-bytes", "128KiB")
+        assert result.returncode == 0, result.stderr
+        cls.s3 = ceph_s3.CephS3().__enter__()
+        cls.s3.make_bucket("imagenet")
+        cls.s3.upload_tree(out, "imagenet", "train")
+        env = {**os.environ, **cls.s3.env(), "XDG_CACHE_HOME": os.path.join(cls.work, "xdg")}
+        cls.mount = lib.Mount("s3://imagenet/train/", env=env)
+        cls.mnt = cls.mount.__enter__()
+
+    @classmethod
+    def tearDownClass(cls):
+        import shutil
+        cls.mount.__exit__(None, None, None)
+        cls.s3.__exit__(None, None, None)
+        shutil.rmtree(cls.work)
+
+    def test_an_epoch_over_s3_decodes_like_the_source(self):
+        transform = transforms.Compose([transforms.Resize((32, 32)), transforms.ToTensor()])
+        a = datasets.ImageFolder(self.tree, transform=transform)
+        b = datasets.ImageFolder(self.mnt, transform=transform)
+        self.assertEqual(relative_samples(a), relative_samples(b))
+        self.assertEqual(len(b), 40)
+        self.assertEqual(epoch(a, 2), epoch(b, 2))
+
+
 if __name__ == "__main__":
     lib.exit_unless_fuse_usable()
     unittest.main(verbosity=2)

@@ -47,6 +47,17 @@ def make_split_tree(tree, train, val):
     return tree
 
 
+def files_below(root):
+    """{relative path: bytes} of every regular file below root."""
+    out = {}
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as f:
+                out[os.path.relpath(path, root)] = f.read()
+    return out
+
+
 def is_mounted(path):
     path = os.path.realpath(path)
     with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:

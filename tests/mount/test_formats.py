@@ -12,17 +12,7 @@ import time
 import unittest
 
 import gpufs_testlib as lib
-
-
-def files_below(root):
-    """{relative path: bytes} of every regular file below root."""
-    out = {}
-    for folder, _, names in os.walk(root):
-        for name in names:
-            path = os.path.join(folder, name)
-            with open(path, "rb") as f:
-                out[os.path.relpath(path, root)] = f.read()
-    return out
+from gpufs_testlib import files_below
 
 
 def class_files(tree):

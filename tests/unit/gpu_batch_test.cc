@@ -3,7 +3,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <future>
+#include <thread>
 
 #include "tests/unit/temp_dir.h"
 
@@ -77,6 +82,22 @@ class BatchReaderTest : public ::testing::Test {
     return batch;
   }
 
+  // ReadWith on another thread; a batch that does not return in time fails the test and
+  // ends the run, since a hung read would otherwise stall the whole suite.
+  Result<DeviceBatch> ReadWithin(std::chrono::seconds limit, std::vector<MemberLocation> members) {
+    auto result = std::make_shared<std::promise<Result<DeviceBatch>>>();
+    std::future<Result<DeviceBatch>> done = result->get_future();
+    std::thread([this, result, members = std::move(members)]() mutable {
+      result->set_value(ReadWith(1 << 20, std::move(members)));
+    }).detach();
+    if (done.wait_for(limit) != std::future_status::ready) {
+      ADD_FAILURE() << "the batch did not return within " << limit.count() << " s";
+      std::fflush(stdout);
+      std::_Exit(1);
+    }
+    return done.get();
+  }
+
   void ExpectBytes(const DeviceBatch& batch) {
     for (size_t i = 0; i < batch.count(); ++i) {
       const MemberLocation& m = batch.plan().members[i];
@@ -115,10 +136,38 @@ TEST_F(BatchReaderTest, SplitsRunsLargerThanAStagingBufferIntoPieces) {
 TEST_F(BatchReaderTest, NamesAMissingOrShortBlob) {
   auto missing = ReadWith(1 << 20, {MemberLocation{"x", Path("gone"), 0, 10}});
   ASSERT_FALSE(missing.ok());
-  EXPECT_THAT(missing.error().message, HasSubstr("cannot open " + Path("gone")));
+  EXPECT_THAT(missing.error().message, HasSubstr("cannot open blob " + Path("gone")));
   auto beyond = ReadWith(1 << 20, {Member("blob-0", 299990, 100)});
   ASSERT_FALSE(beyond.ok());
   EXPECT_THAT(beyond.error().message, HasSubstr("blob ends early"));
+}
+
+TEST_F(BatchReaderTest, FailsNamingTheMissingBlobWhenTheSecondOfTwoIsGone) {
+  auto batch = ReadWithin(std::chrono::seconds(30),
+                          {Member("blob-0", 0, 100), MemberLocation{"y", Path("gone"), 0, 10}});
+  ASSERT_FALSE(batch.ok());
+  EXPECT_THAT(batch.error().message, HasSubstr(Path("gone")));
+}
+
+TEST_F(BatchReaderTest, FailsNamingTheMissingBlobWhenTheFirstOfTwoIsGone) {
+  auto batch = ReadWithin(std::chrono::seconds(30),
+                          {MemberLocation{"y", Path("gone"), 0, 10}, Member("blob-0", 0, 100)});
+  ASSERT_FALSE(batch.ok());
+  EXPECT_THAT(batch.error().message, HasSubstr(Path("gone")));
+}
+
+TEST_F(BatchReaderTest, ReadsAgainAfterAFailedBatchAndABlobNamedLater) {
+  ReaderOptions options;
+  options.buffers = 2;
+  auto reader = BatchReader::Create(*stager_, options);
+  ASSERT_TRUE(reader.ok());
+  ASSERT_FALSE((*reader)->Read({MemberLocation{"y", Path("gone"), 0, 10}}).ok());
+  auto first = (*reader)->Read({Member("blob-0", 10, 1000)});
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  ExpectBytes(*first);
+  auto both = (*reader)->Read({Member("blob-1", 7, 5000), Member("blob-0", 20000, 3)});
+  ASSERT_TRUE(both.ok()) << both.error().message;
+  ExpectBytes(*both);
 }
 
 TEST_F(BatchReaderTest, RefusesAFileOffAnyGpufsMount) {

@@ -1,0 +1,253 @@
+#include "source/remote/remote_dataset.h"
+
+#include <condition_variable>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include "dataset/format/checksums.h"
+#include "dataset/format/file_io.h"
+#include "dataset/format/mytar.h"
+#include "dataset/format/native_index.h"
+#include "dataset/format/tar.h"
+#include "source/remote/object_reader.h"
+
+namespace gpufs::remote {
+namespace {
+
+constexpr size_t kMaxIndexBytes = size_t{2} << 30;
+
+struct timespec Now() {
+  struct timespec now {};
+  clock_gettime(CLOCK_REALTIME, &now);
+  return now;
+}
+
+// What identifies an object's content as a SourceStamp: its size and a hash of its ETag
+// (in the field a local file's mtime takes), so an index made of it is reused only while
+// both are unchanged.
+SourceStamp StampOfObject(const ObjectInfo& object) {
+  return SourceStamp{object.size,
+                     static_cast<int64_t>(ChecksumOf(object.etag.data(), object.etag.size()) >> 1)};
+}
+
+std::string CacheKey(const ObjectStore& store, const std::string& name) {
+  const std::string url = store.Describe(name);
+  return fmt::format("{:016x}", ChecksumOf(url.data(), url.size()));
+}
+
+// The objects under the root, by name: one listing on S3, a HEAD of each name on HTTP
+// (all in flight at once).
+Result<std::map<std::string, ObjectInfo>> FindObjects(ObjectStore& store, const std::string& folder,
+                                                      const std::vector<std::string>& names) {
+  std::map<std::string, ObjectInfo> found;
+  if (store.config().scheme == Scheme::kS3) {
+    auto listed = store.List(folder);
+    if (!listed) return listed.error();
+    for (ObjectInfo& o : *listed) found[o.name] = std::move(o);
+    return found;
+  }
+  std::mutex mutex;
+  std::condition_variable cv;
+  size_t pending = names.size();
+  std::optional<Error> failure;  // anything but a missing object stops the mount
+  for (const std::string& name : names) {
+    store.Head(name, [&, name](Result<ObjectInfo> r) {
+      std::lock_guard lock(mutex);
+      if (r) {
+        found[name] = *r;
+        found[name].name = name;
+      } else if (r.error().code != ENOENT && !failure) {
+        failure = r.error();
+      }
+      if (--pending == 0) cv.notify_one();
+    });
+  }
+  std::unique_lock lock(mutex);
+  cv.wait(lock, [&] { return pending == 0; });
+  if (failure) return *failure;
+  return found;
+}
+
+// Each blob's object, checked against what the index says of it.
+Status CheckBlobObjects(ObjectStore& store, const std::string& folder, RemoteDataset& d,
+                        const std::string& index_url, bool exact) {
+  std::vector<std::string> names;
+  for (const std::string& blob : d.dataset.catalog.blobs()) names.push_back(folder + blob);
+  auto found = FindObjects(store, folder, names);
+  if (!found) return found.error();
+  std::vector<std::string> problems;
+  for (size_t b = 0; b < names.size(); ++b) {
+    const uint64_t want = d.dataset.blobs[b].size;
+    auto it = found->find(names[b]);
+    if (it == found->end()) {
+      problems.push_back(fmt::format("{} is missing", store.Describe(names[b])));
+    } else if (it->second.size < want || (exact && it->second.size != want)) {
+      problems.push_back(fmt::format(
+          "{} is {} bytes but {} says {}: {}", store.Describe(names[b]), it->second.size, index_url,
+          want,
+          it->second.size < want ? "the upload is incomplete" : "it changed since the index"));
+    } else {
+      d.objects.push_back(it->second);
+    }
+  }
+  if (problems.empty()) return Ok{};
+  return Fail(EINVAL, "cannot use the dataset at {}: {}{}", store.Describe(folder),
+              problems.front(),
+              problems.size() > 1 ? fmt::format(" (and {} more blobs)", problems.size() - 1) : "");
+}
+
+// The store's index.gpufs, kept in the cache folder under its URL and ETag, then mapped
+// like a local one.
+Result<RemoteDataset> OpenNativeIndexObject(ObjectStore& store, const ObjectInfo& index,
+                                            const OpenOptions& options) {
+  const std::string url = store.Describe(index.name);
+  const std::filesystem::path cached =
+      options.cache_dir / "remote" /
+      fmt::format("{}-{:016x}.gpufs", CacheKey(store, index.name),
+                  ChecksumOf(index.etag.data(), index.etag.size()));
+  std::error_code ec;
+  if (!std::filesystem::exists(cached, ec)) {
+    auto bytes = store.GetWhole(index.name, kMaxIndexBytes);
+    if (!bytes) return bytes.error();
+    std::filesystem::create_directories(cached.parent_path(), ec);
+    if (Status s = WriteFileAtomically(cached, *bytes); !s) return s.error();
+  }
+  auto opened = OpenNativeIndex(cached);
+  if (!opened) {
+    std::filesystem::remove(cached, ec);  // fetched again next time
+    return Fail(opened.error().code, "cannot use {}: {}", url, opened.error().message);
+  }
+  RemoteDataset d{Dataset{{},
+                          std::move(opened->catalog),
+                          std::move(opened->info.blobs),
+                          "native",
+                          cached,
+                          Now(),
+                          {}},
+                  {}};
+  const std::string folder = index.name.substr(0, index.name.size() - kNativeIndexName.size());
+  if (Status s = CheckBlobObjects(store, folder, d, url, true); !s) return s.error();
+  return d;
+}
+
+Result<RemoteDataset> OpenMytarObject(ObjectStore& store, const ObjectInfo& metadata) {
+  const std::string url = store.Describe(metadata.name);
+  auto text = store.GetWhole(metadata.name, kMaxIndexBytes);
+  if (!text) return text.error();
+  auto spec = ParseMytarIndex(*text, url);
+  if (!spec) return spec.error();
+  auto catalog = Catalog::FromSpec(*spec);
+  if (!catalog) return catalog.error();
+  RemoteDataset d{Dataset{{}, std::move(*catalog), {}, "mytar", {}, Now(), {}}, {}};
+  // A mytar blob holds one group; it may hold more bytes after it.
+  for (const GroupSpec& g : spec->groups) d.dataset.blobs.push_back(BlobInfo{g.offset + g.size, 0});
+  const std::string folder = metadata.name.substr(0, metadata.name.size() - kMytarIndexName.size());
+  if (Status s = CheckBlobObjects(store, folder, d, url, false); !s) return s.error();
+  return d;
+}
+
+Result<RemoteDataset> OpenTarObject(ObjectStore& store, const ObjectInfo& archive,
+                                    const OpenOptions& options) {
+  const SourceStamp stamp = StampOfObject(archive);
+  const std::filesystem::path name = archive.name;
+  const std::vector<std::filesystem::path> candidates = {
+      options.cache_dir / "remote" /
+      fmt::format("{}-{}.gpufs-index", name.filename().string(), CacheKey(store, archive.name))};
+  if (auto saved = OpenSavedTarIndex(name, candidates, stamp)) {
+    saved->dir.clear();
+    saved->mtime = Now();
+    return RemoteDataset{std::move(*saved), {archive}};
+  }
+  ObjectReader reader(store, archive);
+  if (!LooksLikeTar(reader)) {
+    return Fail(EINVAL,
+                "cannot open dataset {}: not an uncompressed tar archive (decompress .tar.gz "
+                "and the like first)",
+                reader.label());
+  }
+  auto listing = ListTar(reader);
+  if (!listing) return listing.error();
+  auto d = TarDataset(name, *listing, stamp, options.tar_group_bytes);
+  if (!d) return d.error();
+  d->dir.clear();
+  d->mtime = Now();
+  d->index = SaveTarIndex(*d, stamp, candidates);
+  d->notes.push_back(fmt::format(
+      "listed {} entries of {} with {} requests; the index is kept at {}", listing->entries.size(),
+      reader.label(), reader.requests(), d->index.empty() ? "(nowhere)" : d->index.string()));
+  return RemoteDataset{std::move(*d), {archive}};
+}
+
+// The head of `name`, or nothing when the store says it does not exist.
+Result<std::optional<ObjectInfo>> HeadIfAny(ObjectStore& store, const std::string& name) {
+  auto head = store.HeadSync(name);
+  if (head) return std::optional<ObjectInfo>(*head);
+  if (head.error().code == ENOENT) return std::optional<ObjectInfo>();
+  if (head.error().code == EACCES) {
+    // A HEAD's answer has no body, so no word of why: a GET of the same object brings
+    // the store's own message (a wrong key, a bad signature, a denied policy).
+    auto get = store.GetWhole(name, kMaxIndexBytes);
+    if (!get) return get.error();
+  }
+  return head.error();
+}
+
+// The folder's metadata.txt: at the root, in the chosen group-size folder, or (S3) in the
+// only group-size folder there is.
+Result<std::optional<ObjectInfo>> FindMytarIndex(ObjectStore& store, const OpenOptions& options) {
+  const std::string index(kMytarIndexName);
+  if (options.group_size) {
+    auto found = HeadIfAny(store, fmt::format("{}/{}", *options.group_size, index));
+    if (!found || *found) return found;
+    return Fail(ENOENT, "cannot open dataset {}: no group size {} ({} is missing)",
+                store.Describe(""), *options.group_size,
+                store.Describe(fmt::format("{}/{}", *options.group_size, index)));
+  }
+  auto root = HeadIfAny(store, index);
+  if (!root || *root || store.config().scheme != Scheme::kS3) return root;
+  auto listed = store.List("");
+  if (!listed) return listed.error();
+  std::vector<ObjectInfo> below;
+  for (const ObjectInfo& o : *listed) {
+    const size_t slash = o.name.find('/');
+    if (slash != std::string::npos && slash > 0 && o.name.substr(slash + 1) == index &&
+        o.name.find_first_not_of("0123456789") == slash) {
+      below.push_back(o);
+    }
+  }
+  if (below.size() == 1) return std::optional<ObjectInfo>(below.front());
+  if (below.empty()) return std::optional<ObjectInfo>();
+  std::string sizes;
+  for (const ObjectInfo& o : below)
+    sizes += (sizes.empty() ? "" : ", ") + o.name.substr(0, o.name.find('/'));
+  return Fail(
+      EINVAL,
+      "cannot open dataset {}: it holds several group sizes ({}); choose one with --group-size",
+      store.Describe(""), sizes);
+}
+
+}  // namespace
+
+Result<RemoteDataset> OpenRemoteDataset(ObjectStore& store, const std::string& leaf,
+                                        const OpenOptions& options) {
+  if (!leaf.empty()) {
+    auto archive = store.HeadSync(leaf);
+    if (!archive) return archive.error();
+    return OpenTarObject(store, *archive, options);
+  }
+  auto mytar = FindMytarIndex(store, options);
+  if (!mytar) return mytar.error();
+  if (*mytar) return OpenMytarObject(store, **mytar);
+  auto native = HeadIfAny(store, std::string(kNativeIndexName));
+  if (!native) return native.error();
+  if (*native) return OpenNativeIndexObject(store, **native, options);
+  return Fail(ENOENT,
+              "cannot open dataset {}: it holds neither {} (a pack) nor {} (mytar){}; a tar "
+              "archive's URL names the archive",
+              store.Describe(""), kNativeIndexName, kMytarIndexName,
+              store.config().scheme == Scheme::kHttp ? "" : " nor a group-size folder with one");
+}
+
+}  // namespace gpufs::remote

@@ -1,0 +1,38 @@
+// Blobs that are objects in a store or files on an HTTP server: every read is a ranged
+// GET checked against the object as the mount saw it (size, ETag), so a changed object
+// fails the read instead of serving other bytes. Long reads go as parts of PartSize(),
+// all in flight at once, which is how one connection's rate limit stops being the
+// group's.
+#pragma once
+
+#include <vector>
+
+#include "source/blob_source.h"
+#include "source/remote/object_store.h"
+
+namespace gpufs::remote {
+
+class RemoteSource : public BlobSource {
+ public:
+  // `objects[b]` is blob b's object (name relative to the store's root, size and ETag
+  // seen at mount), `expected[b]` what the dataset's index says of it. `store` must
+  // outlive the source.
+  RemoteSource(ObjectStore& store, std::vector<ObjectInfo> objects, std::vector<BlobInfo> expected,
+               size_t part);
+
+  std::string_view kind() const override;
+  size_t blob_count() const override { return objects_.size(); }
+  std::string Describe(uint32_t blob) const override;
+  const BlobInfo* Expected(uint32_t blob) const override;
+  size_t PartSize() const override { return part_; }
+  void Submit(ReadKind kind, std::vector<BlobRead> reads) override;
+  nlohmann::json Stats() const override { return store_.Stats(); }
+
+ private:
+  ObjectStore& store_;
+  const std::vector<ObjectInfo> objects_;
+  const std::vector<BlobInfo> expected_;
+  const size_t part_;
+};
+
+}  // namespace gpufs::remote
