@@ -588,6 +588,40 @@ TEST_F(HttpStore, StoppedServerFailsThenReadsAgain) {
   EXPECT_EQ(buffer, data.substr(200, 100));
 }
 
+TEST_F(HttpStore, UnsignedS3RequestsReadAPublicFolder) {
+  const std::string data = Pattern(3000, 15);
+  Write("public/obj", data);
+  LocationOptions options;
+  options.endpoint = EnvOr("GPUFS_TEST_HTTP_URL");
+  options.no_sign_request = true;
+  // The origin serves the folder as a bucket would, path-style: /BUCKET/KEY.
+  Result<Location> location = ResolveLocation("s3://" + folder_ + "/public/", options, {});
+  ASSERT_TRUE(location.ok()) << location.error().message;
+  ASSERT_FALSE(location->config.credentials);
+  ObjectStore store(location->config);
+  std::string buffer(100, '\0');
+  Result<size_t> got = GetSync(store, {"obj", 2900, 100, buffer.data(), std::nullopt});
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  EXPECT_EQ(buffer, data.substr(2900));
+  Result<ObjectInfo> info = store.HeadSync("obj");
+  ASSERT_TRUE(info.ok()) << info.error().message;
+  EXPECT_EQ(info->size, 3000u);
+}
+
+TEST_F(S3Store, UnsignedRequestsToAPrivateBucketAreDenied) {
+  Put("obj", "private");
+  LocationOptions options;
+  options.endpoint = EnvOr("GPUFS_TEST_S3_ENDPOINT");
+  options.no_sign_request = true;
+  Result<Location> location = ResolveLocation("s3://" + bucket_ + "/" + root_, options, {});
+  ASSERT_TRUE(location.ok()) << location.error().message;
+  ObjectStore store(location->config);
+  Result<std::string> whole = store.GetWhole("obj", 100);
+  ASSERT_FALSE(whole.ok());
+  EXPECT_EQ(whole.error().code, EACCES);
+  EXPECT_NE(whole.error().message.find("AccessDenied"), std::string::npos) << whole.error().message;
+}
+
 // --- both ----------------------------------------------------------------------------
 
 TEST_F(S3Store, ConcurrentReadsAcrossS3AndHttpFromManyThreads) {
