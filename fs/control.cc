@@ -129,21 +129,26 @@ std::string MetricsText(const Filesystem& fs) {
   metric("reads_total", "counter", "Read requests answered.", stats["served"]["reads"]);
   metric("served_bytes_total", "counter", "Bytes returned by reads.", stats["served"]["bytes"]);
   metric("served_files_total", "counter", "Files read to their end.", stats["served"]["files"]);
+  // A const json's operator[] asserts the key is there; a source reports only the
+  // counters it keeps (a local one has no retries), so absent keys read as null.
+  auto at = [](const nlohmann::json& j, const char* key) {
+    return j.is_object() && j.contains(key) ? j[key] : nlohmann::json();
+  };
   const nlohmann::json& io = stats["io"];
   metric("source_requests_total", "counter", "Requests sent to the blob source, retries included.",
-         io[source_stat::kRequests]);
+         at(io, source_stat::kRequests));
   metric("source_retries_total", "counter", "Requests to the blob source that were retried.",
-         io[source_stat::kRetries]);
+         at(io, source_stat::kRetries));
   metric("source_errors_total", "counter", "Blob reads that failed in the end.",
-         io[source_stat::kErrors]);
+         at(io, source_stat::kErrors));
   metric("source_bytes_total", "counter", "Bytes read from the blob source.",
-         io[source_stat::kBytes]);
+         at(io, source_stat::kBytes));
   metric("source_in_flight", "gauge", "Blob source requests in flight.",
-         io[source_stat::kInFlight]);
+         at(io, source_stat::kInFlight));
   metric("source_latency_p50_ms", "gauge", "Median latency of answered source requests.",
-         io[source_stat::kLatencyP50]);
+         at(io, source_stat::kLatencyP50));
   metric("source_latency_p99_ms", "gauge", "99th percentile latency of answered source requests.",
-         io[source_stat::kLatencyP99]);
+         at(io, source_stat::kLatencyP99));
   const nlohmann::json& c = stats["cache"];
   if (c.is_null()) return out;
   for (const char* key :
