@@ -17,12 +17,13 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/arena.h"
-#include "source/blob_files.h"
 #include "cache/group_cache.h"
-#include "source/io_engine.h"
 #include "dataset/catalog.h"
 #include "fs/control.h"
 #include "fs/filesystem.h"
+#include "source/blob_files.h"
+#include "source/io_engine.h"
+#include "source/local_source.h"
 #include "tests/fuzz/catalog_invariants.h"
 
 namespace gpufs::fuzz {
@@ -64,10 +65,11 @@ class ServedDataset {
     catalog_ = std::make_unique<Catalog>(std::move(*Catalog::FromSpec(spec)));
     CheckCatalog(*catalog_);
     blobs_ = std::make_unique<BlobFiles>(dir_, catalog_->blobs());
+    source_ = std::make_unique<LocalSource>(*blobs_, engine_);
     arena_ = std::move(*PinnedArena::Create(1 << 20));
-    cache_ = std::make_unique<GroupCache>(*catalog_, *blobs_, engine_, *arena_,
+    cache_ = std::make_unique<GroupCache>(*catalog_, *source_, *arena_,
                                           MakePolicy("lru", {2, 2}, 4), CacheOptions{"lru", 0, 0});
-    fs_ = std::make_unique<Filesystem>(*catalog_, *blobs_, ServeOptions{}, cache_.get());
+    fs_ = std::make_unique<Filesystem>(*catalog_, *source_, ServeOptions{}, cache_.get());
     const NodeId w = *catalog_->FindPath("b b/w.jpg");
     Require(fs_->Fetch(Filesystem::InoOf(w), 0, 1 << 20).ok(), "cannot read b b/w.jpg");
     fs_->Remember(Filesystem::InoOf(*catalog_->FindPath("a/x.jpg")));
@@ -85,6 +87,7 @@ class ServedDataset {
   PreadEngine engine_{1};
   std::unique_ptr<Catalog> catalog_;
   std::unique_ptr<BlobFiles> blobs_;
+  std::unique_ptr<LocalSource> source_;
   std::unique_ptr<PinnedArena> arena_;
   std::unique_ptr<GroupCache> cache_;
   std::unique_ptr<Filesystem> fs_;
