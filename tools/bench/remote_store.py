@@ -33,6 +33,7 @@ import http.client
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -51,6 +52,7 @@ from servers.s3client import UNSIGNED, sign  # noqa: E402
 GPUFSD = os.environ.get("GPUFSD", os.path.join(ROOT, "build", "cli", "gpufsd"))
 BUCKET = "bench"
 PEERS = ("gpufs", "s3fs", "rclone")
+LOCAL = "local tree"  # the reference: the tree on local disk, page cache warm
 
 # Each peer as tuned for this read pattern (many small objects, read once, read-only).
 S3FS_OPTIONS = [
@@ -178,6 +180,13 @@ class Peers:
         raise ValueError(peer)
 
 
+def warm_local_epoch(tree, mode, workers):
+    """The loader's second epoch over the local tree, nothing dropped: what the CPUs allow.
+    Run in every round, beside the peers, since this machine's speed drifts over time."""
+    epoch = loader_epochs(tree, mode, epochs=2, workers=workers, drop=False)[-1]
+    return dict(epoch, peer=LOCAL, mode=mode)
+
+
 def cold_epoch(peers, peer, endpoint, mode, workers, proxy):
     """One fresh mount of `peer`, one cold epoch through it; a result row."""
     row = {"peer": peer, "mode": mode}
@@ -226,9 +235,10 @@ def print_table(result):
               f"{'store CPU s':>12}{'rounds (files/s)':>18}")
         for mode in result["modes"]:
             rows = by_peer(result["rows"], link["name"], mode)
-            local = result["local"][mode]
-            print(f"  {mode:7}{'local tree':13}{local:9.0f}{'':25}  (page cache warm: the CPUs' "
-                  "limit)")
+            local = rows[LOCAL]
+            print(f"  {mode:7}{LOCAL:13}{local['files_per_s']:9.0f}"
+                  f"{'   (page cache warm: what the CPUs allow)':67}{'':6}"
+                  + " ".join(f"{x:.0f}" for x in local["rounds"]))
             for peer in result["peers"]:
                 r = rows.get(peer)
                 if r is None or "error" in r:
@@ -256,7 +266,7 @@ def chart(result, out):
             rows = by_peer(result["rows"], link["name"], mode)
             for peer in result["peers"]:
                 lines.append((f"  {peer}", rows.get(peer, {}).get("files_per_s", 0)))
-            lines.append(("  local tree (warm)", result["local"][mode]))
+            lines.append((f"  {LOCAL} (warm)", rows[LOCAL]["files_per_s"]))
     text = text_bars(lines)
     with open(os.path.join(out, "chart.txt"), "w") as f:
         f.write(text + "\n")
@@ -278,8 +288,11 @@ def chart(result, out):
                       .get("files_per_s", 0) for link in links]
             ax.bar([g - 0.4 + width * (i + 0.5) for g in range(len(links))], values, width,
                    label=peer)
-        ax.axhline(result["local"][mode], color="gray", linestyle="dotted",
-                   label="local tree, page cache warm")
+        local = [by_peer(result["rows"], link["name"], mode)[LOCAL]["files_per_s"]
+                 for link in links]
+        ax.hlines(local, [g - 0.45 for g in range(len(links))],
+                  [g + 0.45 for g in range(len(links))], colors="gray", linestyles="dotted",
+                  label=f"{LOCAL}, page cache warm")
         ax.set_xticks(range(len(links)), [link["name"] for link in links])
         ax.set_title(f"{mode} ({result['workers']} loader workers)")
         ax.set_ylabel("images/s, cold epoch")
@@ -342,20 +355,20 @@ def main():
     subprocess.run(["bash", os.path.join(ROOT, "tools", "install_deps.sh"), "bench"],
                    check=True)
     check_tools(peers)
+    # Ctrl-C and SIGTERM unwind through the `with` blocks, which stop every server and
+    # mount; SIGINT too when a shell started this in the background with it ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     exit_on_sigterm()
     os.makedirs(args.cache, exist_ok=True)
     os.makedirs(args.out, exist_ok=True)
     tree = sample_tree(args.cache, args.files, args.classes)
     files, data_bytes = tree_bytes(tree)
     result = {"files": files, "data_bytes": data_bytes, "workers": args.workers,
-              "modes": modes, "peers": peers, "links": [], "rows": [], "local": {},
+              "modes": modes, "peers": peers, "links": [], "rows": [],
               "config": {"s3fs": S3FS_OPTIONS, "rclone": RCLONE_FLAGS, "gpufs": "defaults"},
               "versions": versions()}
     print(f"{files} files, mean {data_bytes / files / 1e3:.0f} KB, "
           f"{data_bytes / 1e6:.0f} MB", flush=True)
-    for mode in modes:
-        result["local"][mode] = loader_epochs(tree, mode, epochs=2, workers=args.workers,
-                                              drop=False)[-1]["files_per_s"]
     with contextlib.ExitStack() as stack:
         work = tempfile.mkdtemp(prefix="gpufs-bench-remote-", dir="/var/tmp")
         stack.callback(shutil.rmtree, work, ignore_errors=True)
@@ -386,16 +399,17 @@ def main():
             print(f"{name}: bound {bound['bytes_per_s'] / 1e6:.0f} MB/s = "
                   f"{bound['files_per_s']:.0f} files/s", flush=True)
             for mode in modes:
-                runs = {peer: [] for peer in peers}
+                runs = {peer: [] for peer in (LOCAL, *peers)}
                 # Rounds go peer after peer, so that a drift of the machine touches all.
                 for _ in range(args.rounds):
+                    runs[LOCAL].append(warm_local_epoch(tree, mode, args.workers))
                     for peer in peers:
                         row = cold_epoch(peers_at, peer, endpoint, mode, args.workers, via)
                         runs[peer].append(row)
                         print(f"  {mode:7}{peer:8}" + (f"{row['files_per_s']:8.0f} files/s"
                               if "error" not in row else "failed: " + row["error"]),
                               flush=True)
-                result["rows"] += [dict(median_run(runs[peer]), link=name) for peer in peers]
+                result["rows"] += [dict(median_run(r), link=name) for r in runs.values()]
     print_table(result)
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(result, f, indent=1)
