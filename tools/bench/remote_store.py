@@ -17,7 +17,7 @@ trainer does, and again reading raw bytes) over:
 
 Each is a fresh mount with its own caches empty, and the page cache is dropped before the
 epoch; the ImageFolder scan before it is timed apart. With --rounds N each peer runs N such
-epochs (in turn with the others) and the median is shown. Two reference rows bound what any
+epochs (in turn with the others) and the median is shown. Two references bound what any
 mount can do: "local tree" is the same loader on the tree on local disk with everything in
 the page cache (what the CPUs allow), and "bound" is the link's bandwidth bound: the pack's
 bytes fetched as 8 MiB ranged GETs by 4 to 32 threads, each on one kept-alive connection,
