@@ -65,7 +65,10 @@ def _conf(tmp, fsid, mon_port, rgw_port, memstore_bytes, extra):
         "paxos_propose_interval": "0.1",
         "osd_objectstore": "memstore",
         "memstore_device_bytes": str(memstore_bytes),
-        "rgw_frontends": f"beast endpoint={LOOPBACK}:{rgw_port}",
+        # Without tcp_nodelay, a response's last partial segment waits for the client's
+        # delayed ACK whenever a kept-alive connection is reused: ~40 ms added to about
+        # half the GETs of small objects, a stall that cloud stores do not have.
+        "rgw_frontends": f"beast endpoint={LOOPBACK}:{rgw_port} tcp_nodelay=1",
         "rgw_thread_pool_size": "128",
         "rgw_enable_usage_log": "false",
     }

@@ -1,7 +1,19 @@
 """Helpers shared by the benchmarks."""
+import json
 import os
+import signal
 import subprocess
+import sys
 import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+PYTHON = "/usr/bin/python3"  # the interpreter with torch and torchvision
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+import make_sample  # noqa: E402
+from servers.procs import Daemon, wait_for  # noqa: E402
 
 
 def drop_caches():
@@ -63,3 +75,102 @@ class SlowVolume:
         sh("umount", self.mnt)
         sh("losetup", "-d", self.loop)
         sh("rm", "-rf", self.dir)
+
+
+def sample_tree(cache, files, classes):
+    """A generated ImageFolder tree of real JPEGs (ImageNet-like sizes, longest side 720)
+    under `cache`, made once per (files, classes) and reused by later runs; its path."""
+    tree = os.path.join(cache, f"tree-{files}-{classes}")
+    if not os.path.isdir(tree):
+        make_sample.make_tree(tree + ".part", classes, files // classes, 0, False, 720)
+        os.rename(tree + ".part", tree)
+    return tree
+
+
+def tree_bytes(root):
+    """(files, bytes) below root."""
+    total = files = 0
+    for folder, _, names in os.walk(root):
+        for name in names:
+            total += os.path.getsize(os.path.join(folder, name))
+            files += 1
+    return files, total
+
+
+def loader_epochs(root, mode, epochs=1, workers=2, drop=True, extra=(), preexec_fn=None,
+                  timeout=None):
+    """Runs tools/bench/epoch_loader.py (the unmodified torchvision loader) over root in a
+    fresh process; one dict per epoch (files, seconds, files_per_s, scan_seconds, ...)."""
+    cmd = [PYTHON, os.path.join(HERE, "epoch_loader.py"), root, "--epochs", str(epochs),
+           "--mode", mode, "--workers", str(workers), *extra]
+    if drop:
+        cmd.append("--drop-caches")
+    drop_caches()
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True,
+                         preexec_fn=preexec_fn, timeout=timeout).stdout
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def cpu_seconds(pid):
+    """User + system CPU seconds that process `pid` has used so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def is_mounted(path):
+    path = os.path.realpath(path)
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+        return any(line.split()[4] == path for line in f)
+
+
+class FuseMount:
+    """A FUSE daemon run in the foreground (`argv` mounts at `mnt`), waited for in the mount
+    table and stopped by pid: `with FuseMount(...) as m:` ... m.pid, m.log.
+
+    `unmount` is the command that unmounts it (fusermount3 -u by default); a busy mount is
+    detached lazily, and a daemon that does not exit is killed. The daemon gets SIGTERM if
+    this process dies first, so an interrupted benchmark leaves no mount behind."""
+
+    def __init__(self, name, argv, mnt, env=None, unmount=None, timeout=60):
+        self.name, self.mnt, self.timeout = name, mnt, timeout
+        self.unmount = unmount or ["fusermount3", "-u", mnt]
+        self.log = os.path.join(os.path.dirname(mnt), os.path.basename(mnt) + ".log")
+        self.daemon = Daemon(name, argv, self.log, env=env)
+
+    def __enter__(self):
+        try:
+            self.daemon.start()
+            wait_for(f"{self.name} to mount {self.mnt}", lambda: is_mounted(self.mnt),
+                     time.monotonic() + self.timeout, [self.daemon])
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    @property
+    def pid(self):
+        return self.daemon.pid
+
+    def close(self):
+        if is_mounted(self.mnt):
+            if subprocess.run(self.unmount, capture_output=True).returncode != 0:
+                subprocess.run(["fusermount3", "-uz", self.mnt], capture_output=True)
+        self.daemon.stop(timeout=30, sig=signal.SIGTERM)
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def text_bars(rows, width=50):
+    """A bar chart in text: rows of (label, value), or (label, None) for a heading."""
+    top = max((v for _, v in rows if v), default=1)
+    pad = max(len(label) for label, _ in rows)
+    lines = []
+    for label, value in rows:
+        if value is None:
+            lines.append(label)
+        else:
+            lines.append(f"{label:{pad}}  {'#' * max(1, round(width * value / top)):{width}}"
+                         f" {value:,.0f}")
+    return "\n".join(lines)

@@ -22,7 +22,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-from benchlib import drop_caches  # noqa: E402
+from benchlib import cpu_seconds, drop_caches  # noqa: E402
 
 
 def make_tree(tree, files, size, classes=20):
@@ -32,12 +32,6 @@ def make_tree(tree, files, size, classes=20):
         os.makedirs(folder, exist_ok=True)
         with open(os.path.join(folder, f"img_{i:06d}.JPEG"), "wb") as f:
             f.write(rng.randbytes(size + rng.randrange(size // 4)))
-
-
-def daemon_cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def cold_epoch(mnt, paths):
@@ -75,9 +69,9 @@ def run(gpufsd, pack, paths):
         raise RuntimeError(f"{gpufsd} did not mount {pack}")
     os.close(read_end)
     try:
-        cpu = daemon_cpu_seconds(proc.pid)
+        cpu = cpu_seconds(proc.pid)
         seconds, served = cold_epoch(mnt, paths)
-        cpu = daemon_cpu_seconds(proc.pid) - cpu
+        cpu = cpu_seconds(proc.pid) - cpu
     finally:
         subprocess.run([gpufsd, "unmount", mnt], check=True, capture_output=True)
         proc.wait(timeout=60)

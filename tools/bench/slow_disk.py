@@ -26,30 +26,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-from benchlib import SlowVolume, drop_caches, sh  # noqa: E402
-import make_sample  # noqa: E402
+from benchlib import SlowVolume, loader_epochs, sample_tree, sh, tree_bytes  # noqa: E402
 
 GPUFSD = os.environ.get("GPUFSD", os.path.join(ROOT, "build", "cli", "gpufsd"))
-PYTHON = "/usr/bin/python3"
-
-
-def tree_bytes(root):
-    total = files = 0
-    for folder, _, names in os.walk(root):
-        for name in names:
-            total += os.path.getsize(os.path.join(folder, name))
-            files += 1
-    return files, total
-
-
-def make_source(cache, files, classes):
-    """The generated tree, made once and reused across runs (it takes a minute)."""
-    tree = os.path.join(cache, f"tree-{files}")
-    if not os.path.isdir(tree):
-        make_sample.make_tree(tree + ".part", classes, files // classes, 0, False, 720)
-        os.rename(tree + ".part", tree)
-    return tree
 
 
 class Bench:
@@ -62,14 +41,9 @@ class Bench:
         return lambda: self.volume.enter(os.getpid())
 
     def load(self, name, root, mode, drop=True, epochs=3):
-        cmd = [PYTHON, os.path.join(HERE, "epoch_loader.py"), root, "--epochs", str(epochs),
-               "--mode", mode, "--blkio-group", self.volume.group, "--device", self.volume.device]
-        if drop:
-            cmd.append("--drop-caches")
-        drop_caches()
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True,
-                             preexec_fn=self.throttled()).stdout
-        epochs = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        epochs = loader_epochs(root, mode, epochs, drop=drop, preexec_fn=self.throttled(),
+                               extra=["--blkio-group", self.volume.group,
+                                      "--device", self.volume.device])
         self.rows.append({"name": name, "mode": mode, "warm": not drop, "epochs": epochs})
         print(f"  {name:24} {mode:6} " + "  ".join(f"{e['files_per_s']:7.0f}" for e in epochs)
               + " files/s", flush=True)
@@ -160,7 +134,7 @@ def main():
     subprocess.run(["bash", os.path.join(ROOT, "tools", "install_deps.sh"), "bench"], check=True)
     os.makedirs(args.cache, exist_ok=True)
     os.makedirs(args.out, exist_ok=True)
-    source = make_source(args.cache, args.files, args.classes)
+    source = sample_tree(args.cache, args.files, args.classes)
     files, data_bytes = tree_bytes(source)
     volume = SlowVolume(3 * data_bytes // 1_000_000 + 300, args.iops, args.mbps)
     try:

@@ -1,0 +1,420 @@
+#!/usr/bin/python3
+"""Cold epochs of an unmodified torchvision loader through S3 mounts: gpufs, s3fs, rclone.
+
+    sudo /usr/bin/python3 tools/bench/remote_store.py [--files 2000] [--out DIR]
+
+Brings up a real S3 store on loopback (one-node Ceph: radosgw over a memstore OSD, so every
+object lives in RAM) and stores one generated dataset of real JPEGs in it twice: one object
+per file under tree/, and as a gpufs pack (index.gpufs and ~16 MiB blobs) under pack/.
+Then, for each way of reaching the store -- directly, and through an emulated cloud link
+(an nginx proxy that delays every request and limits each connection's rate) -- it times
+one cold epoch of torchvision's ImageFolder + DataLoader (shuffled, batch 32, decoding as a
+trainer does, and again reading raw bytes) over:
+
+  gpufs   gpufsd mount s3://bench/pack/ (blobs fetched as whole groups, prefetched)
+  s3fs    s3fs bench:/tree (one object per file)
+  rclone  rclone mount bench/tree (one object per file)
+
+Each is a fresh mount with its own caches empty, and the page cache is dropped before the
+epoch; the ImageFolder scan before it is timed apart. With --rounds N each peer runs N such
+epochs (in turn with the others) and the median is shown. Two references bound what any
+mount can do: "local tree" is the same loader on the tree on local disk with everything in
+the page cache (what the CPUs allow), and "bound" is the link's bandwidth bound: the pack's
+bytes fetched as 8 MiB ranged GETs by 4 to 32 threads, each on one kept-alive connection,
+best rate over the thread counts, divided by the mean file size (files/s).
+
+Prints a table (ratios gpufs/s3fs, gpufs/rclone, each peer's fraction of the bound) and
+writes results.json and a chart to --out. Every server and mount it starts is stopped by
+pid on the way out, on an error or Ctrl-C too.
+"""
+import argparse
+import contextlib
+import http.client
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from benchlib import (ROOT, FuseMount, cpu_seconds, loader_epochs, sample_tree,  # noqa: E402
+                      text_bars, tree_bytes)
+from servers import ceph_s3, nginx  # noqa: E402
+from servers.procs import ServerError, exit_on_sigterm  # noqa: E402
+from servers.s3client import UNSIGNED, sign  # noqa: E402
+
+GPUFSD = os.environ.get("GPUFSD", os.path.join(ROOT, "build", "cli", "gpufsd"))
+BUCKET = "bench"
+PEERS = ("gpufs", "s3fs", "rclone")
+LOCAL = "local tree"  # the reference: the tree on local disk, page cache warm
+
+# Each peer as tuned for this read pattern (many small objects, read once, read-only).
+S3FS_OPTIONS = [
+    "ro", "use_path_request_style", "sigv4", "endpoint=us-east-1",  # region, for SigV4
+    "listobjectsv2",
+    "parallel_count=16",          # parallel ranged GETs of one large object
+    "multireq_max=64",            # parallel HEADs when a folder is listed
+    "max_stat_cache_size=200000", "stat_cache_expire=3600", "enable_noobj_cache",
+]
+RCLONE_FLAGS = [
+    "--read-only", "--vfs-cache-mode", "off",  # stream reads, no local file cache
+    "--buffer-size", "16M",                    # read ahead of each open file, in memory
+    "--dir-cache-time", "1h", "--attr-timeout", "1h",
+    "--no-modtime", "--use-server-modtime",    # no HEAD per file for its mtime
+    "--no-checksum",
+]
+
+
+def clean_env():
+    """The environment without the caller's AWS_* variables: a CA bundle, profile or
+    endpoint meant for another store would change what each tool does (rclone refuses to
+    start with AWS_CA_BUNDLE set and a plain-HTTP endpoint)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+
+
+# --- the link's bandwidth bound -------------------------------------------------------------
+
+def ranged_get_rate(store, endpoint, objects, threads, piece=8 << 20):
+    """Bytes/s of fetching every (key, size) in `objects` as `piece`-sized ranged GETs by
+    `threads` threads, each on one kept-alive connection to `endpoint`."""
+    url = urllib.parse.urlsplit(endpoint)
+    ranges = [(key, start, min(size, start + piece) - 1)
+              for key, size in objects for start in range(0, size, piece)]
+    lock, got, errors = threading.Lock(), [0], []
+
+    def worker():
+        conn = http.client.HTTPConnection(url.hostname, url.port, timeout=120)
+        buf = memoryview(bytearray(1 << 20))
+        try:
+            while True:
+                with lock:
+                    if not ranges or errors:
+                        return
+                    key, first, last = ranges.pop()
+                path = f"/{BUCKET}/{urllib.parse.quote(key)}"
+                headers = {"Range": f"bytes={first}-{last}"}
+                headers.update(sign("GET", url.netloc, path, {}, headers, UNSIGNED,
+                                    store.access_key, store.secret_key, store.region))
+                conn.request("GET", path, headers=headers)
+                resp = conn.getresponse()
+                if resp.status != 206:
+                    raise RuntimeError(f"GET {path} {headers['Range']}: HTTP {resp.status}")
+                n = 0
+                while True:
+                    k = resp.readinto(buf)
+                    if not k:
+                        break
+                    n += k
+                with lock:
+                    got[0] += n
+        except Exception as e:  # noqa: BLE001 - reported by the caller
+            with lock:
+                errors.append(e)
+        finally:
+            conn.close()
+
+    pool = [threading.Thread(target=worker) for _ in range(threads)]
+    start = time.perf_counter()
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    seconds = time.perf_counter() - start
+    if errors:
+        raise errors[0]
+    return got[0] / seconds
+
+
+def measure_bound(store, endpoint, objects, thread_counts):
+    rates = {n: ranged_get_rate(store, endpoint, objects, n) for n in thread_counts}
+    best = max(rates, key=rates.get)
+    return {"by_threads": rates, "threads": best, "bytes_per_s": rates[best]}
+
+
+# --- the peers --------------------------------------------------------------------------
+
+class Peers:
+    """Builds each peer's mount of the store at one endpoint (direct or proxied)."""
+
+    def __init__(self, store, work):
+        self.store, self.work = store, work
+        self.passwd = os.path.join(work, "s3fs.passwd")
+        with open(os.open(self.passwd, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+            f.write(f"{store.access_key}:{store.secret_key}\n")
+        self.rclone_conf = store.rclone_config(os.path.join(work, "rclone.conf"))
+        self.serial = 0
+
+    def fresh(self, what):
+        """A new empty folder under the work folder."""
+        self.serial += 1
+        path = os.path.join(self.work, f"{what}-{self.serial}")
+        os.mkdir(path)
+        return path
+
+    def mount(self, peer, endpoint):
+        mnt = self.fresh(f"mnt-{peer}")
+        env = clean_env()
+        if peer == "gpufs":
+            env.update(self.store.env(), AWS_ENDPOINT_URL=endpoint)
+            return FuseMount("gpufsd", [GPUFSD, "mount", "-f", f"s3://{BUCKET}/pack/", mnt,
+                                        "--endpoint", endpoint], mnt, env=env,
+                             unmount=[GPUFSD, "unmount", mnt])
+        if peer == "s3fs":
+            options = S3FS_OPTIONS + [f"url={endpoint}", f"passwd_file={self.passwd}",
+                                      f"tmpdir={self.fresh('s3fs-tmp')}"]
+            return FuseMount("s3fs", ["s3fs", f"{BUCKET}:/tree", mnt, "-f",
+                                      "-o", ",".join(options)], mnt, env=env)
+        if peer == "rclone":
+            # The config names the direct endpoint; a connection-string option overrides it.
+            remote = f"gpufs-test,endpoint='{endpoint}':{BUCKET}/tree"
+            return FuseMount("rclone", ["rclone", "mount", remote, mnt, "--config",
+                                        self.rclone_conf, *RCLONE_FLAGS,
+                                        "--cache-dir", self.fresh("rclone-cache")],
+                             mnt, env=env)
+        raise ValueError(peer)
+
+
+def warm_local_epoch(tree, mode, workers):
+    """The loader's second epoch over the local tree, nothing dropped: what the CPUs allow.
+    Run in every round, beside the peers, since this machine's speed drifts over time."""
+    epoch = loader_epochs(tree, mode, epochs=2, workers=workers, drop=False)[-1]
+    return dict(epoch, peer=LOCAL, mode=mode)
+
+
+def cold_epoch(peers, peer, endpoint, mode, workers, proxy):
+    """One fresh mount of `peer`, one cold epoch through it; a result row."""
+    row = {"peer": peer, "mode": mode}
+    requests = proxy.requests() if proxy else None
+    try:
+        with peers.mount(peer, endpoint) as m:
+            daemon_cpu, store_cpu = cpu_seconds(m.pid), cpu_seconds(peers.store.rgw.pid)
+            epoch = loader_epochs(m.mnt, mode, epochs=1, workers=workers, timeout=3600)[0]
+            row.update(epoch, daemon_cpu_s=cpu_seconds(m.pid) - daemon_cpu,
+                       store_cpu_s=cpu_seconds(peers.store.rgw.pid) - store_cpu)
+    except (subprocess.SubprocessError, ServerError, OSError) as e:
+        detail = getattr(e, "stderr", None) or ""
+        row["error"] = f"{e}\n{detail[-2000:]}".strip()
+    if proxy:
+        row["requests"] = proxy.requests() - requests
+    return row
+
+
+def median_run(runs):
+    """The run with the median files/s (the lower middle of an even count), with every
+    round's files/s under "rounds"; the first failure when any round failed."""
+    failed = [r for r in runs if "error" in r]
+    if failed:
+        return failed[0]
+    ordered = sorted(runs, key=lambda r: r["files_per_s"])
+    return dict(ordered[(len(ordered) - 1) // 2],
+                rounds=[r["files_per_s"] for r in runs])
+
+
+# --- output -----------------------------------------------------------------------------
+
+def by_peer(rows, link, mode):
+    return {r["peer"]: r for r in rows if r["link"] == link and r["mode"] == mode}
+
+
+def print_table(result):
+    mean = result["data_bytes"] / result["files"]
+    for link in result["links"]:
+        bound = link["bound"]
+        print(f"\n{link['name']}: {link['about']}")
+        print(f"  bound: {bound['bytes_per_s'] / 1e6:.0f} MB/s ({bound['threads']} threads of "
+              f"8 MiB ranged GETs) / {mean / 1e3:.0f} KB per file = "
+              f"{bound['files_per_s']:.0f} files/s")
+        print(f"  {'mode':7}{'peer':13}{'files/s':>9}{'x s3fs':>8}{'x rclone':>9}"
+              f"{'x bound':>8}{'scan s':>8}{'requests':>9}{'daemon CPU s':>13}"
+              f"{'store CPU s':>12}{'rounds (files/s)':>18}")
+        for mode in result["modes"]:
+            rows = by_peer(result["rows"], link["name"], mode)
+            local = rows[LOCAL]
+            print(f"  {mode:7}{LOCAL:13}{local['files_per_s']:9.0f}"
+                  f"{'   (page cache warm: what the CPUs allow)':67}{'':6}"
+                  + " ".join(f"{x:.0f}" for x in local["rounds"]))
+            for peer in result["peers"]:
+                r = rows.get(peer)
+                if r is None or "error" in r:
+                    print(f"  {mode:7}{peer:13}   failed: "
+                          f"{(r or {}).get('error', 'not run').splitlines()[0]}")
+                    continue
+                fps = r["files_per_s"]
+                ratio = {p: fps / rows[p]["files_per_s"] if "files_per_s" in rows.get(p, {})
+                         else None for p in ("s3fs", "rclone")}
+                cells = "".join(f"{'' if v is None else f'{v:.2f}':>{w}}"
+                                for v, w in ((ratio["s3fs"], 8), (ratio["rclone"], 9)))
+                requests = r.get("requests", r.get("gpufs", {}).get("io", {}).get("requests"))
+                print(f"  {mode:7}{peer:13}{fps:9.0f}{cells}{fps / bound['files_per_s']:8.2f}"
+                      f"{r['scan_seconds']:8.1f}{'' if requests is None else requests:>9}"
+                      f"{r['daemon_cpu_s']:13.1f}{r['store_cpu_s']:12.1f}"
+                      f"{' ' * 6}{' '.join(f'{x:.0f}' for x in r.get('rounds', []))}")
+
+
+def chart(result, out):
+    """A text chart always (chart.txt); a PNG too where matplotlib is installed."""
+    lines = []
+    for link in result["links"]:
+        for mode in result["modes"]:
+            lines.append((f"{link['name']}, {mode}:", None))
+            rows = by_peer(result["rows"], link["name"], mode)
+            for peer in result["peers"]:
+                lines.append((f"  {peer}", rows.get(peer, {}).get("files_per_s", 0)))
+            lines.append((f"  {LOCAL} (warm)", rows[LOCAL]["files_per_s"]))
+    text = text_bars(lines)
+    with open(os.path.join(out, "chart.txt"), "w") as f:
+        f.write(text + "\n")
+    print("\nfiles/s, cold epoch (median of the rounds):\n" + text)
+    try:
+        import matplotlib
+    except ImportError:
+        return "chart.txt"
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    # One panel per mode: raw reads reach rates that would flatten the decode bars.
+    fig, axes = plt.subplots(1, len(result["modes"]), figsize=(5 * len(result["modes"]), 4.5),
+                             squeeze=False)
+    width = 0.8 / len(result["peers"])
+    links = result["links"]
+    for ax, mode in zip(axes[0], result["modes"]):
+        for i, peer in enumerate(result["peers"]):
+            values = [by_peer(result["rows"], link["name"], mode).get(peer, {})
+                      .get("files_per_s", 0) for link in links]
+            ax.bar([g - 0.4 + width * (i + 0.5) for g in range(len(links))], values, width,
+                   label=peer)
+        local = [by_peer(result["rows"], link["name"], mode)[LOCAL]["files_per_s"]
+                 for link in links]
+        ax.hlines(local, [g - 0.45 for g in range(len(links))],
+                  [g + 0.45 for g in range(len(links))], colors="gray", linestyles="dotted",
+                  label=f"{LOCAL}, page cache warm")
+        ax.set_xticks(range(len(links)), [link["name"] for link in links])
+        ax.set_title(f"{mode} ({result['workers']} loader workers)")
+        ax.set_ylabel("images/s, cold epoch")
+        ax.legend(fontsize=8)
+    fig.suptitle(f"torchvision ImageFolder over S3 ({result['files']:,} JPEGs)")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "remote_store.png"), dpi=110)
+    return "chart.txt and remote_store.png"
+
+
+# --- the run ----------------------------------------------------------------------------
+
+def check_tools(peers):
+    missing = [t for t, needed in (("s3fs", "s3fs" in peers), ("rclone", "rclone" in peers),
+                                   ("fusermount3", True)) if needed and not shutil.which(t)]
+    reason = ceph_s3.skip_reason() or nginx.FaultProxy.skip_reason()
+    if missing or reason:
+        sys.exit(f"remote_store: {reason or ''} {'missing: ' + ', '.join(missing) if missing else ''}"
+                 " (tools/install_deps.sh bench)")
+    if "gpufs" in peers:
+        usage = subprocess.run([GPUFSD, "mount", "--help"], capture_output=True, text=True)
+        if "--endpoint" not in usage.stdout:
+            sys.exit(f"remote_store: {GPUFSD} cannot mount an S3 store (no --endpoint); "
+                     "build a newer one or leave gpufs out with --peers s3fs,rclone")
+
+
+def versions():
+    """The first line each program prints about its version ('' where it is missing)."""
+    def first_line(*argv):
+        try:
+            r = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
+        except OSError:
+            return ""
+        return (r.stdout or r.stderr).strip().split("\n")[0]
+    return {"gpufs": first_line("git", "describe", "--always", "--dirty"),
+            "s3fs": first_line("s3fs", "--version"), "rclone": first_line("rclone", "version"),
+            "radosgw": first_line("radosgw", "--version"), "nginx": first_line("nginx", "-v")}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--files", type=int, default=2000)
+    parser.add_argument("--classes", type=int, default=40)
+    parser.add_argument("--workers", type=int, default=4, help="DataLoader workers")
+    parser.add_argument("--modes", default="decode,raw", help="decode, raw or both")
+    parser.add_argument("--peers", default=",".join(PEERS))
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="cold epochs of each peer (fresh mounts); the median is shown")
+    parser.add_argument("--delay-ms", type=int, default=20, help="emulated link: per request")
+    parser.add_argument("--rate-mb", type=float, default=80,
+                        help="emulated link: MB/s per connection")
+    parser.add_argument("--bound-threads", default="4,8,16,32")
+    parser.add_argument("--cache", default="/var/tmp/gpufs-bench-src",
+                        help="where the generated tree is kept between runs")
+    parser.add_argument("--out", default="/var/tmp/gpufs-remote-store-results")
+    args = parser.parse_args()
+    modes, peers = args.modes.split(","), args.peers.split(",")
+    if os.geteuid() != 0:
+        sys.exit("remote_store: needs root (FUSE mounts, drop_caches)")
+    subprocess.run(["bash", os.path.join(ROOT, "tools", "install_deps.sh"), "bench"],
+                   check=True)
+    check_tools(peers)
+    # Ctrl-C and SIGTERM unwind through the `with` blocks, which stop every server and
+    # mount; SIGINT too when a shell started this in the background with it ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    exit_on_sigterm()
+    os.makedirs(args.cache, exist_ok=True)
+    os.makedirs(args.out, exist_ok=True)
+    tree = sample_tree(args.cache, args.files, args.classes)
+    files, data_bytes = tree_bytes(tree)
+    result = {"files": files, "data_bytes": data_bytes, "workers": args.workers,
+              "modes": modes, "peers": peers, "links": [], "rows": [],
+              "config": {"s3fs": S3FS_OPTIONS, "rclone": RCLONE_FLAGS, "gpufs": "defaults"},
+              "versions": versions()}
+    print(f"{files} files, mean {data_bytes / files / 1e3:.0f} KB, "
+          f"{data_bytes / 1e6:.0f} MB", flush=True)
+    with contextlib.ExitStack() as stack:
+        work = tempfile.mkdtemp(prefix="gpufs-bench-remote-", dir="/var/tmp")
+        stack.callback(shutil.rmtree, work, ignore_errors=True)
+        pack = os.path.join(work, "pack")
+        subprocess.run([GPUFSD, "pack", tree, pack], check=True, capture_output=True)
+        store = stack.enter_context(ceph_s3.CephS3(memstore_bytes=3 * data_bytes + (1 << 30)))
+        store.make_bucket(BUCKET)
+        start = time.perf_counter()
+        store.upload_tree(tree, BUCKET, "tree")
+        store.upload_tree(pack, BUCKET, "pack")
+        print(f"store up in {store.bringup_s:.1f} s at {store.endpoint}; both copies "
+              f"uploaded in {time.perf_counter() - start:.0f} s", flush=True)
+        blobs = [(k, s) for k, s, _ in store.list(BUCKET, "pack/") if "/blob-" in k]
+        peers_at = Peers(store, work)
+        proxy = stack.enter_context(nginx.FaultProxy(
+            store.endpoint, delay_ms=args.delay_ms, rate_bytes_per_s=int(args.rate_mb * 1e6)))
+        links = [("direct", store.endpoint, None,
+                  "radosgw on loopback, no delay, no rate limit"),
+                 ("cloud-like", proxy.url, proxy,
+                  f"nginx proxy: +{args.delay_ms} ms per request, {args.rate_mb:.0f} MB/s per "
+                  "connection")]
+        for name, endpoint, via, about in links:
+            bound = measure_bound(store, endpoint, blobs,
+                                  [int(n) for n in args.bound_threads.split(",")])
+            bound["files_per_s"] = bound["bytes_per_s"] / (data_bytes / files)
+            result["links"].append({"name": name, "endpoint": endpoint, "about": about,
+                                    "bound": bound})
+            print(f"{name}: bound {bound['bytes_per_s'] / 1e6:.0f} MB/s = "
+                  f"{bound['files_per_s']:.0f} files/s", flush=True)
+            for mode in modes:
+                runs = {peer: [] for peer in (LOCAL, *peers)}
+                # Rounds go peer after peer, so that a drift of the machine touches all.
+                for _ in range(args.rounds):
+                    runs[LOCAL].append(warm_local_epoch(tree, mode, args.workers))
+                    for peer in peers:
+                        row = cold_epoch(peers_at, peer, endpoint, mode, args.workers, via)
+                        runs[peer].append(row)
+                        print(f"  {mode:7}{peer:8}" + (f"{row['files_per_s']:8.0f} files/s"
+                              if "error" not in row else "failed: " + row["error"]),
+                              flush=True)
+                result["rows"] += [dict(median_run(r), link=name) for r in runs.values()]
+    print_table(result)
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"\nwrote {args.out}/results.json and {args.out}/{chart(result, args.out)}")
+
+
+if __name__ == "__main__":
+    main()
