@@ -13,7 +13,7 @@
 
 namespace gpufs {
 GroupCache::GroupCache(const Catalog& catalog, BlobSource& source, PinnedArena& arena,
-                       std::unique_ptr<EvictionPolicy> policy, CacheOptions options)
+                       std::unique_ptr<EvictionPolicy> policy, CacheOptions options, DiskTier* tier)
     : catalog_(catalog),
       source_(source),
       arena_(arena),
@@ -24,10 +24,21 @@ GroupCache::GroupCache(const Catalog& catalog, BlobSource& source, PinnedArena& 
       policy_(std::move(policy)),
       entries_(catalog.group_count()),
       failed_(catalog.group_count(), false),
-      busy_(catalog.group_count(), false) {
+      busy_(catalog.group_count(), false),
+      tier_(tier) {
   for (unsigned i = 0; i < options_.prefetch_depth; ++i) {
     prefetchers_.emplace_back([this] { Prefetch(); });
   }
+  if (!tier_) return;
+  tier_queued_.assign(catalog.group_count(), false);
+  for (uint32_t g = 0; g < catalog.group_count(); ++g) {
+    uint64_t start = 0;
+    const size_t length = SpanOf(g, &start);
+    const uint32_t blob = catalog.Group(g).blob;
+    tier_names_.push_back(
+        TierFileName(g, source.Describe(blob), source.Identity(blob), start, length));
+  }
+  for (unsigned i = 0; i < kTierWorkers; ++i) tier_workers_.emplace_back([this] { TierLoop(); });
 }
 
 GroupCache::~GroupCache() {
@@ -36,7 +47,9 @@ GroupCache::~GroupCache() {
     stop_ = true;
   }
   changed_.notify_all();
+  tier_wake_.notify_all();
   for (std::thread& t : prefetchers_) t.join();
+  for (std::thread& t : tier_workers_) t.join();
 }
 
 // The aligned byte range of the blob a group's load reads; returns its length.
@@ -128,6 +141,9 @@ Status GroupCache::VerifyHit(NodeId file, const CachedBytes& bytes, uint64_t off
 // Outside mu_: the ungrouped way, for a member whose group cannot be cached.
 Result<CachedBytes> GroupCache::ReadMember(NodeId file, uint64_t offset, size_t size) {
   const FileExtent& f = catalog_.Extent(file);
+  if (tier_) {
+    if (auto from_tier = ReadMemberFromTier(file, offset, size)) return std::move(*from_tier);
+  }
   auto bytes = ReadMemberBytes(source_, catalog_, file, offset, size, checks_.get());
   if (!bytes) {
     ++counters_.io_errors;
@@ -180,6 +196,7 @@ Status GroupCache::Load(uint32_t group, Entry& entry, std::unique_lock<std::mute
     busy_[group] = entry.pins > 0;
     ++counters_.groups_loaded;
     policy_->Admitted(group);
+    if (tier_ && !entry.from_tier && entry.damaged.empty()) QueueTierJob(group, true);
   }
   changed_.notify_all();
   return s;
@@ -189,6 +206,10 @@ Status GroupCache::Load(uint32_t group, Entry& entry, std::unique_lock<std::mute
 Status GroupCache::ReadGroup(uint32_t group, Entry& entry) {
   const GroupExtent& g = catalog_.Group(group);
   char* target = arena_.base() + entry.arena_offset;
+  if (tier_ && tier_->ReadWhole(tier_names_[group], target, entry.arena_bytes)) {
+    entry.from_tier = true;
+    return CheckWholeBlob(group, target + (g.offset - entry.data_start), entry);
+  }
   auto got = ReadRange(source_, ReadKind::kGroup, g.blob, entry.data_start, entry.arena_bytes,
                        target, options_.io_piece);
   const std::string blob = source_.Describe(g.blob);
@@ -206,10 +227,8 @@ Status GroupCache::ReadGroup(uint32_t group, Entry& entry) {
 // rewritten in place with its size and time kept, which no fstat can see. Outside mu_:
 // the loading thread alone touches `entry` until it is ready.
 Status GroupCache::CheckWholeBlob(uint32_t group, const char* bytes, Entry& entry) const {
+  if (IntactGroup(group, bytes)) return Ok{};
   const GroupExtent& g = catalog_.Group(group);
-  const BlobInfo* seen = source_.Expected(g.blob);
-  if (!seen || seen->checksum == 0 || g.offset != 0 || g.size != seen->size) return Ok{};
-  if (ChecksumOf(bytes, g.size) == seen->checksum) return Ok{};
   const std::string blob = source_.Describe(g.blob);
   if (!catalog_.has_checksums()) {
     return Fail(EIO,
@@ -329,6 +348,10 @@ nlohmann::json GroupCache::Stats() const {
                                    {"prefetch_wasted", &c.prefetch_wasted},
                                    {"io_errors", &c.io_errors}}) {
     j[key] = value->load();
+  }
+  if (tier_) {
+    j["tier"] = tier_->Stats();
+    j["tier"][tier_stat::kFills] = c.tier_fills.load();
   }
   j["read_amplification"] = served > 0 ? static_cast<double>(c.bytes_from_disk) / served : 0.0;
   return j;

@@ -20,12 +20,20 @@
 //   in the bytes already loaded: damaged members read as EIO, intact ones are still
 //   served; without member checksums the whole group fails. A blob rewritten under the
 //   mount is refused, never served.
+// - Disk tier (optional, cache/disk_tier.h): a load looks there before the source, and a
+//   group loaded from the source is written there in the background (pinned until
+//   written). A member read that bypasses the pinned tier is served from the group's
+//   copy on disk when there is one; otherwise the group is fetched to disk in the
+//   background, so that a budget smaller than the dataset still leaves the next epoch
+//   with every group on local disk. Consume-once thus drops a consumed group from RAM
+//   first while its copy stays on disk; pin keeps both tiers once full.
 // Every decision is counted; Stats() reports the counters.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -36,6 +44,7 @@
 
 #include "cache/arena.h"
 #include "cache/cached_bytes.h"
+#include "cache/disk_tier.h"
 #include "cache/member_reads.h"
 #include "cache/policy.h"
 #include "dataset/catalog.h"
@@ -64,13 +73,15 @@ struct CacheCounters {
   std::atomic<uint64_t> prefetch_used{0};
   std::atomic<uint64_t> prefetch_wasted{0};
   std::atomic<uint64_t> io_errors{0};
+  std::atomic<uint64_t> tier_fills{0};  // groups fetched for the disk tier alone
 };
 
 class GroupCache {
  public:
-  // All references must outlive the cache. Thread-safe.
+  // All references, and `tier` when given, must outlive the cache. Thread-safe.
   GroupCache(const Catalog& catalog, BlobSource& source, PinnedArena& arena,
-             std::unique_ptr<EvictionPolicy> policy, CacheOptions options);
+             std::unique_ptr<EvictionPolicy> policy, CacheOptions options,
+             DiskTier* tier = nullptr);
   ~GroupCache();
 
   // Up to `size` bytes of file node `file` at `offset` (clamped to its end).
@@ -79,6 +90,9 @@ class GroupCache {
   bool Resident(uint32_t group) const;
   // Which groups are cached, all at one instant. Thread-safe.
   std::vector<bool> ResidentGroups() const;
+  // Which groups have a copy on the disk tier now (none without a tier). Thread-safe.
+  std::vector<bool> TierGroups() const;
+  bool has_tier() const { return tier_ != nullptr; }
   // The counters, the fill and the policy's epoch, as gpufs-stat and the metrics read them.
   nlohmann::json Stats() const;
   const CacheCounters& counters() const { return counters_; }
@@ -93,7 +107,8 @@ class GroupCache {
     uint32_t pins = 0;
     bool prefetched = false;
     bool used = false;
-    bool failed = false;  // the load failed with `error`; the entry is already dropped
+    bool failed = false;     // the load failed with `error`; the entry is already dropped
+    bool from_tier = false;  // loaded from the disk tier, so not written back to it
     Error error;
     std::vector<uint32_t> damaged;  // file indices whose checksum failed, sorted
   };
@@ -109,6 +124,16 @@ class GroupCache {
   void Unpin(uint32_t group);
   size_t SpanOf(uint32_t group, uint64_t* start) const;
   void Prefetch();
+  // The disk tier's side (group_cache_tier.cc).
+  struct TierJob {
+    uint32_t group = 0;
+    bool write_back = false;  // the group's loaded bytes, pinned; else fetch it first
+  };
+  std::optional<Result<CachedBytes>> ReadMemberFromTier(NodeId file, uint64_t offset, size_t size);
+  void QueueTierJob(uint32_t group, bool write_back);
+  void TierLoop();
+  void FillTier(uint32_t group);
+  bool IntactGroup(uint32_t group, const char* bytes) const;
 
   const Catalog& catalog_;
   BlobSource& source_;
@@ -132,6 +157,15 @@ class GroupCache {
   bool stop_ = false;             // guarded by mu_
   bool reading_ = false;  // a read has arrived; prefetch follows the access stream; guarded by mu_
   std::vector<std::thread> prefetchers_;
+
+  // Disk writes and fills at once: two keep a local disk busy while the source answers.
+  static constexpr unsigned kTierWorkers = 2;
+  DiskTier* const tier_;
+  std::vector<std::string> tier_names_;  // by group; empty: not kept on disk
+  std::condition_variable tier_wake_;    // a tier job was queued, or stop_
+  std::deque<TierJob> tier_jobs_;        // guarded by mu_
+  std::vector<bool> tier_queued_;        // a job for the group is queued or running; guarded by mu_
+  std::vector<std::thread> tier_workers_;
 };
 
 }  // namespace gpufs

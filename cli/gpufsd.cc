@@ -57,6 +57,17 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
                   "consume-once: drop groups served this epoch; pin: fill and keep; lru")
       ->check(CLI::IsMember({"consume-once", "pin", "lru"}))
       ->capture_default_str();
+  mount.add_option("--disk-cache", args.disk_cache,
+                   "keep groups in this folder too, between mounts and for other mounts of "
+                   "the node (default for s3:// and http(s):// sources: "
+                   "$XDG_CACHE_HOME/gpufs/tier)");
+  mount
+      .add_option("--disk-cache-size", args.disk_cache_bytes,
+                  "bound on the disk cache folder, e.g. 500GiB (default: what the disk can "
+                  "spare, leaving a tenth of it free, at most 10 GiB)")
+      ->transform(CLI::AsSizeValue(false));
+  mount.add_flag("--no-disk-cache", args.no_disk_cache,
+                 "no disk cache, also for s3:// and http(s):// sources");
   mount.add_flag_callback(
       "--no-prefetch", [&args] { args.prefetch = false; },
       "load groups only when asked for, never ahead");

@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "cache/arena.h"
+#include "cache/disk_tier.h"
 #include "cache/group_cache.h"
 #include "cache/policy.h"
 #include "cli/control_server.h"
@@ -203,6 +204,30 @@ Result<Opened> OpenAnySource(const MountArgs& args, const OpenOptions& open_opti
   return Opened{std::move(opened->dataset), std::move(*location), std::move(opened->objects)};
 }
 
+// The disk tier a mount asked for, or an s3:// or http(s):// source gets by default;
+// null when there is none. A default one that cannot be used is only a warning.
+Result<std::unique_ptr<DiskTier>> OpenTier(const MountArgs& args, const Opened& opened) {
+  const bool asked = !args.disk_cache.empty() || args.disk_cache_bytes > 0;
+  if (args.no_disk_cache || (!asked && !opened.location)) return std::unique_ptr<DiskTier>();
+  if (args.cache_bytes == 0) {
+    if (!asked) return std::unique_ptr<DiskTier>();
+    return Fail(EINVAL,
+                "cannot use a disk cache with --cache-size 0: it lies under the pinned one");
+  }
+  DiskTierOptions options;
+  options.root = args.disk_cache.empty() ? DefaultCacheDir() / "tier"
+                                         : std::filesystem::absolute(args.disk_cache);
+  options.dataset = TierDatasetFolder(opened.Label());
+  options.max_bytes = args.disk_cache_bytes;
+  options.evict = args.policy != "pin";
+  auto tier = DiskTier::Open(std::move(options));
+  if (!tier && args.disk_cache.empty()) {
+    spdlog::warn("no disk cache: {}", tier.error().message);
+    return std::unique_ptr<DiskTier>();
+  }
+  return tier;
+}
+
 // Opens and checks everything a mount serves, before anything is mounted.
 Result<Opened> OpenForMount(const MountArgs& args) {
   OpenOptions open_options;
@@ -222,6 +247,7 @@ Result<Opened> OpenForMount(const MountArgs& args) {
   if (args.cache_bytes > 0 && !MakePolicy(args.policy, {}, 0)) {
     return Fail(EINVAL, "unknown --policy {}: use consume-once, pin or lru", args.policy);
   }
+  if (auto tier = OpenTier(args, *opened); !tier) return tier.error();
   return opened;
 }
 
@@ -235,6 +261,7 @@ struct CacheStack {
   std::unique_ptr<remote::ObjectStore> store;
   std::unique_ptr<BlobSource> source;
   std::unique_ptr<EvictionPolicy> policy;
+  std::unique_ptr<DiskTier> tier;
   std::unique_ptr<GroupCache> cache;
   GpuInfo gpu;
   CacheStack() = default;
@@ -242,6 +269,7 @@ struct CacheStack {
   // The cache and its readers go first; the arena is unregistered before it is unmapped.
   ~CacheStack() {
     cache.reset();
+    tier.reset();
     source.reset();
     store.reset();
     engine.reset();
@@ -319,13 +347,23 @@ Result<CacheStack> MakeCacheStack(const MountArgs& args, const Opened& opened) {
   stack.policy = MakePolicy(args.policy, std::move(sizes), dataset.catalog.file_count());
   const uint64_t piece = stack.source->PartSize();
   CacheOptions options{args.policy, args.prefetch ? args.prefetch_depth : 0, piece, args.verify};
+  auto tier = OpenTier(args, opened);
+  if (!tier) return tier.error();
+  stack.tier = std::move(*tier);
   stack.cache = std::make_unique<GroupCache>(dataset.catalog, *stack.source, *stack.arena,
-                                             std::move(stack.policy), options);
+                                             std::move(stack.policy), options, stack.tier.get());
   spdlog::info("cache: {:.1f} MiB, {}, {} source{}, reads of {} KiB, memory {}locked{}",
                args.cache_bytes / 1048576.0, args.policy, stack.source->kind(),
                stack.engine ? fmt::format(" ({})", stack.engine->name()) : "", piece / 1024,
                stack.arena->locked() ? "" : "not ",
                stack.arena->huge_pages() ? ", huge pages" : "");
+  if (stack.tier) {
+    const nlohmann::json t = stack.tier->Stats();
+    spdlog::info("disk cache: {} ({})", t[tier_stat::kRoot].get<std::string>(),
+                 args.disk_cache_bytes
+                     ? fmt::format("{:.1f} GiB", args.disk_cache_bytes / 1073741824.0)
+                     : "bounded by free space");
+  }
   return stack;
 }
 

@@ -4,6 +4,8 @@
 #include <condition_variable>
 #include <mutex>
 
+#include <fmt/format.h>
+
 namespace gpufs {
 namespace {
 
@@ -28,6 +30,13 @@ struct Latch {
 };
 
 }  // namespace
+
+std::string BlobSource::Identity(uint32_t blob) const {
+  const BlobInfo* seen = Expected(blob);
+  if (!seen) return {};
+  return fmt::format("size={} xxh3={:016x} mtime_ns={}", seen->size, seen->checksum,
+                     seen->mtime_ns);
+}
 
 Result<size_t> BlobSource::Read(ReadKind kind, uint32_t blob, uint64_t offset, size_t length,
                                 char* buffer) {

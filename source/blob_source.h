@@ -62,6 +62,10 @@ class BlobSource {
   virtual std::string Describe(uint32_t blob) const = 0;
   // What the mount saw of `blob` (size, checksum, ...), or null when it was told nothing.
   virtual const BlobInfo* Expected(uint32_t blob) const = 0;
+  // What changes when the blob's bytes do (its ETag, checksum, size or modification
+  // time); the disk tier keys its copies by it. The default is what Expected() says;
+  // empty when nothing is known, and then nothing of the blob is kept on disk.
+  virtual std::string Identity(uint32_t blob) const;
   // What kGroup reads need of offsets, lengths and buffers (O_DIRECT wants 4096).
   virtual size_t Alignment() const { return 1; }
   // The largest single request worth making: a longer range goes as parts this large,

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 namespace gpufs::remote {
 
 RemoteSource::RemoteSource(ObjectStore& store, std::vector<ObjectInfo> objects,
@@ -18,6 +20,13 @@ std::string RemoteSource::Describe(uint32_t blob) const {
 
 const BlobInfo* RemoteSource::Expected(uint32_t blob) const {
   return blob < expected_.size() ? &expected_[blob] : nullptr;
+}
+
+// The ETag changes with the bytes, whatever the index says; the size guards stores
+// whose ETags are not content hashes.
+std::string RemoteSource::Identity(uint32_t blob) const {
+  if (blob >= objects_.size()) return {};
+  return fmt::format("etag={} size={}", objects_[blob].etag, objects_[blob].size);
 }
 
 void RemoteSource::Submit(ReadKind, std::vector<BlobRead> reads) {

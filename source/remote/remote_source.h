@@ -24,6 +24,7 @@ class RemoteSource : public BlobSource {
   size_t blob_count() const override { return objects_.size(); }
   std::string Describe(uint32_t blob) const override;
   const BlobInfo* Expected(uint32_t blob) const override;
+  std::string Identity(uint32_t blob) const override;
   size_t PartSize() const override { return part_; }
   void Submit(ReadKind kind, std::vector<BlobRead> reads) override;
   nlohmann::json Stats() const override { return store_.Stats(); }

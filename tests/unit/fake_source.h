@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "source/blob_source.h"
 
 namespace gpufs {
@@ -28,6 +30,15 @@ class FakeSource : public BlobSource {
   size_t blob_count() const override { return blobs_.size(); }
   std::string Describe(uint32_t blob) const override { return "fake://" + std::to_string(blob); }
   const BlobInfo* Expected(uint32_t) const override { return nullptr; }
+  // A blob whose bytes the test changes gets a new version, as a store gives a new ETag.
+  std::string Identity(uint32_t blob) const override {
+    std::lock_guard lock(mu_);
+    return fmt::format("fake {} v{}", blob, versions_.count(blob) ? versions_.at(blob) : 0);
+  }
+  void Bump(uint32_t blob) {
+    std::lock_guard lock(mu_);
+    ++versions_[blob];
+  }
 
   void Submit(ReadKind kind, std::vector<BlobRead> reads) override {
     for (BlobRead& r : reads) r.done(Answer(kind, r.blob, r.offset, r.length, r.buffer));
@@ -48,6 +59,11 @@ class FakeSource : public BlobSource {
     return calls_;
   }
   std::string& blob(uint32_t b) { return blobs_[b]; }
+  size_t group_reads() const {
+    std::lock_guard lock(mu_);
+    return std::count_if(calls_.begin(), calls_.end(),
+                         [](const Call& c) { return c.kind == ReadKind::kGroup; });
+  }
 
  private:
   Result<size_t> Answer(ReadKind kind, uint32_t blob, uint64_t offset, size_t length,
@@ -66,8 +82,9 @@ class FakeSource : public BlobSource {
 
   std::vector<std::string> blobs_;
   mutable std::mutex mu_;
-  std::vector<Call> calls_;          // guarded by mu_
-  std::map<uint32_t, int> failing_;  // guarded by mu_
+  std::vector<Call> calls_;           // guarded by mu_
+  std::map<uint32_t, int> failing_;   // guarded by mu_
+  std::map<uint32_t, int> versions_;  // guarded by mu_
 };
 
 }  // namespace gpufs

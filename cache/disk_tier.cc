@@ -1,0 +1,473 @@
+#include "cache/disk_tier.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "dataset/format/checksums.h"
+
+namespace gpufs {
+namespace {
+
+constexpr char kMagic[8] = {'G', 'P', 'U', 'F', 'S', 'D', 'T', '\n'};
+constexpr uint32_t kVersion = 1;
+constexpr const char* kTempPrefix = ".tmp-";
+constexpr const char* kSuffix = ".grp";
+constexpr const char* kLedger = ".ledger";
+// A temporary file this old belongs to a writer that died; it is deleted on the next count.
+constexpr auto kStaleTemp = std::chrono::hours(1);
+
+// The fixed start of a copy's header; the name (padded to 8 bytes) and the block
+// checksums follow. Host byte order: the tier is a node's local disk.
+struct FixedHeader {
+  char magic[8];
+  uint32_t version;
+  uint32_t header_bytes;
+  uint64_t payload;
+  uint32_t block_bytes;
+  uint32_t name_bytes;
+};
+static_assert(sizeof(FixedHeader) == 32);
+
+size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
+size_t BlockCount(uint64_t payload) { return (payload + DiskTier::kBlock - 1) / DiskTier::kBlock; }
+size_t HeaderBytes(size_t name_bytes, uint64_t payload) {
+  return RoundUp(sizeof(FixedHeader) + RoundUp(name_bytes, 8) + 8 * BlockCount(payload),
+                 DiskTier::kAlign);
+}
+
+struct FreeDeleter {
+  void operator()(char* p) const { std::free(p); }
+};
+using AlignedBuffer = std::unique_ptr<char, FreeDeleter>;
+AlignedBuffer Aligned(size_t bytes) {
+  return AlignedBuffer(static_cast<char*>(std::aligned_alloc(DiskTier::kAlign, bytes)));
+}
+
+// Reads until `want` bytes or the end; the bytes read, or -1.
+ssize_t ReadFully(int fd, char* buffer, size_t want, uint64_t offset) {
+  size_t got = 0;
+  while (got < want) {
+    const ssize_t n = pread(fd, buffer + got, want - got, static_cast<off_t>(offset + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return -1;
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  return static_cast<ssize_t>(got);
+}
+
+bool WriteFully(int fd, const char* bytes, size_t size, uint64_t offset) {
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = pwrite(fd, bytes + done, size - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n == 0) errno = EIO;
+      return false;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+uint64_t BlockChecksum(const char* payload, uint64_t length, size_t block) {
+  const uint64_t start = uint64_t{block} * DiskTier::kBlock;
+  return ChecksumOf(payload + start, std::min<uint64_t>(DiskTier::kBlock, length - start));
+}
+
+// One copy found by a count: where it is, how big, when it was last read.
+struct Copy {
+  std::string path;
+  uint64_t bytes = 0;
+  timespec mtime{};
+};
+
+// Dataset folders are named by TierDatasetFolder: "<name>-<16 hex digits>". Anything else
+// under root is not the tier's, and is neither counted nor deleted.
+bool IsDatasetFolder(const std::string& name) {
+  if (name.size() < 18 || name[name.size() - 17] != '-') return false;
+  return std::all_of(name.end() - 16, name.end(), [](char c) { return std::isxdigit(c); });
+}
+
+bool Older(const Copy& a, const Copy& b) {
+  return a.mtime.tv_sec != b.mtime.tv_sec ? a.mtime.tv_sec < b.mtime.tv_sec
+                                          : a.mtime.tv_nsec < b.mtime.tv_nsec;
+}
+
+// Every file under root's dataset folders: their bytes in all, and the copies among them.
+// Temporary files of dead writers are deleted on the way.
+uint64_t ScanRoot(const std::filesystem::path& root, std::vector<Copy>* copies) {
+  uint64_t used = 0;
+  const auto stale_before = std::chrono::system_clock::now() - kStaleTemp;
+  std::error_code ec;
+  for (const auto& dataset : std::filesystem::directory_iterator(root, ec)) {
+    if (!dataset.is_directory(ec) || !IsDatasetFolder(dataset.path().filename().string())) continue;
+    for (const auto& file : std::filesystem::directory_iterator(dataset.path(), ec)) {
+      struct stat st {};
+      if (lstat(file.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      const std::string name = file.path().filename().string();
+      if (name.starts_with(kTempPrefix) &&
+          std::chrono::system_clock::from_time_t(st.st_mtim.tv_sec) < stale_before) {
+        unlink(file.path().c_str());
+        continue;
+      }
+      used += static_cast<uint64_t>(st.st_size);
+      if (copies && name.ends_with(kSuffix)) {
+        copies->push_back(
+            Copy{file.path().string(), static_cast<uint64_t>(st.st_size), st.st_mtim});
+      }
+    }
+  }
+  return used;
+}
+
+}  // namespace
+
+struct DiskTier::Header {
+  uint64_t payload = 0;
+  size_t header_bytes = 0;
+  std::vector<uint64_t> blocks;
+};
+
+Result<std::unique_ptr<DiskTier>> DiskTier::Open(DiskTierOptions options) {
+  const std::filesystem::path dir = options.root / options.dataset;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Fail(EIO, "cannot use disk cache {}: {}", options.root.string(), ec.message());
+  const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) return Fail(errno, "cannot use disk cache {}: {}", dir.string(), strerror(errno));
+  const std::filesystem::path ledger = options.root / kLedger;
+  const int ledger_fd = open(ledger.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (ledger_fd < 0) {
+    const int error = errno;
+    close(dir_fd);
+    return Fail(error, "cannot use disk cache {}: cannot open {}: {}", options.root.string(),
+                ledger.string(), strerror(error));
+  }
+  uint64_t keep_free = 0;
+  if (options.keep_free) {
+    keep_free = *options.keep_free;
+  } else if (struct statvfs vfs{}; fstatvfs(dir_fd, &vfs) == 0) {
+    keep_free = std::min<uint64_t>(uint64_t{vfs.f_blocks} * vfs.f_frsize / 10, 10ULL << 30);
+  }
+  return std::unique_ptr<DiskTier>(new DiskTier(std::move(options), keep_free, dir_fd, ledger_fd));
+}
+
+DiskTier::DiskTier(DiskTierOptions options, uint64_t keep_free, int dir_fd, int ledger_fd)
+    : options_(std::move(options)),
+      keep_free_(keep_free),
+      dir_(options_.root / options_.dataset),
+      dir_fd_(dir_fd),
+      ledger_fd_(ledger_fd) {}
+
+DiskTier::~DiskTier() {
+  close(dir_fd_);
+  close(ledger_fd_);
+}
+
+int DiskTier::OpenCopy(const std::string& name) {
+  for (;;) {
+    const bool direct = direct_;
+    const int fd = openat(dir_fd_, name.c_str(), O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0));
+    if (fd >= 0 || !(direct && errno == EINVAL)) return fd;
+    direct_ = false;  // a filesystem without O_DIRECT (tmpfs before 6.6)
+  }
+}
+
+Result<DiskTier::Header> DiskTier::ReadHeader(int fd, const std::string& name, size_t length) {
+  AlignedBuffer first = Aligned(kAlign);
+  if (ReadFully(fd, first.get(), kAlign, 0) < static_cast<ssize_t>(sizeof(FixedHeader))) {
+    return Fail(EIO, "no header");
+  }
+  FixedHeader fixed{};
+  std::memcpy(&fixed, first.get(), sizeof(fixed));
+  if (std::memcmp(fixed.magic, kMagic, sizeof(kMagic)) != 0 || fixed.version != kVersion ||
+      fixed.block_bytes != kBlock || fixed.name_bytes != name.size() ||
+      (length != 0 && fixed.payload != length) ||
+      fixed.header_bytes != HeaderBytes(name.size(), fixed.payload)) {
+    return Fail(EIO, "a header that does not match");
+  }
+  AlignedBuffer whole = std::move(first);
+  if (fixed.header_bytes > kAlign) {
+    whole = Aligned(fixed.header_bytes);
+    if (ReadFully(fd, whole.get(), fixed.header_bytes, 0) != fixed.header_bytes) {
+      return Fail(EIO, "a short header");
+    }
+  }
+  if (std::string_view(whole.get() + sizeof(FixedHeader), name.size()) != name) {
+    return Fail(EIO, "another group's header");
+  }
+  Header header{fixed.payload, fixed.header_bytes,
+                std::vector<uint64_t>(BlockCount(fixed.payload))};
+  std::memcpy(header.blocks.data(), whole.get() + sizeof(FixedHeader) + RoundUp(name.size(), 8),
+              8 * header.blocks.size());
+  return header;
+}
+
+bool DiskTier::ReadWhole(const std::string& name, char* buffer, size_t length) {
+  if (!enabled_ || name.empty()) return false;
+  const int fd = OpenCopy(name);
+  if (fd < 0) {
+    ++counters_.misses;
+    return false;
+  }
+  auto header = ReadHeader(fd, name, length);
+  std::string damage = header ? "" : header.error().message;
+  if (header && ReadFully(fd, buffer, RoundUp(length, kAlign), header->header_bytes) <
+                    static_cast<ssize_t>(length)) {
+    damage = "it ends early";
+  }
+  for (size_t b = 0; header && damage.empty() && b < header->blocks.size(); ++b) {
+    if (BlockChecksum(buffer, length, b) != header->blocks[b]) {
+      damage = fmt::format("block {} does not match its checksum", b);
+    }
+  }
+  if (damage.empty()) futimens(fd, nullptr);  // read now: the last to be evicted
+  close(fd);
+  if (!damage.empty()) {
+    Damaged(name, damage);
+    return false;
+  }
+  ++counters_.hits;
+  counters_.read_bytes += length;
+  return true;
+}
+
+bool DiskTier::ReadSlice(const std::string& name, uint64_t offset, size_t size, char* out) {
+  if (!enabled_ || name.empty()) return false;
+  const int fd = OpenCopy(name);
+  if (fd < 0) {
+    ++counters_.misses;
+    return false;
+  }
+  auto header = ReadHeader(fd, name, 0);
+  std::string damage = header ? "" : header.error().message;
+  if (header && offset + size > header->payload) damage = "it is shorter than the group";
+  if (damage.empty() && size > 0) {
+    const size_t first = offset / kBlock;
+    const size_t last = (offset + size - 1) / kBlock;
+    const uint64_t start = uint64_t{first} * kBlock;
+    const size_t span =
+        std::min<uint64_t>((last + 1) * kBlock, RoundUp(header->payload, kAlign)) - start;
+    AlignedBuffer blocks = Aligned(span);
+    const uint64_t have = std::min<uint64_t>(span, header->payload - start);
+    if (ReadFully(fd, blocks.get(), span, header->header_bytes + start) <
+        static_cast<ssize_t>(have)) {
+      damage = "it ends early";
+    }
+    for (size_t b = first; damage.empty() && b <= last; ++b) {
+      const uint64_t at = uint64_t{b} * kBlock - start;
+      const uint64_t n = std::min<uint64_t>(kBlock, header->payload - uint64_t{b} * kBlock);
+      if (ChecksumOf(blocks.get() + at, n) != header->blocks[b]) {
+        damage = fmt::format("block {} does not match its checksum", b);
+      }
+    }
+    if (damage.empty()) std::memcpy(out, blocks.get() + (offset - start), size);
+  }
+  close(fd);
+  if (!damage.empty()) {
+    Damaged(name, damage);
+    return false;
+  }
+  ++counters_.slice_hits;
+  counters_.read_bytes += size;
+  return true;
+}
+
+void DiskTier::Damaged(const std::string& name, std::string_view why) {
+  struct stat st {};
+  const bool there = fstatat(dir_fd_, name.c_str(), &st, 0) == 0;
+  if (there && unlinkat(dir_fd_, name.c_str(), 0) == 0) Release(static_cast<uint64_t>(st.st_size));
+  ++counters_.damaged;
+  spdlog::warn("disk cache copy {} is damaged ({}): deleted; the group is read from the source",
+               (dir_ / name).string(), why);
+}
+
+bool DiskTier::Write(const std::string& name, const char* bytes, size_t length) {
+  if (!enabled_ || name.empty()) return false;
+  const size_t header_bytes = HeaderBytes(name.size(), length);
+  AlignedBuffer header = Aligned(header_bytes);
+  std::memset(header.get(), 0, header_bytes);
+  FixedHeader fixed{{},     kVersion, static_cast<uint32_t>(header_bytes),
+                    length, kBlock,   static_cast<uint32_t>(name.size())};
+  std::memcpy(fixed.magic, kMagic, sizeof(kMagic));
+  std::memcpy(header.get(), &fixed, sizeof(fixed));
+  std::memcpy(header.get() + sizeof(fixed), name.data(), name.size());
+  char* blocks = header.get() + sizeof(fixed) + RoundUp(name.size(), 8);
+  for (size_t b = 0; b < BlockCount(length); ++b) {
+    const uint64_t sum = BlockChecksum(bytes, length, b);
+    std::memcpy(blocks + 8 * b, &sum, 8);
+  }
+  const uint64_t file_bytes = header_bytes + RoundUp(length, kAlign);
+  if (!Reserve(file_bytes)) {
+    ++counters_.skipped;
+    return false;
+  }
+  const std::string temp = fmt::format("{}{}-{}", kTempPrefix, getpid(), temp_counter_++);
+  int fd = -1;
+  for (;;) {
+    const bool direct = direct_;
+    fd = openat(dir_fd_, temp.c_str(),
+                O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (direct ? O_DIRECT : 0), 0644);
+    if (fd >= 0 || !(direct && errno == EINVAL)) break;
+    direct_ = false;
+  }
+  const bool written = fd >= 0 && WriteFully(fd, header.get(), header_bytes, 0) &&
+                       WriteFully(fd, bytes, RoundUp(length, kAlign), header_bytes);
+  const int error = errno;
+  if (fd >= 0 && !direct_) posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  if (fd >= 0) close(fd);
+  // A name appears only with every byte behind it; a copy another daemon put there first
+  // is as good as ours.
+  const bool renamed =
+      written && syscall(SYS_renameat2, dir_fd_, temp.c_str(), dir_fd_, name.c_str(), 1 /*
+      RENAME_NOREPLACE */) == 0;
+  if (renamed) {
+    ++counters_.writes;
+    counters_.write_bytes += length;
+    return true;
+  }
+  const int rename_error = errno;
+  unlinkat(dir_fd_, temp.c_str(), 0);
+  Release(file_bytes);
+  if (written && rename_error == EEXIST) return true;
+  WriteFailed(fd < 0 ? temp : name, written ? rename_error : error);
+  return false;
+}
+
+void DiskTier::WriteFailed(const std::string& what, int error) {
+  const uint64_t failures = ++counters_.write_errors;
+  struct stat st {};
+  if (error == ENOENT && fstat(dir_fd_, &st) == 0 && st.st_nlink == 0) {
+    if (enabled_.exchange(false)) {
+      spdlog::warn("disk cache off: {} was removed; groups are read from the source",
+                   dir_.string());
+    }
+    return;
+  }
+  // A full or failing disk would log once a group; once in a while is enough to see it.
+  if (failures == 1 || failures % 1000 == 0) {
+    spdlog::warn(
+        "disk cache cannot keep {}: {} ({} such failures); the group is read from the "
+        "source",
+        (dir_ / what).string(), strerror(error), failures);
+  }
+}
+
+bool DiskTier::Present(const std::string& name) const {
+  return enabled_ && !name.empty() && faccessat(dir_fd_, name.c_str(), F_OK, 0) == 0;
+}
+
+bool DiskTier::Fits(uint64_t used, uint64_t bytes) const {
+  if (options_.max_bytes != 0 && used + bytes > options_.max_bytes) return false;
+  struct statvfs vfs {};
+  if (fstatvfs(dir_fd_, &vfs) != 0) return false;
+  return uint64_t{vfs.f_bavail} * vfs.f_frsize >= keep_free_ + bytes;
+}
+
+// Under the ledger lock: the bytes in use as this daemon and the others left them.
+uint64_t DiskTier::Recount() { return ScanRoot(options_.root, nullptr); }
+
+// Under the ledger lock: deletes the copies read least recently, of every dataset under
+// root, until `bytes` more fit with a twentieth of the bound to spare, so that the next
+// writes do not count the folder again at once.
+void DiskTier::EvictFor(uint64_t& used, uint64_t bytes) {
+  std::vector<Copy> copies;
+  used = ScanRoot(options_.root, &copies);
+  std::sort(copies.begin(), copies.end(), Older);
+  const uint64_t spare = options_.max_bytes / 20;
+  for (const Copy& copy : copies) {
+    if (Fits(used + spare, bytes)) break;
+    if (unlink(copy.path.c_str()) != 0) continue;
+    used -= std::min(used, copy.bytes);
+    ++counters_.evictions;
+  }
+}
+
+bool DiskTier::Reserve(uint64_t bytes) {
+  std::lock_guard lock(ledger_mu_);
+  if (flock(ledger_fd_, LOCK_EX) != 0) return false;
+  uint64_t used = 0;
+  if (pread(ledger_fd_, &used, sizeof(used), 0) != sizeof(used)) used = Recount();
+  if (!Fits(used, bytes)) {
+    used = Recount();  // the ledger may count writers that died; the folder does not
+    if (!Fits(used, bytes) && options_.evict) EvictFor(used, bytes);
+  }
+  const bool fits = Fits(used, bytes);
+  if (fits) used += bytes;
+  [[maybe_unused]] ssize_t n = pwrite(ledger_fd_, &used, sizeof(used), 0);
+  flock(ledger_fd_, LOCK_UN);
+  return fits;
+}
+
+void DiskTier::Release(uint64_t bytes) {
+  std::lock_guard lock(ledger_mu_);
+  if (flock(ledger_fd_, LOCK_EX) != 0) return;
+  uint64_t used = 0;
+  if (pread(ledger_fd_, &used, sizeof(used), 0) == sizeof(used)) {
+    used -= std::min(used, bytes);
+    [[maybe_unused]] ssize_t n = pwrite(ledger_fd_, &used, sizeof(used), 0);
+  }
+  flock(ledger_fd_, LOCK_UN);
+}
+
+nlohmann::json DiskTier::Stats() const {
+  uint64_t used = 0;
+  if (pread(ledger_fd_, &used, sizeof(used), 0) != sizeof(used)) used = 0;
+  const Counters& c = counters_;
+  return {{tier_stat::kRoot, options_.root.string()},
+          {tier_stat::kEnabled, enabled_.load()},
+          {tier_stat::kBound, options_.max_bytes},
+          {tier_stat::kKeepFree, keep_free_},
+          {tier_stat::kUsed, used},
+          {tier_stat::kHits, c.hits.load()},
+          {tier_stat::kSliceHits, c.slice_hits.load()},
+          {tier_stat::kMisses, c.misses.load()},
+          {tier_stat::kDamaged, c.damaged.load()},
+          {tier_stat::kReadBytes, c.read_bytes.load()},
+          {tier_stat::kWrites, c.writes.load()},
+          {tier_stat::kWriteBytes, c.write_bytes.load()},
+          {tier_stat::kSkipped, c.skipped.load()},
+          {tier_stat::kWriteErrors, c.write_errors.load()},
+          {tier_stat::kEvictions, c.evictions.load()}};
+}
+
+std::string TierFileName(uint32_t group, std::string_view blob, std::string_view identity,
+                         uint64_t offset, uint64_t length) {
+  if (identity.empty()) return {};
+  const std::string key =
+      fmt::format("v{}\n{}\n{}\n{}\n{}", kVersion, blob, identity, offset, length);
+  return fmt::format("g{:06}-{:016x}{}", group, ChecksumOf(key.data(), key.size()), kSuffix);
+}
+
+std::string TierDatasetFolder(std::string_view label) {
+  std::string_view tail = label;
+  while (tail.size() > 1 && tail.back() == '/') tail.remove_suffix(1);
+  if (const size_t slash = tail.rfind('/'); slash != std::string_view::npos) {
+    tail.remove_prefix(slash + 1);
+  }
+  std::string readable;
+  for (char c : tail.substr(0, 40))
+    readable +=
+        std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ? c : '_';
+  return fmt::format("{}-{:016x}", readable.empty() ? "dataset" : readable,
+                     ChecksumOf(label.data(), label.size()));
+}
+
+}  // namespace gpufs

@@ -1,0 +1,137 @@
+// The disk tier: copies of groups in files on a local disk, under the pinned tier. A
+// dataset larger than memory is read from the source once; later epochs, remounts and a
+// second job on the node read it back with large local reads.
+//
+// - Layout: ROOT/<dataset>/g<group>-<key>.grp. The key hashes the blob's name, its
+//   identity (ETag, checksum, size and time: BlobSource::Identity) and the byte range, so
+//   a changed dataset gets new names and never reads an old copy; old files age out by
+//   eviction. ROOT/.ledger holds the bytes in use by every daemon sharing ROOT.
+// - A file is a header (magic, version, payload length, its own name and the XXH3-64 of
+//   each 64 KiB block of the payload), padded to 4 KiB, then the payload, padded to
+//   4 KiB. The blocks let one member be read and checked without reading its group.
+// - Crash safety: a file is written under a temporary name and renamed into place, so a
+//   name never shows a half-written group. A crash can still leave a renamed file whose
+//   blocks never reached the disk: every read checks the blocks it returns, and a damaged
+//   file is deleted, logged and read from the source again.
+// - Shared: daemons of one node share ROOT. Each writes whole files under names of its
+//   own; the ledger, changed under flock, lets them keep the size bound together. When a
+//   write would pass the bound, or leave the disk with less than `keep_free`, the truth
+//   is counted again from the folder and the files read least recently (mtime, touched on
+//   each read) are deleted.
+// - Faults never reach a reader: a full disk, a write error or a vanished folder only
+//   means a group is not kept (a vanished folder turns the tier off, with a log line).
+//
+// Reads and writes bypass the kernel's page cache (O_DIRECT where the filesystem has it):
+// the page cache is left to the served files, and a 16 MiB read goes to the device whole.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "dataset/error.h"
+
+namespace gpufs {
+
+// The keys of the tier's Stats(), spelled here once for the stats, gpufs-stat and /metrics.
+namespace tier_stat {
+inline constexpr const char* kRoot = "root";
+inline constexpr const char* kBound = "bound_bytes";         // the size bound (all daemons)
+inline constexpr const char* kKeepFree = "keep_free_bytes";  // left free on the disk
+inline constexpr const char* kUsed = "used_bytes";           // in use under ROOT (all daemons)
+inline constexpr const char* kHits = "hits";                 // groups read back whole
+inline constexpr const char* kSliceHits = "slice_hits";      // members read back alone
+inline constexpr const char* kMisses = "misses";             // reads that found no copy
+inline constexpr const char* kDamaged = "damaged";           // copies deleted as damaged
+inline constexpr const char* kReadBytes = "read_bytes";
+inline constexpr const char* kWrites = "writes";  // groups kept
+inline constexpr const char* kWriteBytes = "write_bytes";
+inline constexpr const char* kSkipped = "write_skipped";  // not kept: no room
+inline constexpr const char* kWriteErrors = "write_errors";
+inline constexpr const char* kEvictions = "evictions";  // files this daemon deleted for room
+inline constexpr const char* kEnabled = "enabled";
+inline constexpr const char* kFills = "fills";  // groups fetched for the tier alone (the cache's)
+}  // namespace tier_stat
+
+struct DiskTierOptions {
+  std::filesystem::path root;  // shared by every dataset and daemon that names it
+  std::string dataset;         // this dataset's folder under root
+  uint64_t max_bytes = 0;      // bound on all files under root; 0: only keep_free bounds
+  // Bytes to leave free on root's filesystem; by default a tenth of it, at most 10 GiB.
+  std::optional<uint64_t> keep_free;
+  bool evict = true;  // false: fill while there is room, then keep (the pin policy)
+};
+
+// A file store keyed by name; the group cache decides the names. Thread-safe.
+class DiskTier {
+ public:
+  static constexpr size_t kAlign = 4096;
+  static constexpr size_t kBlock = 64 << 10;
+
+  // Creates root/dataset as needed; fails, naming the folder, when it cannot be used.
+  static Result<std::unique_ptr<DiskTier>> Open(DiskTierOptions options);
+  ~DiskTier();
+  DiskTier(const DiskTier&) = delete;
+  DiskTier& operator=(const DiskTier&) = delete;
+
+  // The whole payload of `name` (which must be `length` bytes) into `buffer`, aligned to
+  // kAlign with room for length rounded up to kAlign. True on a checked copy.
+  bool ReadWhole(const std::string& name, char* buffer, size_t length);
+  // Bytes [offset, offset + size) of the payload of `name`, checked, into `out`.
+  bool ReadSlice(const std::string& name, uint64_t offset, size_t size, char* out);
+  // Keeps `length` bytes at `bytes` (aligned to kAlign, readable up to length rounded up
+  // to kAlign) as `name`. False when not kept (no room, an error, the tier off).
+  bool Write(const std::string& name, const char* bytes, size_t length);
+  // Whether `name` is on disk now (any daemon's copy).
+  bool Present(const std::string& name) const;
+  bool enabled() const { return enabled_; }
+  nlohmann::json Stats() const;
+
+ private:
+  struct Counters {
+    std::atomic<uint64_t> hits{0}, slice_hits{0}, misses{0}, damaged{0}, read_bytes{0};
+    std::atomic<uint64_t> writes{0}, write_bytes{0}, skipped{0}, write_errors{0}, evictions{0};
+  };
+  struct Header;
+
+  DiskTier(DiskTierOptions options, uint64_t keep_free, int dir_fd, int ledger_fd);
+  int OpenCopy(const std::string& name);
+  Result<Header> ReadHeader(int fd, const std::string& name, size_t length);
+  void Damaged(const std::string& name, std::string_view why);
+  bool Reserve(uint64_t bytes);
+  void Release(uint64_t bytes);
+  uint64_t Recount();
+  bool Fits(uint64_t used, uint64_t bytes) const;
+  void EvictFor(uint64_t& used, uint64_t bytes);
+  void WriteFailed(const std::string& what, int error);
+
+  const DiskTierOptions options_;
+  const uint64_t keep_free_;
+  const std::filesystem::path dir_;  // root/dataset
+  const int dir_fd_;
+  const int ledger_fd_;
+  std::atomic<bool> enabled_{true};
+  std::atomic<bool> direct_{true};  // O_DIRECT works on this filesystem
+  std::atomic<uint64_t> temp_counter_{0};
+  mutable Counters counters_;
+  // Lock order: ledger_mu_, then the flock on ledger_fd_ (it serializes daemons; the mutex
+  // serializes this daemon's threads, which share one open file and so one flock).
+  std::mutex ledger_mu_;
+};
+
+// The file name of a group's copy: group id for people, a hash of what identifies the
+// bytes for the tier. Empty when `identity` is (nothing known of the blob: not kept).
+std::string TierFileName(uint32_t group, std::string_view blob, std::string_view identity,
+                         uint64_t offset, uint64_t length);
+
+// A folder name for a dataset at `label` (its path or URL): readable, and unique.
+std::string TierDatasetFolder(std::string_view label);
+
+}  // namespace gpufs

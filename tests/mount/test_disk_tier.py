@@ -1,0 +1,198 @@
+#!/usr/bin/python3
+"""The disk tier through real mounts of a dataset on a real HTTP server (nginx): a remount
+reads from disk and fetches nothing, a damaged copy is never served, and a full disk or a
+removed folder leaves every read working."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import gpufs_testlib as lib
+from gpufs_testlib import files_below
+
+sys.path.insert(0, lib.ROOT)
+from tests.servers import nginx  # noqa: E402
+
+STATS = "user.gpufs.stats"
+GROUP_BYTES = "64KiB"  # several groups of several members each
+
+
+def stats_of(mnt):
+    return json.loads(os.getxattr(mnt, STATS))
+
+
+def drop_page_cache():
+    """So that the next pass reads through the daemon again, not from the kernel."""
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3")
+
+
+def copies_below(folder):
+    """Paths of the group copies the tier keeps under folder."""
+    return sorted(os.path.join(d, f) for d, _, names in os.walk(folder) for f in names
+                  if f.endswith(".grp"))
+
+
+class DiskTier(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        reason = nginx.NginxOrigin.skip_reason()
+        if reason:
+            raise unittest.SkipTest(reason)
+        cls.work = tempfile.mkdtemp(prefix="gpufs-tier-")
+        tree = lib.make_split_tree(os.path.join(cls.work, "tree"), (5, 12), (3, 4))
+        cls.expected = files_below(tree)
+        served = os.path.join(cls.work, "served")
+        os.makedirs(served)
+        result = lib.run_gpufsd("pack", tree, os.path.join(served, "pack"),
+                                "--group-bytes", GROUP_BYTES)
+        assert result.returncode == 0, result.stderr
+        cls.origin = nginx.NginxOrigin(served).__enter__()
+        cls.url = cls.origin.url + "/pack/"
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.origin.__exit__(None, None, None)
+        shutil.rmtree(cls.work)
+
+    def setUp(self):
+        self.xdg = tempfile.mkdtemp(prefix="xdg-", dir=self.work)
+        self.env = {**os.environ, "XDG_CACHE_HOME": self.xdg}
+
+    def mount(self, *options):
+        budget = () if "--cache-size" in options else ("--cache-size", "64MiB")
+        return lib.Mount(self.url, *budget, *options, env=self.env)
+
+    def read_all(self, *options):
+        """Every file through a fresh mount, compared, and (with a tier) every group on
+        disk before the unmount; returns (source io, tier) stats."""
+        with self.mount(*options) as mnt:
+            self.assertEqual(files_below(mnt), self.expected)
+            stats = stats_of(mnt)
+            deadline = time.monotonic() + 30
+            # Groups go to disk in the background; wait for them, by what the tier says.
+            while "tier" in stats and time.monotonic() < deadline and (
+                    len(copies_below(stats["tier"]["root"])) < stats["groups"]):
+                time.sleep(0.05)
+                stats = stats_of(mnt)
+        return stats["io"], stats.get("tier")
+
+    def test_remount_reads_from_disk_fetching_nothing(self):
+        io, tier = self.read_all()
+        self.assertGreater(io["bytes"], 0)
+        root = os.path.join(self.xdg, "gpufs", "tier")
+        self.assertEqual(tier["root"], root)
+        self.assertGreater(tier["writes"], 0)
+        groups = len(copies_below(root))
+        self.assertEqual(groups, tier["writes"])
+        io, tier = self.read_all()
+        self.assertEqual(io["requests"], 0, "a remount fetched from the server")
+        self.assertEqual(tier["hits"], groups)
+        self.assertEqual(tier["damaged"], 0)
+
+    def test_no_disk_cache_keeps_nothing(self):
+        _, tier = self.read_all("--no-disk-cache")
+        self.assertIsNone(tier)
+        self.assertFalse(os.path.exists(os.path.join(self.xdg, "gpufs", "tier")))
+
+    def test_a_damaged_copy_is_never_served(self):
+        self.read_all()
+        copies = copies_below(os.path.join(self.xdg, "gpufs", "tier"))
+        for path in copies[::2]:  # flip a byte in the payload of every second copy
+            with open(path, "r+b") as f:
+                f.seek(os.path.getsize(path) - 5000)
+                byte = f.read(1)
+                f.seek(-1, os.SEEK_CUR)
+                f.write(bytes([byte[0] ^ 0xFF]))
+        with open(copies[1], "r+b") as f:  # and tear another
+            f.truncate(os.path.getsize(copies[1]) // 2)
+        io, tier = self.read_all()
+        self.assertEqual(tier["damaged"], len(copies[::2]) + 1)
+        self.assertGreater(io["requests"], 0)
+
+    def test_member_reads_come_from_disk_when_memory_is_short(self):
+        # A budget of one group: most reads bypass memory; their groups are fetched to
+        # disk in the background and later members read from there.
+        self.read_all("--cache-size", "160KiB")
+        io, tier = self.read_all("--cache-size", "160KiB")
+        self.assertEqual(io["requests"], 0, "the second pass fetched from the server")
+        self.assertGreater(tier["slice_hits"], 0)
+
+    def test_a_full_disk_keeps_reads_working(self):
+        small = os.path.join(self.work, "small")
+        os.makedirs(small, exist_ok=True)
+        # Smaller than the dataset: copies come and go within the folder's room.
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", small], check=True)
+        try:
+            with self.mount("--disk-cache", small, "--cache-size", "160KiB") as mnt:
+                for _ in range(2):
+                    drop_page_cache()
+                    self.assertEqual(files_below(mnt), self.expected)
+                tier = stats_of(mnt)["tier"]
+                self.assertGreater(tier["write_skipped"] + tier["evictions"], 0)
+                self.assertLessEqual(tier["used_bytes"], 256 << 10)
+                # Now the disk is full to the last block, by someone else.
+                fd = os.open(os.path.join(small, "filler"), os.O_WRONLY | os.O_CREAT)
+                try:
+                    while os.write(fd, b"\0" * 65536):
+                        pass
+                except OSError:
+                    pass
+                os.close(fd)
+                drop_page_cache()
+                self.assertEqual(files_below(mnt), self.expected)
+                after = stats_of(mnt)["tier"]
+            self.assertGreater(after["write_skipped"] + after["evictions"],
+                               tier["write_skipped"] + tier["evictions"])
+            self.assertIn("filler", os.listdir(small), "the tier deleted a file not its own")
+        finally:
+            subprocess.run(["umount", small], check=True)
+
+    def test_a_removed_folder_turns_the_tier_off(self):
+        folder = os.path.join(self.work, "vanishing")
+        m = self.mount("--disk-cache", folder, "--cache-size", "160KiB")
+        with m as mnt:
+            shutil.rmtree(folder)
+            self.assertEqual(files_below(mnt), self.expected)
+            self.assertEqual(files_below(mnt), self.expected)
+            tier = stats_of(mnt)["tier"]
+            self.assertFalse(tier["enabled"])
+            self.assertIn("disk cache off", m.stderr())
+
+    def test_a_changed_dataset_never_reads_old_copies(self):
+        self.read_all()
+        copies = set(copies_below(os.path.join(self.xdg, "gpufs", "tier")))
+        blob = sorted(f for f in os.listdir(os.path.join(self.origin.root, "pack"))
+                      if f != "index.gpufs")[0]
+        path = os.path.join(self.origin.root, "pack", blob)
+        stat = os.stat(path)
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5 * 10**9))  # a new ETag
+        try:
+            io, tier = self.read_all()
+            self.assertGreater(io["requests"], 0)
+            new = set(copies_below(os.path.join(self.xdg, "gpufs", "tier"))) - copies
+            self.assertGreater(len(new), 0, "the changed blob was served from its old copy")
+        finally:
+            os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+    def test_an_unusable_folder_is_refused_naming_it(self):
+        blocker = os.path.join(self.work, "a-file")
+        open(blocker, "w").close()
+        mnt = tempfile.mkdtemp(prefix="gpufs-mnt-")
+        try:
+            result = lib.run_gpufsd("mount", "-f", "--disk-cache", os.path.join(blocker, "x"),
+                                    self.url, mnt, env=self.env)
+        finally:
+            os.rmdir(mnt)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn(f"cannot use disk cache {blocker}/x", result.stderr)
+
+
+if __name__ == "__main__":
+    lib.exit_unless_fuse_usable()
+    unittest.main(verbosity=2)

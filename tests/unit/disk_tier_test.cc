@@ -1,0 +1,297 @@
+#include "cache/disk_tier.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "cache/group_cache.h"
+#include "tests/unit/fake_source.h"
+#include "tests/unit/temp_dir.h"
+
+namespace gpufs {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Free {
+  void operator()(char* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<char, Free>;
+
+// `bytes` of a recognizable pattern, in a buffer the tier may read and write directly.
+Buffer Pattern(size_t bytes, char seed) {
+  const size_t room = (bytes + DiskTier::kAlign - 1) / DiskTier::kAlign * DiskTier::kAlign;
+  Buffer b(static_cast<char*>(std::aligned_alloc(DiskTier::kAlign, room)));
+  for (size_t i = 0; i < room; ++i) b.get()[i] = static_cast<char>(seed + i * 7 % 251);
+  return b;
+}
+
+Buffer Room(size_t bytes) { return Pattern(bytes, 0); }
+
+uint64_t BytesBelow(const fs::path& root) {
+  uint64_t total = 0;
+  for (const auto& e : fs::recursive_directory_iterator(root)) {
+    if (e.is_regular_file() && e.path().filename() != ".ledger") total += e.file_size();
+  }
+  return total;
+}
+
+class DiskTierTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<DiskTier> Open(const std::string& dataset, uint64_t max_bytes = 0,
+                                 bool evict = true) {
+    auto tier = DiskTier::Open(DiskTierOptions{dir_.path(), dataset, max_bytes, 0, evict});
+    EXPECT_TRUE(tier.ok()) << tier.error().message;
+    return std::move(*tier);
+  }
+  fs::path CopyPath(const std::string& dataset, const std::string& name) {
+    return dir_.path() / dataset / name;
+  }
+  TempDir dir_;
+};
+
+constexpr size_t kGroup = 300'000;  // not a multiple of the block or the page
+
+TEST_F(DiskTierTest, KeepsAGroupAndReadsItBackWholeOrInSlices) {
+  auto tier = Open("data-0123456789abcdef");
+  const std::string name = TierFileName(3, "blob", "etag=1", 0, kGroup);
+  Buffer group = Pattern(kGroup, 'a');
+  Buffer back = Room(kGroup);
+  EXPECT_FALSE(tier->Present(name));
+  EXPECT_FALSE(tier->ReadWhole(name, back.get(), kGroup));
+  ASSERT_TRUE(tier->Write(name, group.get(), kGroup));
+  EXPECT_TRUE(tier->Present(name));
+  ASSERT_TRUE(tier->ReadWhole(name, back.get(), kGroup));
+  EXPECT_EQ(std::memcmp(back.get(), group.get(), kGroup), 0);
+  std::string slice(70'000, '\0');  // across two block boundaries, to the group's end
+  ASSERT_TRUE(tier->ReadSlice(name, kGroup - slice.size(), slice.size(), slice.data()));
+  EXPECT_EQ(slice, std::string(group.get() + kGroup - slice.size(), slice.size()));
+  EXPECT_FALSE(tier->ReadSlice(name, kGroup - 10, 20, slice.data()));  // past its end
+  const auto stats = tier->Stats();
+  EXPECT_EQ(stats[tier_stat::kWrites], 1);
+  EXPECT_EQ(stats[tier_stat::kHits], 1);
+  EXPECT_EQ(stats[tier_stat::kSliceHits], 1);
+  EXPECT_EQ(stats[tier_stat::kUsed], BytesBelow(dir_.path()));
+}
+
+TEST_F(DiskTierTest, NamesChangeWithTheBlobsIdentityAndNothingUnknownIsKept) {
+  EXPECT_NE(TierFileName(0, "b", "etag=1", 0, 10), TierFileName(0, "b", "etag=2", 0, 10));
+  EXPECT_NE(TierFileName(0, "b", "etag=1", 0, 10), TierFileName(0, "b", "etag=1", 4096, 10));
+  EXPECT_NE(TierFileName(0, "b", "etag=1", 0, 10), TierFileName(0, "c", "etag=1", 0, 10));
+  EXPECT_EQ(TierFileName(0, "b", "", 0, 10), "");
+  EXPECT_NE(TierDatasetFolder("s3://bucket/train/"), TierDatasetFolder("s3://other/train/"));
+  EXPECT_TRUE(TierDatasetFolder("s3://bucket/train/").starts_with("train-"));
+}
+
+TEST_F(DiskTierTest, ADamagedCopyIsDeletedAndNeverServed) {
+  auto tier = Open("data-0123456789abcdef");
+  const std::string name = TierFileName(0, "blob", "v1", 0, kGroup);
+  Buffer group = Pattern(kGroup, 'x');
+  ASSERT_TRUE(tier->Write(name, group.get(), kGroup));
+  {
+    std::fstream f(CopyPath("data-0123456789abcdef", name), std::ios::in | std::ios::out);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(CopyPath("data-0123456789abcdef", name)) -
+                                        DiskTier::kAlign - 1000));
+    f.put('!');
+  }
+  Buffer back = Room(kGroup);
+  EXPECT_FALSE(tier->ReadWhole(name, back.get(), kGroup));
+  EXPECT_FALSE(tier->Present(name));
+  EXPECT_EQ(tier->Stats()[tier_stat::kDamaged], 1);
+  EXPECT_EQ(tier->Stats()[tier_stat::kUsed], 0);  // its room is given back
+}
+
+TEST_F(DiskTierTest, ATornCopyIsNeverServedWholeOrInSlices) {
+  auto tier = Open("data-0123456789abcdef");
+  Buffer group = Pattern(kGroup, 'y');
+  std::string slice(100, '\0');
+  for (const bool whole : {true, false}) {
+    const std::string name = TierFileName(whole, "blob", "v1", 0, kGroup);
+    ASSERT_TRUE(tier->Write(name, group.get(), kGroup));
+    fs::resize_file(CopyPath("data-0123456789abcdef", name), kGroup / 2);
+    Buffer back = Room(kGroup);
+    EXPECT_FALSE(whole ? tier->ReadWhole(name, back.get(), kGroup)
+                       : tier->ReadSlice(name, kGroup - 100, 100, slice.data()));
+    EXPECT_FALSE(tier->Present(name));
+  }
+  EXPECT_EQ(tier->Stats()[tier_stat::kDamaged], 2);
+}
+
+// Copies of another group renamed into place are refused by the name in their header.
+TEST_F(DiskTierTest, ACopyUnderAnotherNameIsRefused) {
+  auto tier = Open("data-0123456789abcdef");
+  const std::string a = TierFileName(0, "blob", "v1", 0, kGroup);
+  const std::string b = TierFileName(1, "blob", "v1", 0, kGroup);
+  Buffer group = Pattern(kGroup, 'z');
+  ASSERT_TRUE(tier->Write(a, group.get(), kGroup));
+  fs::rename(CopyPath("data-0123456789abcdef", a), CopyPath("data-0123456789abcdef", b));
+  Buffer back = Room(kGroup);
+  EXPECT_FALSE(tier->ReadWhole(b, back.get(), kGroup));
+}
+
+TEST_F(DiskTierTest, TwoInstancesKeepTheBoundTogetherEvictingTheLeastRecentlyRead) {
+  Buffer group = Pattern(kGroup, 'q');
+  const uint64_t copy_bytes = 4096 + 303'104;  // header + payload rounded to pages
+  const uint64_t bound = 6 * copy_bytes;
+  auto one = Open("one-0123456789abcdef", bound);
+  auto two = Open("two-0123456789abcdef", bound);
+  const std::string first = TierFileName(0, "one", "v1", 0, kGroup);
+  ASSERT_TRUE(one->Write(first, group.get(), kGroup));
+  for (uint32_t g = 1; g < 12; ++g) {
+    DiskTier& tier = g % 2 ? *two : *one;
+    ASSERT_TRUE(tier.Write(TierFileName(g, "x", "v1", 0, kGroup), group.get(), kGroup));
+    Buffer back = Room(kGroup);
+    ASSERT_TRUE(one->ReadWhole(first, back.get(), kGroup));  // read, so kept
+    EXPECT_LE(BytesBelow(dir_.path()), bound) << "after group " << g;
+  }
+  EXPECT_TRUE(one->Present(first));
+  EXPECT_GT(one->Stats()[tier_stat::kEvictions].get<uint64_t>() +
+                two->Stats()[tier_stat::kEvictions].get<uint64_t>(),
+            0u);
+  EXPECT_EQ(two->Stats()[tier_stat::kUsed], BytesBelow(dir_.path()));
+}
+
+TEST_F(DiskTierTest, WithoutEvictionItFillsAndKeeps) {
+  Buffer group = Pattern(kGroup, 'p');
+  auto tier = Open("pin-0123456789abcdef", 3 * (4096 + 303'104), false);
+  for (uint32_t g = 0; g < 5; ++g) {
+    EXPECT_EQ(tier->Write(TierFileName(g, "b", "v1", 0, kGroup), group.get(), kGroup), g < 3);
+  }
+  for (uint32_t g = 0; g < 3; ++g)
+    EXPECT_TRUE(tier->Present(TierFileName(g, "b", "v1", 0, kGroup)));
+  EXPECT_EQ(tier->Stats()[tier_stat::kSkipped], 2);
+}
+
+TEST_F(DiskTierTest, LeavesFilesThatAreNotItsOwn) {
+  fs::create_directories(dir_.path() / "photos");
+  std::ofstream(dir_.path() / "photos" / "keep.grp") << std::string(400'000, 'k');
+  Buffer group = Pattern(kGroup, 'o');
+  auto tier = Open("own-0123456789abcdef", 2 * (4096 + 303'104));
+  for (uint32_t g = 0; g < 4; ++g)
+    tier->Write(TierFileName(g, "b", "v1", 0, kGroup), group.get(), kGroup);
+  EXPECT_TRUE(fs::exists(dir_.path() / "photos" / "keep.grp"));
+}
+
+TEST_F(DiskTierTest, AFolderRemovedTurnsItOff) {
+  auto tier = Open("gone-0123456789abcdef");
+  fs::remove_all(dir_.path() / "gone-0123456789abcdef");
+  Buffer group = Pattern(kGroup, 'g');
+  EXPECT_FALSE(tier->Write(TierFileName(0, "b", "v1", 0, kGroup), group.get(), kGroup));
+  EXPECT_FALSE(tier->enabled());
+}
+
+TEST_F(DiskTierTest, AnUnusableFolderIsRefusedNamingIt) {
+  std::ofstream(dir_.path() / "file") << "x";
+  auto tier = DiskTier::Open(DiskTierOptions{dir_.path() / "file" / "tier", "d", 0, 0, true});
+  ASSERT_FALSE(tier.ok());
+  EXPECT_NE(tier.error().message.find((dir_.path() / "file" / "tier").string()), std::string::npos);
+}
+
+// The group cache over a fake source: two groups of four 5000-byte members.
+class TieredCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DatasetSpec spec;
+    spec.index_file = "test";
+    spec.classes = {"c"};
+    std::vector<std::string> blobs;
+    for (uint32_t g = 0; g < 2; ++g) {
+      std::string bytes;
+      for (uint32_t m = 0; m < 4; ++m) {
+        const std::string name = "c/" + std::to_string(g) + "-" + std::to_string(m);
+        spec.members.push_back(MemberSpec{name, 0, g, bytes.size(), 5000, 0, 0});
+        for (int i = 0; i < 5000; ++i) bytes += static_cast<char>('a' + (g * 4 + m + i) % 26);
+        contents_[name] = bytes.substr(bytes.size() - 5000);
+      }
+      spec.groups.push_back(GroupSpec{"blob-" + std::to_string(g), 0, bytes.size(), 0});
+      blobs.push_back(bytes);
+    }
+    catalog_ = std::make_unique<Catalog>(std::move(*Catalog::FromSpec(spec)));
+    source_ = std::make_unique<FakeSource>(blobs);
+    auto tier = DiskTier::Open(DiskTierOptions{dir_.path(), "t-0123456789abcdef", 0, 0, true});
+    ASSERT_TRUE(tier.ok());
+    tier_ = std::move(*tier);
+  }
+
+  // A fresh cache over the same tier, as a remount makes; `budget` bytes of memory.
+  GroupCache& Remount(size_t budget) {
+    cache_.reset();  // written back before it goes
+    arena_ = std::move(*PinnedArena::Create(budget));
+    cache_ = std::make_unique<GroupCache>(*catalog_, *source_, *arena_,
+                                          MakePolicy("consume-once", {4, 4}, 8),
+                                          CacheOptions{"consume-once", 0, 0}, tier_.get());
+    return *cache_;
+  }
+
+  // In name order, or (interleaved) a member of each group in turn, so that with room for
+  // one group the other's members are read alone.
+  void ExpectEveryFile(bool interleaved = false) {
+    std::vector<std::string> order;
+    for (const auto& [path, bytes] : contents_) order.push_back(path);
+    if (interleaved)
+      order = {"c/0-0", "c/1-0", "c/0-1", "c/1-1", "c/0-2", "c/1-2", "c/0-3", "c/1-3"};
+    for (const std::string& path : order) {
+      const std::string& bytes = contents_[path];
+      auto got = cache_->Read(*catalog_->FindPath(path), 0, 1 << 20);
+      ASSERT_TRUE(got.ok()) << got.error().message;
+      EXPECT_EQ(std::string(got->data(), got->size()), bytes) << path;
+    }
+  }
+
+  // Waits until both groups have copies: fills run in the background.
+  void WaitForCopies() {
+    for (int i = 0; i < 2000 && !(cache_->TierGroups()[0] && cache_->TierGroups()[1]); ++i) {
+      usleep(5000);
+    }
+  }
+
+  TempDir dir_;
+  std::map<std::string, std::string> contents_;
+  std::unique_ptr<Catalog> catalog_;
+  std::unique_ptr<FakeSource> source_;
+  std::unique_ptr<DiskTier> tier_;
+  std::unique_ptr<PinnedArena> arena_;
+  std::unique_ptr<GroupCache> cache_;
+};
+
+TEST_F(TieredCacheTest, ARemountReadsEveryGroupFromDiskAndNothingFromTheSource) {
+  Remount(1 << 20);
+  ExpectEveryFile();
+  Remount(1 << 20);
+  EXPECT_EQ(cache_->TierGroups(), (std::vector<bool>{true, true}));
+  const size_t before = source_->calls().size();
+  ExpectEveryFile();
+  EXPECT_EQ(source_->calls().size(), before);
+  EXPECT_EQ(cache_->Stats()["tier"][tier_stat::kHits], 2);
+}
+
+TEST_F(TieredCacheTest, MembersBeyondTheBudgetAreFilledToDiskAndReadFromThere) {
+  Remount(24 << 10);  // one group fits
+  ExpectEveryFile(true);
+  WaitForCopies();
+  EXPECT_GE(cache_->counters().tier_fills.load(), 1u);
+  const size_t before = source_->calls().size();
+  Remount(24 << 10);
+  ExpectEveryFile(true);
+  EXPECT_EQ(source_->calls().size(), before);
+  EXPECT_GT(cache_->Stats()["tier"][tier_stat::kSliceHits].get<uint64_t>(), 0u);
+}
+
+TEST_F(TieredCacheTest, AChangedBlobIsFetchedAgainNotReadFromItsOldCopy) {
+  Remount(1 << 20);
+  ExpectEveryFile();
+  source_->blob(1)[0] = 'Z';  // a new version of blob 1, as a store gives a new ETag
+  source_->Bump(1);
+  contents_["c/1-0"][0] = 'Z';
+  Remount(1 << 20);
+  EXPECT_EQ(cache_->TierGroups(), (std::vector<bool>{true, false}));
+  ExpectEveryFile();
+}
+
+}  // namespace
+}  // namespace gpufs
