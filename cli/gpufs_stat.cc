@@ -21,7 +21,8 @@ int Failed(const gpufs::Error& error) {
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "gpufs-stat: how much of each path the kernel page cache and the gpufsd pinned cache "
+      "gpufs-stat: how much of each path the kernel page cache and the gpufsd pinned and disk "
+      "caches "
       "hold (like vmtouch), or a live view of a mount (-w)"};
   app.set_version_flag("--version,-V", std::string("gpufs-stat ") + GPUFS_VERSION);
   std::vector<std::string> paths;

@@ -15,8 +15,9 @@ double Percent(uint64_t part, uint64_t whole) {
 
 // "KernelPageCache" style keys for -o kv, from the tier's words.
 std::string KvName(const std::string& tier) {
-  if (tier.starts_with("kernel")) return "Kernel";
-  if (tier.starts_with("gpufsd")) return "Pinned";
+  for (const TierName& name : kTierNames) {
+    if (tier == name.label) return name.key;
+  }
   return "Gpu";
 }
 

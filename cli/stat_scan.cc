@@ -34,8 +34,7 @@ struct KernelJob {
 class Scanner {
  public:
   Scanner(const StatOptions& options, size_t tiers) : options_(options) {
-    report_.tiers = {"kernel page cache", "gpufsd pinned cache"};
-    report_.tiers.resize(tiers);
+    for (size_t t = 0; t < tiers; ++t) report_.tiers.push_back(kTierNames[t].label);
     report_.resident.assign(tiers, 0);
   }
 
@@ -54,7 +53,11 @@ class Scanner {
     if (report_.notes.size() < kMostNotes) report_.notes.push_back(std::move(note));
   }
 
+  // Leaves out the disk tier when no daemon asked has one.
+  void DropDiskTierUnlessSeen();
+
   const StatOptions& options_;
+  bool saw_disk_ = false;  // a daemon reported a disk tier
   StatReport report_;
   std::vector<KernelJob> jobs_;
   std::map<std::pair<std::string, uint32_t>, size_t> bucket_index_;
@@ -113,17 +116,24 @@ Status Scanner::AddGpufs(const MountPoint& mount, const stdfs::path& path) {
   report_.dirs += header["dirs"].get<uint64_t>();
   report_.pages += header["pinned"]["total_pages"].get<uint64_t>();
   report_.resident[kPinnedTier] += header["pinned"]["resident_pages"].get<uint64_t>();
+  if (header.contains("disk") && report_.tiers.size() > kDiskTier) {
+    saw_disk_ = true;
+    report_.resident[kDiskTier] += header["disk"]["resident_pages"].get<uint64_t>();
+  }
   const auto classes = header["classes"].get<std::vector<std::string>>();
   for (const auto& b : header["buckets"]) {
     BucketStat& bucket = report_.buckets[Bucket(mount.path, b["id"].get<uint32_t>(), classes)];
     bucket.files += b["files"].get<uint64_t>();
     bucket.pages += b["pinned"]["total_pages"].get<uint64_t>();
     bucket.resident[kPinnedTier] += b["pinned"]["resident_pages"].get<uint64_t>();
+    if (b.contains("disk") && report_.tiers.size() > kDiskTier) {
+      bucket.resident[kDiskTier] += b["disk"]["resident_pages"].get<uint64_t>();
+    }
   }
   return AddDaemonLines(mount.path, std::string_view(*reply).substr(eol + 1), classes);
 }
 
-// "<p|-><k|-> <size> <group> <class id> <path>" per file (fs/control.h).
+// "<p|-><k|-><d|-> <size> <group> <class id> <path>" per file (fs/control.h).
 Status Scanner::AddDaemonLines(const std::string& mount, std::string_view lines,
                                const std::vector<std::string>& classes) {
   while (!lines.empty()) {
@@ -144,6 +154,11 @@ Status Scanner::AddDaemonLines(const std::string& mount, std::string_view lines,
     if (listed != kNone && flags[0] == 'p') {
       report_.listed[listed].resident[kPinnedTier] = pages;
       report_.listed[listed].charts[kPinnedTier].assign(pages, true);
+    }
+    if (listed != kNone && flags.size() > 2 && flags[2] == 'd' &&
+        report_.tiers.size() > kDiskTier) {
+      report_.listed[listed].resident[kDiskTier] = pages;
+      report_.listed[listed].charts[kDiskTier].assign(pages, true);
     }
     if (flags[1] != 'k') continue;  // no inode in the kernel: nothing cached there
     size_t bucket = kNone;
@@ -201,7 +216,19 @@ void Scanner::MeasureKernel() {
   for (std::thread& t : threads) t.join();
 }
 
+void Scanner::DropDiskTierUnlessSeen() {
+  if (saw_disk_ || report_.tiers.size() <= kDiskTier) return;
+  report_.tiers.resize(kDiskTier);
+  report_.resident.resize(kDiskTier);
+  for (BucketStat& b : report_.buckets) b.resident.resize(kDiskTier);
+  for (FileStat& f : report_.listed) {
+    f.resident.resize(kDiskTier);
+    f.charts.resize(kDiskTier);
+  }
+}
+
 StatReport Scanner::Finish() {
+  DropDiskTierUnlessSeen();
   MeasureKernel();
   for (KernelJob& job : jobs_) {
     if (!job.error.empty()) {
@@ -249,7 +276,7 @@ Result<StatReport> Measure(const std::vector<std::string>& paths, const StatOpti
     any_gpufs = any_gpufs || mount->is_gpufs();
     targets.emplace_back(path, *mount);
   }
-  Scanner scanner(options, any_gpufs ? 2 : 1);
+  Scanner scanner(options, any_gpufs ? std::size(kTierNames) : 1);
   std::vector<std::string> plain;
   for (const auto& [path, mount] : targets) {
     Status s = mount.is_gpufs() ? scanner.AddGpufs(mount, path) : scanner.AddPlain(path);

@@ -14,7 +14,18 @@
 namespace gpufs {
 
 // Index into the per-tier vectors below.
-enum Tier : size_t { kKernelTier = 0, kPinnedTier = 1 };
+enum Tier : size_t { kKernelTier = 0, kPinnedTier = 1, kDiskTier = 2 };
+
+// Each tier's name in the summary lines, and its key in the kv and JSON forms, by Tier.
+struct TierName {
+  const char* label;
+  const char* key;
+};
+inline constexpr TierName kTierNames[] = {
+    {"kernel page cache", "Kernel"},
+    {"gpufsd pinned cache", "Pinned"},
+    {"gpufsd disk cache", "Disk"},
+};
 
 struct FileStat {
   std::string path;

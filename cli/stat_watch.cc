@@ -12,6 +12,7 @@
 #include <ctime>
 #include <filesystem>
 
+#include "cache/disk_tier.h"
 #include "cli/stat_source.h"
 #include "source/blob_source.h"
 
@@ -24,7 +25,8 @@ std::atomic<bool> interrupted{false};
 // The counters a frame needs, as differences and totals.
 struct Rates {
   double files_s = 0, served_mb_s = 0, disk_mb_s = 0, requests_s = 0;
-  double hit_now = -1, hit_total = -1;  // -1: no reads yet
+  double tier_read_mb_s = 0, tier_write_mb_s = 0;  // the disk tier's
+  double hit_now = -1, hit_total = -1;             // -1: no reads yet
   double amp_now = 0, amp_total = 0;
   uint64_t files_total = 0, bytes_total = 0, disk_total = 0;
 };
@@ -53,6 +55,12 @@ std::string SourceLine(const nlohmann::json& io, const Rates& r) {
 
 double Ratio(double part, double whole) { return whole > 0 ? part / whole : -1; }
 
+// The disk tier's room: its bound, or (bounded by free space) what it uses.
+double TierRoom(const nlohmann::json& t) {
+  const auto bound = static_cast<double>(At(t, {tier_stat::kBound}));
+  return bound > 0 ? bound : static_cast<double>(At(t, {tier_stat::kUsed}));
+}
+
 Rates RatesOf(const nlohmann::json& a, const nlohmann::json& b, double dt) {
   Rates r;
   auto delta = [&](std::initializer_list<const char*> keys) {
@@ -63,6 +71,8 @@ Rates RatesOf(const nlohmann::json& a, const nlohmann::json& b, double dt) {
   r.served_mb_s = delta({"served", "bytes"}) * per_s / 1e6;
   r.disk_mb_s = delta({"cache", "bytes_from_disk"}) * per_s / 1e6;
   r.requests_s = delta({"io", source_stat::kRequests}) * per_s;
+  r.tier_read_mb_s = delta({"cache", "tier", tier_stat::kReadBytes}) * per_s / 1e6;
+  r.tier_write_mb_s = delta({"cache", "tier", tier_stat::kWriteBytes}) * per_s / 1e6;
   const double hits = delta({"cache", "hits"});
   const double asked = hits + delta({"cache", "misses"}) + delta({"cache", "member_reads"});
   r.hit_now = Ratio(hits, asked);
@@ -145,7 +155,7 @@ std::string WatchFrame(const std::string& mount, const nlohmann::json& previous,
     line("cache     none (mounted with --cache-size 0): reads go straight to the blobs");
     return f;
   }
-  line(fmt::format("{:<10}{:>27} MB/s   total {}, read amp {:.2f}x", "disk",
+  line(fmt::format("{:<10}{:>27} MB/s   total {}, read amp {:.2f}x", "fetched",
                    fmt::format("{:.1f}", r.disk_mb_s), Bytes(static_cast<double>(r.disk_total)),
                    r.amp_total));
   line(fmt::format("{:<10}pinned {:>6} now {:>6} overall   (kernel cache hits bypass gpufsd)",
@@ -158,6 +168,20 @@ std::string WatchFrame(const std::string& mount, const nlohmann::json& previous,
   const double cached = static_cast<double>(At(c, {"cached_bytes"}));
   line(fmt::format("{:<10}{} {} / {}, {} groups", "cache", Bar(Ratio(cached, budget)),
                    Bytes(cached), Bytes(budget), Grouped(At(c, {"cached_groups"}))));
+  if (c.contains("tier")) {
+    using namespace tier_stat;
+    const nlohmann::json& t = c["tier"];
+    const auto used = static_cast<double>(At(t, {kUsed}));
+    line(fmt::format("{:<10}{} {} / {}{}", "disk tier", Bar(Ratio(used, TierRoom(t))), Bytes(used),
+                     At(t, {kBound}) ? Bytes(TierRoom(t)) : std::string("free space"),
+                     t.value(kEnabled, true) ? "" : "  OFF (see the log)"));
+    line(fmt::format("{:<10}read {:.1f} MB/s  write {:.1f} MB/s  hits {} + {} files  fills {}", "",
+                     r.tier_read_mb_s, r.tier_write_mb_s, Grouped(At(t, {kHits})),
+                     Grouped(At(t, {kSliceHits})), Grouped(At(t, {kFills}))));
+    line(fmt::format("{:<10}evicted {}  damaged {}  not kept {}  write errors {}", "",
+                     Grouped(At(t, {kEvictions})), At(t, {kDamaged}), Grouped(At(t, {kSkipped})),
+                     At(t, {kWriteErrors})));
+  }
   if (now.contains("gpu") && now["gpu"].value("registered", false)) {
     line(fmt::format("{:<10}{}: cache registered for DMA ({}, {:.0f} ms)", "gpu",
                      now["gpu"].value("device", ""),
@@ -176,26 +200,46 @@ std::string WatchFrame(const std::string& mount, const nlohmann::json& previous,
   return f;
 }
 
+namespace {
+
+// The disk tier's fields of a -w line, when the mount has one.
+std::string TierFields(const nlohmann::json& c, const Rates& r) {
+  if (!c.is_object() || !c.contains("tier")) return {};
+  using namespace tier_stat;
+  const nlohmann::json& t = c["tier"];
+  return fmt::format(
+      " tier_read_mb_per_s={:.1f} tier_write_mb_per_s={:.1f} tier_used_bytes={} "
+      "tier_fill={:.3f} tier_hits={} tier_slice_hits={} tier_fills={} tier_evictions={} "
+      "tier_damaged={} tier_write_errors={}",
+      r.tier_read_mb_s, r.tier_write_mb_s, At(t, {kUsed}),
+      std::max(0.0, Ratio(static_cast<double>(At(t, {kUsed})), TierRoom(t))), At(t, {kHits}),
+      At(t, {kSliceHits}), At(t, {kFills}), At(t, {kEvictions}), At(t, {kDamaged}),
+      At(t, {kWriteErrors}));
+}
+
+}  // namespace
+
 std::string WatchLine(const nlohmann::json& previous, const nlohmann::json& now, double dt_s) {
   const Rates r = RatesOf(previous, now, dt_s);
   const nlohmann::json& c = now.contains("cache") ? now["cache"] : nlohmann::json();
   const auto files = static_cast<double>(At(now, {"files"}));
   const nlohmann::json& io = now.contains("io") ? now["io"] : nlohmann::json();
   return fmt::format(
-      "time={:%H:%M:%S} files_per_s={:.0f} served_mb_per_s={:.1f} disk_mb_per_s={:.1f} "
-      "pinned_hit_ratio={} read_amplification={:.2f} prefetch_in_flight={} "
-      "prefetch_used={} prefetch_wasted={} cache_fill={:.3f} epoch={} epoch_progress={:.3f} "
-      "source_requests_per_s={:.0f} source_retries={} source_errors={} "
-      "source_latency_ms_p50={:.1f} source_latency_ms_p99={:.1f}",
-      fmt::localtime(std::time(nullptr)), r.files_s, r.served_mb_s, r.disk_mb_s,
-      r.hit_now < 0 ? std::string("-") : fmt::format("{:.3f}", r.hit_now), r.amp_total,
-      At(c, {"prefetch_in_flight"}), At(c, {"prefetch_used"}), At(c, {"prefetch_wasted"}),
-      std::max(0.0, Ratio(static_cast<double>(At(c, {"cached_bytes"})),
-                          static_cast<double>(At(c, {"budget_bytes"})))),
-      At(c, {"epoch"}),
-      std::max(0.0, Ratio(static_cast<double>(At(c, {"epoch_files_served"})), files)), r.requests_s,
-      At(io, {source_stat::kRetries}), At(io, {source_stat::kErrors}),
-      Real(io, source_stat::kLatencyP50), Real(io, source_stat::kLatencyP99));
+             "time={:%H:%M:%S} files_per_s={:.0f} served_mb_per_s={:.1f} disk_mb_per_s={:.1f} "
+             "pinned_hit_ratio={} read_amplification={:.2f} prefetch_in_flight={} "
+             "prefetch_used={} prefetch_wasted={} cache_fill={:.3f} epoch={} epoch_progress={:.3f} "
+             "source_requests_per_s={:.0f} source_retries={} source_errors={} "
+             "source_latency_ms_p50={:.1f} source_latency_ms_p99={:.1f}",
+             fmt::localtime(std::time(nullptr)), r.files_s, r.served_mb_s, r.disk_mb_s,
+             r.hit_now < 0 ? std::string("-") : fmt::format("{:.3f}", r.hit_now), r.amp_total,
+             At(c, {"prefetch_in_flight"}), At(c, {"prefetch_used"}), At(c, {"prefetch_wasted"}),
+             std::max(0.0, Ratio(static_cast<double>(At(c, {"cached_bytes"})),
+                                 static_cast<double>(At(c, {"budget_bytes"})))),
+             At(c, {"epoch"}),
+             std::max(0.0, Ratio(static_cast<double>(At(c, {"epoch_files_served"})), files)),
+             r.requests_s, At(io, {source_stat::kRetries}), At(io, {source_stat::kErrors}),
+             Real(io, source_stat::kLatencyP50), Real(io, source_stat::kLatencyP99)) +
+         TierFields(c, r);
 }
 
 int RunWatch(const std::string& path, const WatchOptions& options) {

@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <tuple>
+
+#include "cache/disk_tier.h"
 #include "fs/residency.h"
 
 namespace gpufs {
@@ -46,8 +49,9 @@ void ReplyResidency(const Filesystem& fs, const nlohmann::json& request, const R
   // lines wait in memory (about 60 bytes a file) until the walk has the totals.
   std::string lines;
   auto report = Residency(fs, *query, [&lines](const FileResidency& f) {
-    fmt::format_to(std::back_inserter(lines), "{}{} {} {} {} {}\n", f.pinned ? 'p' : '-',
-                   f.kernel_known ? 'k' : '-', f.size, f.group, f.class_id, f.path);
+    fmt::format_to(std::back_inserter(lines), "{}{}{} {} {} {} {}\n", f.pinned ? 'p' : '-',
+                   f.kernel_known ? 'k' : '-', f.on_disk ? 'd' : '-', f.size, f.group, f.class_id,
+                   f.path);
   });
   if (!report) return ReplyError(reply, report.error().message);
   nlohmann::json header{{"files", report->files},
@@ -55,9 +59,11 @@ void ReplyResidency(const Filesystem& fs, const nlohmann::json& request, const R
                         {"page_size", kStatPageSize},
                         {"pinned", CountJson(report->pinned)},
                         {"classes", fs.catalog().classes()}};
+  if (report->has_disk) header["disk"] = CountJson(report->disk);
   nlohmann::json buckets = nlohmann::json::array();
   for (const ResidencyBucket& b : report->buckets) {
     buckets.push_back({{"id", b.id}, {"files", b.files}, {"pinned", CountJson(b.pinned)}});
+    if (report->has_disk) buckets.back()["disk"] = CountJson(b.disk);
   }
   header["buckets"] = std::move(buckets);
   reply(header.dump() + "\n");
@@ -166,6 +172,26 @@ std::string MetricsText(const Filesystem& fs) {
   metric("epoch", "gauge", "Training epoch detected from the access stream.", c["epoch"]);
   metric("epoch_served_files", "gauge", "Files served in the current epoch.",
          c["epoch_files_served"]);
+  if (!c.contains("tier")) return out;
+  const nlohmann::json& t = c["tier"];
+  using namespace tier_stat;
+  for (const auto& [key, type, help] :
+       {std::tuple{kHits, "counter", "Groups read back whole from the disk tier."},
+        {kSliceHits, "counter", "Files read back alone from the disk tier."},
+        {kMisses, "counter", "Disk tier reads that found no copy."},
+        {kDamaged, "counter", "Disk tier copies found damaged and deleted."},
+        {kReadBytes, "counter", "Bytes read from the disk tier."},
+        {kWrites, "counter", "Groups written to the disk tier."},
+        {kWriteBytes, "counter", "Bytes written to the disk tier."},
+        {kSkipped, "counter", "Groups not kept on disk for want of room."},
+        {kWriteErrors, "counter", "Disk tier writes that failed."},
+        {kEvictions, "counter", "Disk tier copies deleted to make room."},
+        {kFills, "counter", "Groups fetched to the disk tier alone."},
+        {kUsed, "gauge", "Bytes in the disk tier folder, all daemons sharing it."},
+        {kBound, "gauge", "Bound on the disk tier folder; 0: bounded by free space."}}) {
+    const bool counter = std::string_view(type) == "counter";
+    metric(fmt::format("disk_tier_{}{}", key, counter ? "_total" : ""), type, help, at(t, key));
+  }
   return out;
 }
 

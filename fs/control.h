@@ -5,8 +5,10 @@
 //   {"op":"stats"}    one JSON line: the served counters, the cache's, the mount's identity
 //   {"op":"residency","path":P,"list":"none"|"kernel"|"all","by":"none"|"class"|"group"}
 //                     one JSON line (totals, buckets, class names), then one line per listed
-//                     file: "<p|-><k|-> <size> <group> <class id> <path>" where p means
-//                     pinned in the daemon and k that the kernel holds the inode.
+//                     file: "<p|-><k|-><d|-> <size> <group> <class id> <path>" where p
+//                     means pinned in the daemon, k that the kernel holds the inode and d
+//                     that the group has a copy in the disk tier. The totals and buckets
+//                     carry "disk" counts only when the mount has a disk tier.
 //   anything else     {"error": "..."}
 //
 // Paths are the last field so that they may hold spaces; catalog names hold no newline.

@@ -11,6 +11,10 @@ class Walk {
        const std::function<void(const FileResidency&)>& list)
       : fs_(fs), catalog_(fs.catalog()), query_(query), list_(list) {
     if (fs.cache()) resident_ = fs.cache()->ResidentGroups();
+    if (fs.cache() && fs.cache()->has_tier()) {
+      on_disk_ = fs.cache()->TierGroups();
+      report_.has_disk = true;
+    }
   }
 
   // Depth first, children in their (sorted) catalog order; `path_` holds the node's path.
@@ -40,17 +44,19 @@ class Walk {
  private:
   void VisitFile(NodeId id) {
     const FileExtent& extent = catalog_.Extent(id);
-    FileResidency file{path_,           extent.size,    extent.group,
-                       extent.class_id, Pinned(extent), fs_.KernelKnows(id)};
+    FileResidency file{path_,          extent.size,    extent.group,       extent.class_id,
+                       Pinned(extent), OnDisk(extent), fs_.KernelKnows(id)};
     const uint64_t pages = PagesOf(extent.size);
     ++report_.files;
     Add(report_.pinned, pages, file.pinned);
+    Add(report_.disk, pages, file.on_disk);
     if (query_.by != GroupBy::kNone) {
       const uint32_t key = query_.by == GroupBy::kClass ? extent.class_id : extent.group;
       ResidencyBucket& bucket = buckets_[key];
       bucket.id = key;
       ++bucket.files;
       Add(bucket.pinned, pages, file.pinned);
+      Add(bucket.disk, pages, file.on_disk);
     }
     if (query_.list == ListFiles::kAll ||
         (query_.list == ListFiles::kKernelKnown && file.kernel_known)) {
@@ -60,6 +66,10 @@ class Walk {
 
   bool Pinned(const FileExtent& extent) const {
     return extent.group < resident_.size() && resident_[extent.group];
+  }
+
+  bool OnDisk(const FileExtent& extent) const {
+    return extent.group < on_disk_.size() && on_disk_[extent.group];
   }
 
   static void Add(PageCount& count, uint64_t pages, bool resident) {
@@ -72,6 +82,7 @@ class Walk {
   const ResidencyQuery& query_;
   const std::function<void(const FileResidency&)>& list_;
   std::vector<bool> resident_;
+  std::vector<bool> on_disk_;
   ResidencyReport report_;
   std::map<uint32_t, ResidencyBucket> buckets_;
 };

@@ -5,6 +5,7 @@
 // pinned tier is known exactly here (a file is resident when its group is). The kernel
 // page cache is measured by the caller, but only for files the kernel holds an inode of:
 // the others cannot have cached pages, and opening them would only fill the inode cache.
+// The disk tier, when the mount has one, is known by which groups have a copy on disk.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +41,7 @@ struct FileResidency {
   uint32_t group = 0;
   uint32_t class_id = 0;
   bool pinned = false;        // its group is in the daemon's cache
+  bool on_disk = false;       // its group has a copy in the daemon's disk tier
   bool kernel_known = false;  // the kernel holds its inode, so it may have cached pages
 };
 
@@ -47,12 +49,15 @@ struct ResidencyBucket {
   uint32_t id = 0;  // class or group id
   uint64_t files = 0;
   PageCount pinned;
+  PageCount disk;
 };
 
 struct ResidencyReport {
   uint64_t files = 0;
   uint64_t dirs = 0;  // the folder asked about counts, as in vmtouch
   PageCount pinned;
+  PageCount disk;
+  bool has_disk = false;                 // the mount has a disk tier
   std::vector<ResidencyBucket> buckets;  // by class or group id, those present only
 };
 

@@ -2,14 +2,17 @@
 """The disk tier through real mounts of a dataset on a real HTTP server (nginx): a remount
 reads from disk and fetches nothing, a damaged copy is never served, and a full disk or a
 removed folder leaves every read working."""
+import concurrent.futures
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 import unittest
+import urllib.request
 
 import gpufs_testlib as lib
 from gpufs_testlib import files_below
@@ -18,6 +21,7 @@ sys.path.insert(0, lib.ROOT)
 from tests.servers import nginx  # noqa: E402
 
 STATS = "user.gpufs.stats"
+GPUFS_STAT = os.environ.get("GPUFS_STAT", os.path.join(lib.ROOT, "build", "cli", "gpufs-stat"))
 GROUP_BYTES = "64KiB"  # several groups of several members each
 
 
@@ -93,6 +97,48 @@ class DiskTier(unittest.TestCase):
         io, tier = self.read_all()
         self.assertEqual(io["requests"], 0, "a remount fetched from the server")
         self.assertEqual(tier["hits"], groups)
+        self.assertEqual(tier["damaged"], 0)
+
+    def test_gpufs_stat_and_metrics_show_the_tier(self):
+        self.read_all()  # every group on disk
+        with socket.socket() as probe:  # a free port, for the metrics endpoint
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        with self.mount("--metrics", f"127.0.0.1:{port}") as mnt:
+            summary = subprocess.run([GPUFS_STAT, mnt], capture_output=True, text=True,
+                                     check=True).stdout
+            disk = [line for line in summary.splitlines() if line.endswith("gpufsd disk cache")]
+            self.assertEqual(len(disk), 1, summary)
+            self.assertIn("100%", disk[0])
+            by_group = json.loads(subprocess.run([GPUFS_STAT, "--json", "--by", "group", mnt],
+                                                 capture_output=True, text=True,
+                                                 check=True).stdout)
+            self.assertEqual(by_group["tiers"]["disk"]["percent"], 100)
+            watch = subprocess.run([GPUFS_STAT, "-w", "--interval", "0.1", "--count", "1", mnt],
+                                   capture_output=True, text=True, check=True).stdout
+            self.assertIn("tier_used_bytes=", watch)
+            files_below(mnt)
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+                metrics = r.read().decode()
+            self.assertIn("# TYPE gpufs_disk_tier_hits_total counter\n", metrics)
+            hits = stats_of(mnt)["tier"]["hits"]
+            self.assertGreater(hits, 0)
+            self.assertIn(f"\ngpufs_disk_tier_hits_total {hits}\n", metrics)
+        with self.mount("--no-disk-cache") as mnt:
+            summary = subprocess.run([GPUFS_STAT, mnt], capture_output=True, text=True,
+                                     check=True).stdout
+            self.assertNotIn("disk cache", summary)
+
+    def test_two_mounts_at_once_share_one_copy_of_each_group(self):
+        with self.mount() as one, self.mount() as two:
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                read = list(pool.map(files_below, [one, two]))
+            self.assertEqual(read, [self.expected, self.expected])
+            groups = stats_of(one)["groups"]
+        copies = copies_below(os.path.join(self.xdg, "gpufs", "tier"))
+        self.assertEqual(len(copies), groups)
+        io, tier = self.read_all()
+        self.assertEqual(io["requests"], 0)
         self.assertEqual(tier["damaged"], 0)
 
     def test_no_disk_cache_keeps_nothing(self):

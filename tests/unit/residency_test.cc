@@ -145,7 +145,7 @@ TEST_F(ResidencyTest, ControlAnswersWithAHeaderThenALinePerFile) {
   EXPECT_EQ(header["files"], 3);
   EXPECT_EQ(header["pinned"]["resident_pages"], 3);
   EXPECT_EQ(header["classes"], nlohmann::json::array({"a", "b"}));
-  EXPECT_EQ(reply.substr(eol + 1), "pk 5000 0 0 a/x\n");
+  EXPECT_EQ(reply.substr(eol + 1), "pk- 5000 0 0 a/x\n");
   const auto stats = nlohmann::json::parse(Control(R"({"op":"stats"})"));
   EXPECT_EQ(stats["served"]["files"], 1);
   EXPECT_EQ(stats["served"]["bytes"], 5000);
