@@ -185,9 +185,12 @@ int DiskTier::OpenCopy(const std::string& name) {
   for (;;) {
     const bool direct = direct_;
     const int fd = openat(dir_fd_, name.c_str(), O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0));
-    if (fd >= 0 || !(direct && errno == EINVAL)) return fd;
+    if (fd >= 0) return fd;
+    if (!(direct && errno == EINVAL)) break;
     direct_ = false;  // a filesystem without O_DIRECT (tmpfs before 6.6)
   }
+  ++counters_.misses;
+  return -1;
 }
 
 Result<DiskTier::Header> DiskTier::ReadHeader(int fd, const std::string& name, size_t length) {
@@ -223,10 +226,7 @@ Result<DiskTier::Header> DiskTier::ReadHeader(int fd, const std::string& name, s
 bool DiskTier::ReadWhole(const std::string& name, char* buffer, size_t length) {
   if (!enabled_ || name.empty()) return false;
   const int fd = OpenCopy(name);
-  if (fd < 0) {
-    ++counters_.misses;
-    return false;
-  }
+  if (fd < 0) return false;
   auto header = ReadHeader(fd, name, length);
   std::string damage = header ? "" : header.error().message;
   if (header && ReadFully(fd, buffer, RoundUp(length, kAlign), header->header_bytes) <
@@ -239,23 +239,13 @@ bool DiskTier::ReadWhole(const std::string& name, char* buffer, size_t length) {
     }
   }
   if (damage.empty()) futimens(fd, nullptr);  // read now: the last to be evicted
-  close(fd);
-  if (!damage.empty()) {
-    Damaged(name, damage);
-    return false;
-  }
-  ++counters_.hits;
-  counters_.read_bytes += length;
-  return true;
+  return Settle(fd, name, damage, counters_.hits, length);
 }
 
 bool DiskTier::ReadSlice(const std::string& name, uint64_t offset, size_t size, char* out) {
   if (!enabled_ || name.empty()) return false;
   const int fd = OpenCopy(name);
-  if (fd < 0) {
-    ++counters_.misses;
-    return false;
-  }
+  if (fd < 0) return false;
   auto header = ReadHeader(fd, name, 0);
   std::string damage = header ? "" : header.error().message;
   if (header && offset + size > header->payload) damage = "it is shorter than the group";
@@ -280,13 +270,18 @@ bool DiskTier::ReadSlice(const std::string& name, uint64_t offset, size_t size, 
     }
     if (damage.empty()) std::memcpy(out, blocks.get() + (offset - start), size);
   }
+  return Settle(fd, name, damage, counters_.slice_hits, size);
+}
+
+bool DiskTier::Settle(int fd, const std::string& name, const std::string& damage,
+                      std::atomic<uint64_t>& hits, uint64_t bytes) {
   close(fd);
   if (!damage.empty()) {
     Damaged(name, damage);
     return false;
   }
-  ++counters_.slice_hits;
-  counters_.read_bytes += size;
+  ++hits;
+  counters_.read_bytes += bytes;
   return true;
 }
 

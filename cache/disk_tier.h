@@ -102,7 +102,12 @@ class DiskTier {
   struct Header;
 
   DiskTier(DiskTierOptions options, uint64_t keep_free, int dir_fd, int ledger_fd);
+  // A descriptor of `name`'s copy, or -1 (a miss, counted).
   int OpenCopy(const std::string& name);
+  // Closes `fd` and settles a read of `name`: a damaged copy is deleted and logged, a good
+  // read counted in `hits`.
+  bool Settle(int fd, const std::string& name, const std::string& damage,
+              std::atomic<uint64_t>& hits, uint64_t bytes);
   Result<Header> ReadHeader(int fd, const std::string& name, size_t length);
   void Damaged(const std::string& name, std::string_view why);
   bool Reserve(uint64_t bytes);
