@@ -369,26 +369,27 @@ bool DiskTier::Present(const std::string& name) const {
   return enabled_ && !name.empty() && faccessat(dir_fd_, name.c_str(), F_OK, 0) == 0;
 }
 
-bool DiskTier::Fits(uint64_t used, uint64_t bytes) const {
-  if (options_.max_bytes != 0 && used + bytes > options_.max_bytes) return false;
+bool DiskTier::Fits(uint64_t used, uint64_t bytes, uint64_t slack) const {
+  if (options_.max_bytes != 0 && used + bytes + slack > options_.max_bytes) return false;
   struct statvfs vfs {};
   if (fstatvfs(dir_fd_, &vfs) != 0) return false;
-  return uint64_t{vfs.f_bavail} * vfs.f_frsize >= keep_free_ + bytes;
+  return uint64_t{vfs.f_bavail} * vfs.f_frsize >= keep_free_ + bytes + slack;
 }
 
 // Under the ledger lock: the bytes in use as this daemon and the others left them.
 uint64_t DiskTier::Recount() { return ScanRoot(options_.root, nullptr); }
 
 // Under the ledger lock: deletes the copies read least recently, of every dataset under
-// root, until `bytes` more fit with a twentieth of the bound to spare, so that the next
-// writes do not count the folder again at once.
+// root, until `bytes` more fit with room to spare (a twentieth of the bound, or sixteen
+// such writes, but never more than a quarter of what is kept), so that the next writes
+// do not count the folder again at once.
 void DiskTier::EvictFor(uint64_t& used, uint64_t bytes) {
   std::vector<Copy> copies;
   used = ScanRoot(options_.root, &copies);
   std::sort(copies.begin(), copies.end(), Older);
-  const uint64_t spare = options_.max_bytes / 20;
+  const uint64_t spare = std::min(std::max(options_.max_bytes / 20, 16 * bytes), used / 4);
   for (const Copy& copy : copies) {
-    if (Fits(used + spare, bytes)) break;
+    if (Fits(used, bytes, spare)) break;
     if (unlink(copy.path.c_str()) != 0) continue;
     used -= std::min(used, copy.bytes);
     ++counters_.evictions;

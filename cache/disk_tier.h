@@ -113,7 +113,8 @@ class DiskTier {
   bool Reserve(uint64_t bytes);
   void Release(uint64_t bytes);
   uint64_t Recount();
-  bool Fits(uint64_t used, uint64_t bytes) const;
+  // Whether `bytes` more, and `slack` besides, fit the bound and leave keep_free free.
+  bool Fits(uint64_t used, uint64_t bytes, uint64_t slack = 0) const;
   void EvictFor(uint64_t& used, uint64_t bytes);
   void WriteFailed(const std::string& what, int error);
 
