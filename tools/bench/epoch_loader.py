@@ -2,12 +2,12 @@
 """Runs epochs of an unmodified torchvision ImageFolder + DataLoader and reports each.
 
     epoch_loader.py ROOT --epochs 3 --mode raw|decode [--blkio-group G --device MAJ:MIN]
-                    [--drop-caches] [--workers 2]
+                    [--drop-caches] [--workers 2] [--first-epoch 1]
 
 One JSON line per epoch on stdout: files, seconds, files/s, the seconds ImageFolder took
 to list the tree (once, before the first epoch), bytes read from the device (from the
 blkio group's counters), and the gpufs cache and source counters when ROOT is a gpufs
-mount. With --drop-caches the kernel page cache is emptied before each epoch, as if the
+mount (its disk tier's too, where it has one). With --drop-caches the kernel page cache is emptied before each epoch, as if the
 dataset were much larger than memory; only a daemon's own cache survives.
 """
 import argparse
@@ -23,6 +23,11 @@ from torchvision import datasets, transforms
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from benchlib import drop_caches  # noqa: E402
+
+
+# The disk tier's counters reported per epoch (see cache/disk_tier.h).
+TIER_COUNTERS = ("hits", "slice_hits", "misses", "damaged", "read_bytes", "writes",
+                 "write_bytes", "write_skipped", "write_errors", "evictions", "fills")
 
 
 def raw_loader(path):
@@ -64,6 +69,9 @@ def main():
     parser.add_argument("--blkio-group", default="")
     parser.add_argument("--device", default="")
     parser.add_argument("--drop-caches", action="store_true")
+    parser.add_argument("--first-epoch", type=int, default=1,
+                        help="number of the first epoch (it seeds the shuffle): a run of "
+                             "one epoch per process still shuffles each epoch anew")
     args = parser.parse_args()
     start = time.perf_counter()
     if args.mode == "raw":
@@ -74,7 +82,7 @@ def main():
         dataset = datasets.ImageFolder(args.root, transform=transform)
         collate = None
     scan_seconds = time.perf_counter() - start
-    for epoch in range(args.epochs):
+    for epoch in range(args.first_epoch - 1, args.first_epoch - 1 + args.epochs):
         if args.drop_caches:
             drop_caches()
         loader = DataLoader(dataset, batch_size=32, shuffle=True, num_workers=args.workers,
@@ -95,6 +103,10 @@ def main():
             if "io" in stats and "io" in stats_before:
                 row["gpufs"]["io"] = {k: stats["io"][k] - stats_before["io"][k]
                                       for k in ("requests", "bytes", "errors")}
+            if "tier" in stats and "tier" in stats_before:
+                row["gpufs"]["tier"] = {k: stats["tier"][k] - stats_before["tier"][k]
+                                        for k in TIER_COUNTERS}
+                row["gpufs"]["tier"]["used_bytes"] = stats["tier"]["used_bytes"]
         print(json.dumps(row), flush=True)
 
 
