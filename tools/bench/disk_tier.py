@@ -334,22 +334,27 @@ def chart(result, out):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 4.3), squeeze=False)
-    for ax, (scenario, mode, rows) in zip(axes[0], panels):
+    cols = min(2, len(panels))
+    grid = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(grid, cols, figsize=(5.2 * cols, 3.9 * grid), squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    for ax, (scenario, mode, rows) in zip(axes.flat, panels):
         width = 0.8 / len(rows)
         for i, (peer, row) in enumerate(rows.items()):
             xs = [e["epoch"] - 0.4 + width * (i + 0.5) for e in row["epochs"]]
             ax.bar(xs, [e["files_per_s"] for e in row["epochs"]], width, label=peer)
             if "copy_seconds" in row:
-                ax.annotate(f"after a {row['copy_seconds']:.0f} s\ndownload",
-                            (xs[0], row["epochs"][0]["files_per_s"]), ha="center",
-                            va="bottom", fontsize=7)
+                ax.annotate(f"after a {row['copy_seconds']:.0f} s download",
+                            (xs[0], row["epochs"][0]["files_per_s"] * 0.97), ha="center",
+                            va="top", rotation=90, color="white", fontsize=7)
         ax.set_xticks(range(1, EPOCHS + 1), [f"epoch {n}" for n in range(1, EPOCHS + 1)])
         title = (f"HTTP store, +{result['cloud']['delay_ms']} ms per request"
                  if scenario == "cloud" else "slow volume") + f", {mode}"
         ax.set_title(title, fontsize=10)
         ax.set_ylabel("images/s (page cache dropped)")
-        ax.legend(fontsize=8)
+        ax.set_ylim(top=ax.get_ylim()[1] * 1.15)  # room for the legend above the bars
+        ax.legend(fontsize=7, ncol=3, loc="upper center")
     fig.suptitle(f"gpufs disk tier: torchvision ImageFolder, {result['files']:,} JPEGs, "
                  f"{result['workers']} workers")
     fig.tight_layout()
