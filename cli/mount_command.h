@@ -32,8 +32,8 @@ struct MountArgs {
   uint64_t io_size = 0;  // group reads go out as pieces this large, together; 0: whole
   CachePolicy cache;
   // The disk tier: on for s3:// and http(s):// sources, and wherever a folder is named.
-  std::string disk_cache;          // its folder; empty: the default for remote sources
-  uint64_t disk_cache_bytes = 0;   // bound on the folder; 0: what the disk can spare
+  std::string disk_cache;         // its folder; empty: the default for remote sources
+  uint64_t disk_cache_bytes = 0;  // bound on the folder; 0: what the disk can spare
   bool no_disk_cache = false;
   std::string metrics;       // HOST:PORT of a Prometheus endpoint; empty: none
   bool gpu_register = true;  // register the pinned cache for DMA when a GPU is present

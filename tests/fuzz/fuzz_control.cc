@@ -96,8 +96,7 @@ class ServedDataset {
 // "<p|-><k|-><d|-> ..." (fs/control.h).
 bool IsFileLine(std::string_view line) {
   return line.size() >= 4 && (line[0] == 'p' || line[0] == '-') &&
-         (line[1] == 'k' || line[1] == '-') && (line[2] == 'd' || line[2] == '-') &&
-         line[3] == ' ';
+         (line[1] == 'k' || line[1] == '-') && (line[2] == 'd' || line[2] == '-') && line[3] == ' ';
 }
 
 void CheckReply(std::string_view reply) {

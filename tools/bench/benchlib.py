@@ -174,3 +174,12 @@ def text_bars(rows, width=50):
             lines.append(f"{label:{pad}}  {'#' * max(1, round(width * value / top)):{width}}"
                          f" {value:,.0f}")
     return "\n".join(lines)
+
+
+def version_line(*argv):
+    """The first line a program prints about its version ('' where it is missing)."""
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
+    except OSError:
+        return ""
+    return (r.stdout or r.stderr).strip().split("\n")[0]

@@ -57,7 +57,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from benchlib import (ROOT, FuseMount, SlowVolume, drop_caches, loader_epochs,  # noqa: E402
-                      sample_tree, text_bars, tree_bytes)
+                      sample_tree, text_bars, tree_bytes, version_line)
 from slow_disk import budget_for  # noqa: E402
 from servers import nginx  # noqa: E402
 from servers.procs import exit_on_sigterm  # noqa: E402
@@ -378,9 +378,7 @@ def check_tools(scenarios):
 
 
 def versions():
-    def first_line(*argv):
-        r = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
-        return (r.stdout or r.stderr).strip().split("\n")[0]
+    first_line = version_line
     return {"gpufs": first_line("git", "describe", "--always", "--dirty"),
             "rclone": first_line("rclone", "version"), "nginx": first_line("nginx", "-v")}
 

@@ -44,7 +44,7 @@ import urllib.parse
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from benchlib import (ROOT, FuseMount, cpu_seconds, loader_epochs, sample_tree,  # noqa: E402
-                      text_bars, tree_bytes)
+                      text_bars, tree_bytes, version_line)
 from servers import ceph_s3, nginx  # noqa: E402
 from servers.procs import ServerError, exit_on_sigterm  # noqa: E402
 from servers.s3client import UNSIGNED, sign  # noqa: E402
@@ -321,12 +321,7 @@ def check_tools(peers):
 
 def versions():
     """The first line each program prints about its version ('' where it is missing)."""
-    def first_line(*argv):
-        try:
-            r = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
-        except OSError:
-            return ""
-        return (r.stdout or r.stderr).strip().split("\n")[0]
+    first_line = version_line
     return {"gpufs": first_line("git", "describe", "--always", "--dirty"),
             "s3fs": first_line("s3fs", "--version"), "rclone": first_line("rclone", "version"),
             "radosgw": first_line("radosgw", "--version"), "nginx": first_line("nginx", "-v")}
