@@ -22,6 +22,7 @@ records each request's time (`access_log`) for benchmarks and debugging.
 import atexit
 import functools
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -44,7 +45,12 @@ S3_ERRORS = {
 }
 
 ACCESS_LOG_FORMAT = ('$remote_addr [$time_local] "$request" $status $body_bytes_sent '
-                     'range="$http_range" rt=$request_time urt=$upstream_response_time')
+                     'range="$http_range" rt=$request_time urt=$upstream_response_time '
+                     'cache=$upstream_cache_status')
+ACCESS_LOG_LINE = re.compile(r'^\S+ \[[^]]*\] "(?P<request>[^"]*)" (?P<status>\d+) (?P<bytes>\d+) '
+                             r'.*cache=(?P<cache>\S*)$')
+PEER_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "deploy",
+                           "gpufs-peer-config")
 
 
 def nginx_binary():
@@ -151,6 +157,21 @@ class _Nginx:
     def access_log(self):
         return os.path.join(self.prefix, "logs", "access.log")
 
+    def served(self, path_part=""):
+        """(requests, body bytes) of the access log's lines whose request has `path_part`,
+        and of those the count per cache status ("HIT", "MISS", "-" when not cached)."""
+        requests, sent, statuses = 0, 0, {}
+        if self.prefix is None or not os.path.exists(self.access_log):
+            return requests, sent, statuses
+        with open(self.access_log) as f:
+            for line in f:
+                m = ACCESS_LOG_LINE.match(line.rstrip("\n"))
+                if m and path_part in m["request"]:
+                    requests += 1
+                    sent += int(m["bytes"])
+                    statuses[m["cache"]] = statuses.get(m["cache"], 0) + 1
+        return requests, sent, statuses
+
     def start(self):
         """Starts nginx (a fresh config each time); returns when it answers HTTP."""
         if self.daemon and self.daemon.running():
@@ -229,6 +250,34 @@ class NginxOrigin(_Nginx):
     location / {{ limit_except GET HEAD {{ deny all; }} }}
   }}
 """
+
+
+class NginxPeer(_Nginx):
+    """The peer cache gpufs ships (deploy/nginx/gpufs-peer.conf, filled in by
+    deploy/gpufs-peer-config) at `url`, in front of `origin` ("http://HOST:PORT", an S3
+    endpoint or a web server). Its cache folder lives in the prefix: stop()/start() keep
+    the cached slices, close() removes them."""
+
+    name = "nginx-peer"
+
+    def __init__(self, origin, cache_size="2g", port=None, workers=2, timeout=30):
+        super().__init__(port, workers, timeout)
+        self.origin = origin
+
+    @classmethod
+    def skip_reason(cls):
+        """Why a peer cache cannot run here, or None when it can."""
+        return _config_error(())
+
+    def _modules(self):
+        return ()
+
+    def _http_body(self):
+        r = subprocess.run([PEER_CONFIG, "--listen", f"{LOOPBACK}:{self.port}",
+                            "--origin", self.origin,
+                            "--cache-dir", os.path.join(self.prefix, "cache")],
+                           capture_output=True, text=True, check=True)
+        return r.stdout
 
 
 class FaultProxy(_Nginx):
