@@ -260,9 +260,10 @@ class NginxPeer(_Nginx):
 
     name = "nginx-peer"
 
-    def __init__(self, origin, cache_size="2g", port=None, workers=2, timeout=30):
+    def __init__(self, origin, slice_bytes=4 << 20, cache_size="2g", port=None, workers=2,
+                 timeout=30):
         super().__init__(port, workers, timeout)
-        self.origin = origin
+        self.origin, self.slice_bytes, self.cache_size = origin, slice_bytes, cache_size
 
     @classmethod
     def skip_reason(cls):
@@ -275,7 +276,8 @@ class NginxPeer(_Nginx):
     def _http_body(self):
         r = subprocess.run([PEER_CONFIG, "--listen", f"{LOOPBACK}:{self.port}",
                             "--origin", self.origin,
-                            "--cache-dir", os.path.join(self.prefix, "cache")],
+                            "--cache-dir", os.path.join(self.prefix, "cache"),
+                            "--cache-size", self.cache_size, "--slice", f"{self.slice_bytes // 1024}k"],
                            capture_output=True, text=True, check=True)
         return r.stdout
 
