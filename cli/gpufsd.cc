@@ -103,6 +103,18 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
                   "read fails with EIO")
       ->check(CLI::Range(0.0, 3600.0))
       ->capture_default_str();
+  auto* peers = mount.add_option(
+      "--peers", args.peers,
+      "the caching proxies of the job's nodes, http://HOST:PORT,...: each block of a blob is "
+      "read through one of them (the same one on every node), then the store");
+  mount.add_option("--peers-file", args.peers_file, "the --peers list in a file, one URL per line")
+      ->excludes(peers);
+  mount
+      .add_option("--peer-block", args.peer_block,
+                  "bytes each peer is asked for at most, aligned: the proxies' slice size")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(uint64_t{4} << 10, uint64_t{1} << 30))
+      ->capture_default_str();
   mount.add_option("--metrics", args.metrics,
                    "serve Prometheus metrics at http://HOST:PORT/metrics (off by default)");
   mount.add_flag_callback(

@@ -181,15 +181,27 @@ Result<remote::Location> LocateRemote(const MountArgs& args) {
   if (location && !location->leaf.empty() && !location->leaf.ends_with(".tar")) {
     location = remote::ResolveLocation(args.source + "/", options, env);
   }
-  if (location) {
-    location->config.retry_budget =
-        std::chrono::milliseconds(static_cast<int64_t>(args.retry_seconds * 1000));
+  if (!location) return location;
+  location->config.retry_budget =
+      std::chrono::milliseconds(static_cast<int64_t>(args.retry_seconds * 1000));
+  if (!args.peers.empty() || !args.peers_file.empty()) {
+    auto peers = args.peers_file.empty() ? remote::ParsePeerList(args.peers)
+                                         : remote::ReadPeerFile(args.peers_file);
+    if (!peers) return peers.error();
+    location->config.peers.urls = std::move(*peers);
+    location->config.peers.block = args.peer_block;
   }
   return location;
 }
 
 Result<Opened> OpenAnySource(const MountArgs& args, const OpenOptions& open_options) {
   if (!remote::IsRemoteUrl(args.source)) {
+    if (!args.peers.empty() || !args.peers_file.empty()) {
+      return Fail(EINVAL,
+                  "cannot use peers for {}: peers cache s3:// and http(s):// sources, and this "
+                  "is a local one",
+                  args.source);
+    }
     auto dataset = OpenDataset(args.source, open_options);
     if (!dataset) return dataset.error();
     return Opened{std::move(*dataset), std::nullopt, {}};

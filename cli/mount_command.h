@@ -42,6 +42,10 @@ struct MountArgs {
   bool no_sign_request = false;  // public buckets
   unsigned connections = 32;     // requests in flight to the store
   double retry_seconds = 20;     // a failing request is retried this long, then EIO
+  // The caching proxies of the job's nodes (source/remote/peers.h)
+  std::string peers;                 // --peers URL,URL,...
+  std::string peers_file;            // --peers-file FILE: one URL per line
+  uint64_t peer_block = 4 << 20;     // the proxies' slice size
 };
 
 // Returns the process exit status.

@@ -2,9 +2,14 @@
 // must hold (responses.h); the transfers themselves run on the loop (transfer_loop.h).
 #include "source/remote/object_store.h"
 
+#include <atomic>
 #include <future>
 #include <limits>
+#include <mutex>
 
+#include <spdlog/spdlog.h>
+
+#include "source/blob_source.h"
 #include "source/remote/responses.h"
 #include "source/remote/s3_xml.h"
 #include "source/remote/store_stats.h"
@@ -79,11 +84,60 @@ std::string ListQuery(const std::string& prefix, const std::string& token, unsig
   return query;
 }
 
+// A read cut into blocks: the caller's `done` runs once, when every block is in.
+class Gather {
+ public:
+  Gather(size_t blocks, size_t length, std::function<void(Result<size_t>)> done)
+      : pending_(blocks), length_(length), done_(std::move(done)) {}
+
+  void BlockDone(const Result<size_t>& outcome) {
+    if (!outcome.ok()) {
+      std::lock_guard lock(mu_);
+      if (!error_) error_ = outcome.error();
+    }
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    if (error_) return done_(*error_);
+    done_(length_);
+  }
+
+ private:
+  std::atomic<size_t> pending_;
+  const size_t length_;
+  std::function<void(Result<size_t>)> done_;
+  std::mutex mu_;
+  std::optional<Error> error_;  // the first block's failure, guarded by mu_
+};
+
+// "http://host:port/path?query" as the authority ("host:port") and the rest ("/path?query").
+std::pair<std::string, std::string> SplitUrl(const std::string& url) {
+  const size_t authority = url.find("://") + 3;
+  const size_t path = std::min(url.find('/', authority), url.size());
+  return {url.substr(authority, path - authority), url.substr(path)};
+}
+
+// Answers from a peer about the object itself (another ETag, a 4xx) are logged this many
+// times, then only counted: a changed object would log once per block.
+constexpr uint64_t kLoggedPeerAnswers = 10;
+
 }  // namespace
+
+// One block of a GET, on its way through the peers to the store.
+struct ObjectStore::Block {
+  std::string name;    // relative to the root
+  std::string object;  // as messages name it
+  uint64_t offset = 0;
+  size_t length = 0;
+  char* buffer = nullptr;
+  std::optional<ObjectInfo> expected;
+  std::vector<uint32_t> order;  // the peers, the first choice first
+  std::function<void(Result<size_t>)> done;
+};
 
 class ObjectStore::Impl {
  public:
-  explicit Impl(const StoreConfig& config) : loop(LoopConfigFor(config), counters) {}
+  explicit Impl(const StoreConfig& config) : loop(LoopConfigFor(config), counters) {
+    if (!config.peers.urls.empty()) peers = std::make_unique<PeerSet>(config.peers);
+  }
 
   // Wraps `done` so that the request counts as in flight until it runs, and as an error
   // when it fails.
@@ -121,6 +175,8 @@ class ObjectStore::Impl {
     return Fail(EDEADLK, "cannot {} {}: a blocking call from a store callback", verb, object);
   }
 
+  std::unique_ptr<PeerSet> peers;  // none without --peers
+  std::atomic<uint64_t> peer_answers_logged{0};
   StoreCounters counters;  // before the loop, which uses it until it stops
   TransferLoop loop;
 };
@@ -147,20 +203,90 @@ void ObjectStore::Get(GetRequest request, std::function<void(Result<size_t>)> do
     impl_->loop.Post([finish, outcome] { finish(outcome); });
     return;
   }
-  Exchange exchange = Request(config_, object, "read", UrlOf(config_, request.name, "", false));
-  exchange.headers.push_back(
-      fmt::format("Range: bytes={}-{}", request.offset, request.offset + request.length - 1));
-  if (request.expected && !request.expected->etag.empty()) {
-    exchange.headers.push_back("If-Match: " + request.expected->etag);
+  // Only an answer that can be checked against the object's ETag may come from a peer.
+  if (!impl_->peers || !request.expected || request.expected->etag.empty()) {
+    GetDirect(Block{request.name, object, request.offset, request.length, request.buffer,
+                    std::move(request.expected), {}, std::move(finish)});
+    return;
   }
-  exchange.buffer = request.buffer;
-  exchange.capacity = request.length;
+  const uint64_t size = impl_->peers->block();
+  const uint64_t end = request.offset + request.length;
+  const uint64_t first = request.offset / size;
+  const uint64_t last = (end - 1) / size;
+  auto gather = std::make_shared<Gather>(last - first + 1, request.length, std::move(finish));
+  for (uint64_t b = first; b <= last; ++b) {
+    const uint64_t from = std::max(request.offset, b * size);
+    const uint64_t to = std::min(end, (b + 1) * size);
+    auto block = std::make_shared<Block>();
+    block->name = request.name;
+    block->object = object;
+    block->offset = from;
+    block->length = to - from;
+    block->buffer = request.buffer + (from - request.offset);
+    block->expected = request.expected;
+    block->order = impl_->peers->Order(
+        fmt::format("{}\n{}\n{}\n{}", object, request.expected->etag, request.expected->size, b));
+    block->done = [gather](Result<size_t> outcome) { gather->BlockDone(outcome); };
+    GetFromPeer(std::move(block), 0, false);
+  }
+}
+
+void ObjectStore::GetDirect(const Block& block) {
+  Exchange exchange = Request(config_, block.object, "read", UrlOf(config_, block.name, "", false));
+  exchange.headers.push_back(
+      fmt::format("Range: bytes={}-{}", block.offset, block.offset + block.length - 1));
+  if (block.expected && !block.expected->etag.empty()) {
+    exchange.headers.push_back("If-Match: " + block.expected->etag);
+  }
+  exchange.buffer = block.buffer;
+  exchange.capacity = block.length;
   exchange.partial_only = true;
-  exchange.done = [object, offset = request.offset, length = request.length,
-                   expected = std::move(request.expected),
-                   finish = std::move(finish)](Result<Reply> reply) {
+  exchange.done = [object = block.object, offset = block.offset, length = block.length,
+                   expected = block.expected, finish = block.done](Result<Reply> reply) {
     if (!reply.ok()) return finish(reply.error());
     finish(CheckRangeReply(*reply, object, offset, length, expected));
+  };
+  impl_->loop.Submit(std::move(exchange));
+}
+
+void ObjectStore::GetFromPeer(std::shared_ptr<const Block> block, size_t rank,
+                              bool failed_before) {
+  PeerSet& peers = *impl_->peers;
+  const auto now = PeerSet::Clock::now();
+  while (rank < block->order.size() && !peers.MayAsk(block->order[rank], now)) ++rank;
+  if (rank == block->order.size()) {
+    if (failed_before) impl_->counters.peer_fallbacks.fetch_add(1, std::memory_order_relaxed);
+    GetDirect(*block);
+    return;
+  }
+  const uint32_t peer = block->order[rank];
+  const auto [authority, path] = SplitUrl(UrlOf(config_, block->name, "", false));
+  Exchange exchange = Request(config_, block->object, "read", peers.url(peer) + path);
+  exchange.headers.push_back("Host: " + authority);
+  exchange.range = fmt::format("{}-{}", block->offset, block->offset + block->length - 1);
+  exchange.max_attempts = 1;
+  exchange.via_peer = true;
+  exchange.buffer = block->buffer;
+  exchange.capacity = block->length;
+  exchange.partial_only = true;
+  exchange.done = [this, block, rank, peer](Result<Reply> reply) {
+    PeerSet& peers = *impl_->peers;
+    if (!reply.ok()) {
+      impl_->counters.peer_failures.fetch_add(1, std::memory_order_relaxed);
+      peers.Failed(peer, reply.error().message, PeerSet::Clock::now());
+      return GetFromPeer(block, rank + 1, true);
+    }
+    Result<size_t> checked =
+        CheckRangeReply(*reply, block->object, block->offset, block->length, block->expected);
+    peers.Answered(peer, checked.ok() ? reply->body_bytes : 0);
+    if (checked.ok()) return block->done(std::move(checked));
+    // The peer works; what it says is about the object, which the store decides.
+    impl_->counters.peer_fallbacks.fetch_add(1, std::memory_order_relaxed);
+    if (impl_->peer_answers_logged.fetch_add(1, std::memory_order_relaxed) < kLoggedPeerAnswers) {
+      spdlog::warn("peer {}: {}; reading it from the store", peers.url(peer),
+                   checked.error().message);
+    }
+    GetDirect(*block);
   };
   impl_->loop.Submit(std::move(exchange));
 }
@@ -230,7 +356,9 @@ Result<std::vector<ObjectInfo>> ObjectStore::List(const std::string& prefix) {
 }
 
 nlohmann::json ObjectStore::Stats() const {
-  return StatsJson(config_.scheme == Scheme::kS3 ? "s3" : "http", impl_->counters);
+  nlohmann::json stats = StatsJson(config_.scheme == Scheme::kS3 ? "s3" : "http", impl_->counters);
+  if (impl_->peers) stats[source_stat::kPeers] = impl_->peers->Stats();
+  return stats;
 }
 
 }  // namespace gpufs::remote

@@ -13,6 +13,12 @@
 //   timeouts, 5xx, 429 and S3's SlowDown, within a budget of attempts and time; then EIO
 //   with the last reason. 4xx answers are not retried: they carry the store's own message.
 // - Secrets are never logged, never put in a message, a URL or argv.
+// - With peers (StoreConfig::peers), a GET is cut at block boundaries and each block asks
+//   its peers in rendezvous order, then the store. A peer gets the store's URL path, Host
+//   and signature, with the range left unsigned and no If-Match (a caching proxy rewrites
+//   both); its answer is checked against the expected ETag like the store's. A peer that
+//   fails is skipped for the next; an answer about the object itself (a 4xx, another
+//   ETag) sends the block to the store.
 #pragma once
 
 #include <chrono>
@@ -28,6 +34,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dataset/error.h"
+#include "source/remote/peers.h"
 
 namespace gpufs::remote {
 
@@ -58,6 +65,9 @@ struct StoreConfig {
   std::chrono::milliseconds stall_timeout{10'000};  // no byte for this long: a broken transfer
   bool verify_tls = true;
   unsigned list_page_size = 0;  // s3: keys per listing page; 0: the store's default (1000)
+  // Caching proxies that ranged GETs go through (no URLs: none); see peers.h. HEADs and
+  // listings always go to the store.
+  PeerConfig peers;
 };
 
 // What the URL names and how to reach it, from the URL, the options and the conventions of
@@ -129,6 +139,9 @@ class ObjectStore {
   nlohmann::json Stats() const;
 
  private:
+  struct Block;
+  void GetDirect(const Block& block);
+  void GetFromPeer(std::shared_ptr<const Block> block, size_t rank, bool failed_before);
   class Impl;
   StoreConfig config_;
   std::unique_ptr<Impl> impl_;

@@ -141,7 +141,8 @@ size_t TransferLoop::Transfer::Body(const char* data, size_t n) {
     reply.text.append(data, n);
   }
   reply.body_bytes += n;
-  loop->counters_.bytes.fetch_add(n, std::memory_order_relaxed);
+  (exchange.via_peer ? loop->counters_.peer_bytes : loop->counters_.bytes)
+      .fetch_add(n, std::memory_order_relaxed);
   return n;
 }
 
@@ -264,6 +265,7 @@ void TransferLoop::Start(std::unique_ptr<Transfer> t) {
   curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
   curl_easy_setopt(easy, CURLOPT_NOBODY, ex.head ? 1L : 0L);
   curl_easy_setopt(easy, CURLOPT_HTTPHEADER, t->headers);
+  if (!ex.range.empty()) curl_easy_setopt(easy, CURLOPT_RANGE, ex.range.c_str());
   curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, &Transfer::OnHeader);
   curl_easy_setopt(easy, CURLOPT_HEADERDATA, t.get());
   curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &Transfer::OnBody);
@@ -289,7 +291,8 @@ void TransferLoop::Start(std::unique_ptr<Transfer> t) {
   t->error[0] = '\0';
   t->attempt_start = Clock::now();
   if (t->attempts++ == 0) t->first_start = t->attempt_start;
-  counters_.requests.fetch_add(1, std::memory_order_relaxed);
+  (ex.via_peer ? counters_.peer_requests : counters_.requests)
+      .fetch_add(1, std::memory_order_relaxed);
   curl_multi_add_handle(multi_, easy);
   active_.emplace(easy, std::move(t));
 }
@@ -333,7 +336,9 @@ void TransferLoop::Finish(std::unique_ptr<Transfer> t, CURLcode result) {
 
 void TransferLoop::RetryOrFail(std::unique_ptr<Transfer> t, const std::string& reason) {
   const auto now = Clock::now();
-  if (t->attempts < config_.max_attempts) {
+  const unsigned max_attempts =
+      t->exchange.max_attempts > 0 ? t->exchange.max_attempts : config_.max_attempts;
+  if (t->attempts < max_attempts) {
     const auto delay = BackoffDelay(t->attempts - 1, random_, config_.backoff);
     if (now + delay - t->first_start < config_.retry_budget) {
       counters_.retries.fetch_add(1, std::memory_order_relaxed);

@@ -1,0 +1,172 @@
+#include "source/remote/peers.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <fstream>
+#include <numeric>
+#include <set>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+
+namespace gpufs::remote {
+namespace {
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+// Why `url` cannot name a peer, or empty when it can; `url` loses a trailing '/'.
+std::string CheckPeerUrl(std::string& url) {
+  const size_t scheme_end = url.find("://");
+  if (scheme_end == std::string::npos) return "want http://HOST[:PORT]";
+  const std::string scheme = url.substr(0, scheme_end);
+  if (scheme != "http" && scheme != "https") return "want http:// or https://";
+  if (url.ends_with('/')) url.pop_back();
+  const std::string_view rest = std::string_view(url).substr(scheme_end + 3);
+  if (rest.empty()) return "no host";
+  if (rest.find_first_of("/?#") != std::string_view::npos) {
+    return "a peer is a proxy's address: no path, query or fragment";
+  }
+  if (rest.find('@') != std::string_view::npos) return "no user or password in a peer's URL";
+  const size_t colon = rest.rfind(':');
+  if (colon != std::string_view::npos && rest.back() != ']') {
+    const std::string_view port = rest.substr(colon + 1);
+    if (port.empty() || port.size() > 5 ||
+        !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      return "the port is not a number";
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> ParsePeerList(std::string_view list) {
+  std::vector<std::string> urls;
+  std::set<std::string> seen;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    std::string url(Trim(list.substr(start, comma - start)));
+    start = comma + 1;
+    if (url.empty()) continue;
+    if (std::string why = CheckPeerUrl(url); !why.empty()) {
+      return Fail(EINVAL, "cannot use peer '{}': {}", url, why);
+    }
+    if (!seen.insert(url).second) return Fail(EINVAL, "cannot use peer '{}': listed twice", url);
+    urls.push_back(std::move(url));
+  }
+  if (urls.empty()) return Fail(EINVAL, "cannot use the peer list '{}': it names no peer", list);
+  return urls;
+}
+
+Result<std::vector<std::string>> ReadPeerFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) return Fail(ENOENT, "cannot read peer file {}: {}", path.string(), strerror(errno));
+  std::string joined;
+  std::string line;
+  while (std::getline(in, line)) {
+    const std::string_view text = Trim(std::string_view(line).substr(0, line.find('#')));
+    if (text.empty()) continue;
+    if (text.find(',') != std::string_view::npos || text.find(' ') != std::string_view::npos) {
+      return Fail(EINVAL, "cannot read peer file {}: '{}': one URL per line", path.string(), text);
+    }
+    joined += std::string(text) + ",";
+  }
+  auto urls = ParsePeerList(joined);
+  if (!urls) return Fail(EINVAL, "cannot read peer file {}: {}", path.string(), urls.error().message);
+  return urls;
+}
+
+struct PeerSet::Peer {
+  std::atomic<uint64_t> requests{0};
+  std::atomic<uint64_t> bytes{0};
+  std::atomic<uint64_t> failures{0};
+  std::mutex mu;
+  bool down = false;                // guarded by mu
+  bool probing = false;             // guarded by mu: one request is trying a down peer
+  Clock::time_point retry_at;       // guarded by mu
+};
+
+PeerSet::PeerSet(PeerConfig config)
+    : config_(std::move(config)),
+      seeds_([this] {
+        std::vector<uint64_t> seeds;
+        for (const std::string& url : config_.urls) seeds.push_back(XXH3_64bits(url.data(), url.size()));
+        return seeds;
+      }()),
+      peers_(std::make_unique<Peer[]>(config_.urls.size())) {}
+
+PeerSet::~PeerSet() = default;
+
+std::vector<uint32_t> PeerSet::Order(std::string_view key) const {
+  std::vector<uint64_t> score(size());
+  for (size_t i = 0; i < size(); ++i) score[i] = XXH3_64bits_withSeed(key.data(), key.size(), seeds_[i]);
+  std::vector<uint32_t> order(size());
+  std::iota(order.begin(), order.end(), 0u);
+  std::sort(order.begin(), order.end(), [&score](uint32_t a, uint32_t b) {
+    return score[a] != score[b] ? score[a] > score[b] : a < b;
+  });
+  return order;
+}
+
+bool PeerSet::MayAsk(uint32_t peer, Clock::time_point now) {
+  Peer& p = peers_[peer];
+  std::lock_guard lock(p.mu);
+  if (!p.down) return true;
+  if (p.probing || now < p.retry_at) return false;
+  p.probing = true;
+  return true;
+}
+
+void PeerSet::Answered(uint32_t peer, uint64_t bytes) {
+  Peer& p = peers_[peer];
+  p.requests.fetch_add(1, std::memory_order_relaxed);
+  p.bytes.fetch_add(bytes, std::memory_order_relaxed);
+  std::lock_guard lock(p.mu);
+  p.probing = false;
+  if (!p.down) return;
+  p.down = false;
+  spdlog::info("peer {} answers again; its blocks go to it again", url(peer));
+}
+
+void PeerSet::Failed(uint32_t peer, const std::string& reason, Clock::time_point now) {
+  Peer& p = peers_[peer];
+  p.requests.fetch_add(1, std::memory_order_relaxed);
+  p.failures.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard lock(p.mu);
+  p.probing = false;
+  p.retry_at = now + config_.retry_after;
+  if (p.down) return;
+  p.down = true;
+  spdlog::warn("peer {} failed ({}); its blocks go to the next peer, or the store, until it "
+               "answers again (tried every {} ms)",
+               url(peer), reason, config_.retry_after.count());
+}
+
+nlohmann::json PeerSet::Stats() const {
+  nlohmann::json all = nlohmann::json::array();
+  for (size_t i = 0; i < size(); ++i) {
+    Peer& p = peers_[i];
+    bool up = false;
+    {
+      std::lock_guard lock(p.mu);
+      up = !p.down;
+    }
+    all.push_back({{"url", url(i)},
+                   {"up", up},
+                   {"requests", p.requests.load(std::memory_order_relaxed)},
+                   {"bytes", p.bytes.load(std::memory_order_relaxed)},
+                   {"failures", p.failures.load(std::memory_order_relaxed)}});
+  }
+  return all;
+}
+
+}  // namespace gpufs::remote

@@ -1,0 +1,241 @@
+#!/usr/bin/python3
+"""Reads through peer caches (--peers): real mounts of a dataset on a real origin (nginx,
+and radosgw for S3 signing), each block read through the stock nginx peer cache that gpufs
+ships (deploy/nginx/gpufs-peer.conf). Every byte equals the source; each slice leaves the
+origin once however many nodes read it; a peer that dies, or serves an object that changed,
+never costs a reader a wrong byte or an error."""
+import concurrent.futures
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import unittest
+
+import gpufs_testlib as lib
+from gpufs_testlib import files_below
+
+sys.path.insert(0, lib.ROOT)
+from tests.servers import ceph_s3, nginx  # noqa: E402
+
+STATS = "user.gpufs.stats"
+GROUP_BYTES = "64KiB"
+BLOCK = 16 << 10  # --peer-block, equal to the peers' slice size: ~35 blocks, on every peer
+
+
+def stats_of(mnt):
+    return json.loads(os.getxattr(mnt, STATS))
+
+
+def drop_page_cache():
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3")
+
+
+def pack_bytes(folder):
+    return sum(os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(folder)
+               for n in names if n != "index.gpufs")
+
+
+class Peers(unittest.TestCase):
+    PEERS = 3
+
+    @classmethod
+    def setUpClass(cls):
+        reason = nginx.NginxOrigin.skip_reason()
+        if reason:
+            raise unittest.SkipTest(reason)
+        cls.work = tempfile.mkdtemp(prefix="gpufs-peers-")
+        tree = lib.make_split_tree(os.path.join(cls.work, "tree"), (6, 12), (3, 4))
+        cls.expected = files_below(tree)
+        cls.served = os.path.join(cls.work, "served")
+        os.makedirs(cls.served)
+        result = lib.run_gpufsd("pack", tree, os.path.join(cls.served, "pack"),
+                                "--group-bytes", GROUP_BYTES)
+        assert result.returncode == 0, result.stderr
+        cls.data_bytes = pack_bytes(os.path.join(cls.served, "pack"))
+        cls.origin = nginx.NginxOrigin(cls.served).__enter__()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.origin.__exit__(None, None, None)
+        shutil.rmtree(cls.work)
+
+    def setUp(self):
+        self.peers = [nginx.NginxPeer(self.origin.url, slice_bytes=BLOCK).__enter__()
+                      for _ in range(self.PEERS)]
+        self.origin_before = self.origin.served("/pack/")[1]
+
+    def tearDown(self):
+        for p in self.peers:
+            p.close()
+
+    def origin_bytes(self):
+        return self.origin.served("/pack/")[1] - self.origin_before
+
+    def mount(self, *options, cache="64MiB", peers=None):
+        xdg = tempfile.mkdtemp(prefix="xdg-", dir=self.work)
+        if "--peers-file" not in options:
+            options += ("--peers", ",".join(p.url for p in (peers or self.peers)))
+        return lib.Mount(self.origin.url + "/pack/", "--cache-size", cache, "--no-disk-cache",
+                         "--peer-block", str(BLOCK), *options,
+                         env={**os.environ, "XDG_CACHE_HOME": xdg})
+
+    def test_every_file_reads_through_the_peers_and_each_slice_leaves_the_origin_once(self):
+        ios = []
+        for _ in range(3):  # three nodes, one after the other: the later ones hit
+            with self.mount() as mnt:
+                self.assertEqual(files_below(mnt), self.expected)
+                ios.append(stats_of(mnt)["io"])
+        for io in ios:
+            self.assertEqual(io["bytes"], 0, io)  # nothing from the store itself
+            self.assertGreaterEqual(io["peer_bytes"], self.data_bytes, io)
+            self.assertEqual(io["peer_failures"], 0, io)
+            # Every peer gets blocks: the routing spreads them.
+            self.assertTrue(all(p["bytes"] > 0 for p in io["peers"]), io["peers"])
+        # Each slice came from the origin once, for three nodes.
+        self.assertLessEqual(self.origin_bytes(), self.data_bytes + BLOCK * 8)
+        self.assertGreaterEqual(self.origin_bytes(), self.data_bytes)
+        hits = sum(p.served("/pack/")[2].get("HIT", 0) for p in self.peers)
+        self.assertGreater(hits, 0)
+
+    def test_concurrent_nodes_collapse_their_misses(self):
+        mounts = [self.mount() for _ in range(3)]
+        mnts = [m.__enter__() for m in mounts]
+        try:
+            with concurrent.futures.ThreadPoolExecutor(len(mnts)) as pool:
+                for tree in pool.map(files_below, mnts):
+                    self.assertEqual(tree, self.expected)
+        finally:
+            for m in mounts:
+                m.__exit__(None, None, None)
+        self.assertLessEqual(self.origin_bytes(), self.data_bytes + BLOCK * 8)
+
+    def test_a_dead_peer_is_skipped_then_used_again_when_it_answers(self):
+        victim = self.peers[1]
+        # Without a cache every read goes out, so the reads after the stop meet it.
+        with self.mount(cache="0") as mnt:
+            rels = sorted(self.expected)
+            half = len(rels) // 2
+            for rel in rels[:half]:
+                with open(os.path.join(mnt, rel), "rb") as f:
+                    self.assertEqual(f.read(), self.expected[rel], rel)
+            victim.stop()
+            for rel in rels[half:] + rels[:half]:
+                with open(os.path.join(mnt, rel), "rb") as f:
+                    self.assertEqual(f.read(), self.expected[rel], rel)
+            io = stats_of(mnt)["io"]
+            self.assertGreater(io["peer_failures"], 0, io)
+            self.assertEqual(io["errors"], 0, io)
+            self.assertFalse(io["peers"][1]["up"], io["peers"])
+            victim.start()
+            # It is tried again a few seconds after it failed: read until it answers.
+            deadline = time.monotonic() + 30
+            while not stats_of(mnt)["io"]["peers"][1]["up"] and time.monotonic() < deadline:
+                drop_page_cache()
+                for rel in rels:
+                    with open(os.path.join(mnt, rel), "rb") as f:
+                        self.assertEqual(f.read(), self.expected[rel], rel)
+            self.assertTrue(stats_of(mnt)["io"]["peers"][1]["up"])
+
+    def test_an_object_changed_behind_a_peer_is_read_from_the_store(self):
+        # One peer: with more, the new ETag would route the object's blocks anew, most
+        # likely to a peer without the old copy.
+        with self.mount(peers=self.peers[:1]) as mnt:
+            self.assertEqual(files_below(mnt), self.expected)
+        # Same size, other bytes: the peers still hold the old slices under the same name.
+        changed = os.path.join(self.served, "pack", sorted(
+            n for n in os.listdir(os.path.join(self.served, "pack")) if n != "index.gpufs")[0])
+        with open(changed, "rb") as f:
+            original = f.read()
+        try:
+            # nginx's ETag is mtime-size: a new mtime is a new ETag for the same name.
+            os.utime(changed, (time.time() + 5, time.time() + 5))
+            m = self.mount(peers=self.peers[:1])
+            with m as mnt:
+                self.assertEqual(files_below(mnt), self.expected)
+                io = stats_of(mnt)["io"]
+                log = m.stderr()
+            self.assertGreater(io["peer_fallbacks"], 0, io)
+            self.assertGreater(io["bytes"], 0, io)
+            self.assertIn("reading it from the store", log)
+        finally:
+            with open(changed, "wb") as f:
+                f.write(original)
+
+    def test_bad_peer_lists_are_refused_naming_the_peer(self):
+        mnt = tempfile.mkdtemp(dir=self.work)
+        url = self.origin.url + "/pack/"
+        for peers, message in (("ftp://h:1", "want http:// or https://"),
+                               ("http://h:1/cache", "no path"),
+                               ("http://h:1,http://h:1", "listed twice"),
+                               ("http://h:x", "port")):
+            result = lib.run_gpufsd("mount", url, mnt, "--peers", peers)
+            self.assertEqual(result.returncode, 1, peers)
+            self.assertIn(message, result.stderr)
+        result = lib.run_gpufsd("mount", self.served, mnt, "--peers", self.peers[0].url)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("local", result.stderr)
+        peers_file = os.path.join(self.work, "peers.txt")
+        with open(peers_file, "w") as f:
+            f.write("# the job's nodes\n" + "\n".join(p.url for p in self.peers) + "\n")
+        with self.mount("--peers-file", peers_file) as mnt:
+            self.assertEqual(files_below(mnt), self.expected)
+            self.assertEqual([p["url"] for p in stats_of(mnt)["io"]["peers"]],
+                             [p.url for p in self.peers])
+
+
+class S3Peers(unittest.TestCase):
+    """radosgw checks every request's SigV4 signature: the peer forwards the node's signed
+    request with its own Range, and a later node's request, signed at another time, hits
+    the copy the first one left."""
+
+    @classmethod
+    def setUpClass(cls):
+        reason = ceph_s3.skip_reason() or nginx.NginxPeer.skip_reason()
+        if reason:
+            raise unittest.SkipTest(reason)
+        cls.work = tempfile.mkdtemp(prefix="gpufs-s3peers-")
+        tree = lib.make_split_tree(os.path.join(cls.work, "tree"), (4, 10), (2, 4))
+        cls.expected = files_below(tree)
+        pack = os.path.join(cls.work, "pack")
+        result = lib.run_gpufsd("pack", tree, pack, "--group-bytes", GROUP_BYTES)
+        assert result.returncode == 0, result.stderr
+        cls.s3 = ceph_s3.shared()
+        cls.bucket = ceph_s3.unique_bucket("peers")
+        cls.s3.make_bucket(cls.bucket)
+        cls.s3.upload_tree(pack, cls.bucket, "pack/")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.work)
+
+    def test_signed_requests_go_through_the_peers_and_hit_the_copy(self):
+        with nginx.NginxPeer(self.s3.endpoint, slice_bytes=BLOCK) as a, \
+                nginx.NginxPeer(self.s3.endpoint, slice_bytes=BLOCK) as b:
+            ios = []
+            for _ in range(2):
+                xdg = tempfile.mkdtemp(prefix="xdg-", dir=self.work)
+                env = {**os.environ, **self.s3.env(), "XDG_CACHE_HOME": xdg}
+                with lib.Mount(f"s3://{self.bucket}/pack/", "--no-disk-cache",
+                               "--peers", f"{a.url},{b.url}", "--peer-block", str(BLOCK),
+                               env=env) as mnt:
+                    self.assertEqual(files_below(mnt), self.expected)
+                    ios.append(stats_of(mnt)["io"])
+            for io in ios:
+                self.assertEqual(io["bytes"], 0, io)
+                self.assertEqual(io["peer_failures"], 0, io)
+                self.assertEqual(io["peer_fallbacks"], 0, io)
+            statuses = {}
+            for p in (a, b):
+                for k, v in p.served(f"/{self.bucket}/")[2].items():
+                    statuses[k] = statuses.get(k, 0) + v
+            self.assertGreater(statuses.get("HIT", 0), 0, statuses)
+            self.assertGreater(statuses.get("MISS", 0), 0, statuses)
+
+
+if __name__ == "__main__":
+    lib.exit_unless_fuse_usable()
+    unittest.main()
