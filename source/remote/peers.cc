@@ -28,7 +28,7 @@ std::string CheckPeerUrl(std::string& url) {
   if (scheme_end == std::string::npos) return "want http://HOST[:PORT]";
   const std::string scheme = url.substr(0, scheme_end);
   if (scheme != "http" && scheme != "https") return "want http:// or https://";
-  if (url.ends_with('/')) url.pop_back();
+  if (url.size() > scheme_end + 3 && url.ends_with('/')) url.pop_back();
   const std::string_view rest = std::string_view(url).substr(scheme_end + 3);
   if (rest.empty()) return "no host";
   if (rest.find_first_of("/?#") != std::string_view::npos) {

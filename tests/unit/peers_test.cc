@@ -1,0 +1,135 @@
+// The peer list's parsing and its routing rules: rendezvous order, what a change of the
+// list moves, and how a failed peer is skipped and tried again.
+#include "source/remote/peers.h"
+
+#include <fstream>
+#include <map>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "tests/unit/temp_dir.h"
+
+namespace gpufs::remote {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::vector<std::string> Urls(size_t n, size_t first = 0) {
+  std::vector<std::string> urls;
+  for (size_t i = first; i < first + n; ++i) urls.push_back(fmt::format("http://10.0.0.{}:3128", i));
+  return urls;
+}
+
+std::string Key(int block) { return fmt::format("s3://b/pack/blob-0.gpufs\n\"e\"\n{}", block); }
+
+// The first choice of each of `blocks` keys, by URL.
+std::vector<std::string> Owners(const PeerSet& peers, int blocks) {
+  std::vector<std::string> owners;
+  for (int b = 0; b < blocks; ++b) owners.push_back(peers.url(peers.Order(Key(b)).front()));
+  return owners;
+}
+
+TEST(PeerListTest, AcceptsUrlsAndRefusesWhatIsNotAProxyAddress) {
+  auto ok = ParsePeerList(" http://a:3128/, https://b ,http://[::1]:80,");
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_EQ(*ok, (std::vector<std::string>{"http://a:3128", "https://b", "http://[::1]:80"}));
+  const std::map<std::string, std::string> bad = {
+      {"ftp://a:1", "want http:// or https://"}, {"a:3128", "want http://"},
+      {"http://a:1/cache", "no path"},           {"http://u:p@a:1", "no user"},
+      {"http://a:1,http://a:1/", "listed twice"}, {"http://a:99999x", "port"},
+      {" , ", "names no peer"},                  {"http://", "no host"}};
+  for (const auto& [list, why] : bad) {
+    auto r = ParsePeerList(list);
+    ASSERT_FALSE(r.ok()) << list;
+    EXPECT_NE(r.error().message.find(why), std::string::npos) << list << ": " << r.error().message;
+  }
+}
+
+TEST(PeerListTest, ReadsAFileOfOneUrlPerLine) {
+  TempDir dir;
+  const auto path = dir.path() / "peers";
+  std::ofstream(path) << "# job 42\nhttp://a:3128\n\n  http://b:3128  # node b\n";
+  auto urls = ReadPeerFile(path);
+  ASSERT_TRUE(urls.ok()) << urls.error().message;
+  EXPECT_EQ(*urls, (std::vector<std::string>{"http://a:3128", "http://b:3128"}));
+  std::ofstream(path) << "http://a:3128,http://b:3128\n";
+  auto two = ReadPeerFile(path);
+  ASSERT_FALSE(two.ok());
+  EXPECT_NE(two.error().message.find("one URL per line"), std::string::npos);
+  EXPECT_NE(two.error().message.find(path.string()), std::string::npos);
+  auto missing = ReadPeerFile(dir.path() / "absent");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find("absent"), std::string::npos);
+}
+
+TEST(RendezvousTest, EveryNodeRanksAlikeAndBlocksSpreadEvenly) {
+  PeerSet a(PeerConfig{Urls(4)});
+  PeerSet b(PeerConfig{Urls(4)});
+  std::map<std::string, int> per_peer;
+  for (int block = 0; block < 4000; ++block) {
+    const auto order = a.Order(Key(block));
+    EXPECT_EQ(order, b.Order(Key(block)));
+    ASSERT_EQ(order.size(), 4u);
+    ++per_peer[a.url(order.front())];
+  }
+  ASSERT_EQ(per_peer.size(), 4u);
+  for (const auto& [url, n] : per_peer) {
+    EXPECT_GT(n, 850) << url;  // 1000 expected; far outside chance when the hash is broken
+    EXPECT_LT(n, 1150) << url;
+  }
+}
+
+TEST(RendezvousTest, AChangedListMovesOnlyTheBlocksOfThePeerThatCameOrWent) {
+  const int blocks = 2000;
+  const auto before = Owners(PeerSet(PeerConfig{Urls(4)}), blocks);
+  // Peer 2 leaves: only its blocks move.
+  std::vector<std::string> three = Urls(4);
+  three.erase(three.begin() + 2);
+  const auto after_leave = Owners(PeerSet(PeerConfig{three}), blocks);
+  // Peer 9 joins: blocks move only to it.
+  std::vector<std::string> five = Urls(4);
+  five.push_back("http://10.0.0.9:3128");
+  const auto after_join = Owners(PeerSet(PeerConfig{five}), blocks);
+  int moved_leave = 0;
+  int moved_join = 0;
+  for (int b = 0; b < blocks; ++b) {
+    if (before[b] != after_leave[b]) {
+      ++moved_leave;
+      EXPECT_EQ(before[b], Urls(4)[2]) << b;
+    }
+    if (before[b] != after_join[b]) {
+      ++moved_join;
+      EXPECT_EQ(after_join[b], "http://10.0.0.9:3128") << b;
+    }
+  }
+  EXPECT_GT(moved_leave, blocks / 6);  // about a quarter
+  EXPECT_GT(moved_join, blocks / 8);   // about a fifth
+}
+
+TEST(PeerHealthTest, AFailedPeerIsSkippedThenTriedOnceMoreAfterRetryAfter) {
+  PeerSet peers(PeerConfig{Urls(2), 4 << 20, 5000ms});
+  const auto t0 = PeerSet::Clock::now();
+  EXPECT_TRUE(peers.MayAsk(0, t0));
+  peers.Failed(0, "connection refused", t0);
+  EXPECT_FALSE(peers.MayAsk(0, t0 + 1s));
+  EXPECT_TRUE(peers.MayAsk(1, t0 + 1s));
+  // After retry_after one request may try it; others wait for that one.
+  EXPECT_TRUE(peers.MayAsk(0, t0 + 6s));
+  EXPECT_FALSE(peers.MayAsk(0, t0 + 6s));
+  peers.Failed(0, "connection refused", t0 + 6s);
+  EXPECT_FALSE(peers.MayAsk(0, t0 + 7s));
+  EXPECT_TRUE(peers.MayAsk(0, t0 + 12s));
+  peers.Answered(0, 100);
+  EXPECT_TRUE(peers.MayAsk(0, t0 + 12s));
+  EXPECT_TRUE(peers.MayAsk(0, t0 + 12s));
+  const auto stats = peers.Stats();
+  EXPECT_EQ(stats[0]["url"], Urls(2)[0]);
+  EXPECT_EQ(stats[0]["up"], true);
+  EXPECT_EQ(stats[0]["failures"], 2);
+  EXPECT_EQ(stats[0]["requests"], 3);
+  EXPECT_EQ(stats[0]["bytes"], 100);
+}
+
+}  // namespace
+}  // namespace gpufs::remote
