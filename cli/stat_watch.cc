@@ -26,6 +26,7 @@ std::atomic<bool> interrupted{false};
 struct Rates {
   double files_s = 0, served_mb_s = 0, disk_mb_s = 0, requests_s = 0;
   double tier_read_mb_s = 0, tier_write_mb_s = 0;  // the disk tier's
+  double peer_mb_s = 0, store_mb_s = 0;             // an object store's, with --peers
   double hit_now = -1, hit_total = -1;             // -1: no reads yet
   double amp_now = 0, amp_total = 0;
   uint64_t files_total = 0, bytes_total = 0, disk_total = 0;
@@ -53,6 +54,24 @@ std::string SourceLine(const nlohmann::json& io, const Rates& r) {
                      Real(io, kLatencyP99));
 }
 
+// With --peers: where the bytes come from, and the peers that are skipped.
+std::vector<std::string> PeerLines(const nlohmann::json& io, const Rates& r) {
+  using namespace source_stat;
+  if (!io.is_object() || !io.contains(kPeers)) return {};
+  const nlohmann::json& peers = io[kPeers];
+  std::vector<std::string> down;
+  for (const nlohmann::json& p : peers) {
+    if (!p.value("up", true)) down.push_back(p.value("url", std::string("?")));
+  }
+  std::vector<std::string> lines = {fmt::format(
+      "{:<10}{} of {} up   {:.1f} MB/s from peers, {:.1f} MB/s from the store   failures {}  "
+      "fallbacks {}",
+      "peers", peers.size() - down.size(), peers.size(), r.peer_mb_s, r.store_mb_s,
+      At(io, {kPeerFailures}), At(io, {kPeerFallbacks}))};
+  for (const std::string& url : down) lines.push_back(fmt::format("{:<10}skipped: {}", "", url));
+  return lines;
+}
+
 double Ratio(double part, double whole) { return whole > 0 ? part / whole : -1; }
 
 // The disk tier's room: its bound, or (bounded by free space) what it uses.
@@ -71,6 +90,8 @@ Rates RatesOf(const nlohmann::json& a, const nlohmann::json& b, double dt) {
   r.served_mb_s = delta({"served", "bytes"}) * per_s / 1e6;
   r.disk_mb_s = delta({"cache", "bytes_from_disk"}) * per_s / 1e6;
   r.requests_s = delta({"io", source_stat::kRequests}) * per_s;
+  r.peer_mb_s = delta({"io", source_stat::kPeerBytes}) * per_s / 1e6;
+  r.store_mb_s = delta({"io", source_stat::kBytes}) * per_s / 1e6;
   r.tier_read_mb_s = delta({"cache", "tier", tier_stat::kReadBytes}) * per_s / 1e6;
   r.tier_write_mb_s = delta({"cache", "tier", tier_stat::kWriteBytes}) * per_s / 1e6;
   const double hits = delta({"cache", "hits"});
@@ -151,6 +172,9 @@ std::string WatchFrame(const std::string& mount, const nlohmann::json& previous,
                    fmt::format("{:.0f}", r.files_s), fmt::format("{:.1f}", r.served_mb_s),
                    Grouped(r.files_total), Bytes(static_cast<double>(r.bytes_total))));
   line(SourceLine(now.contains("io") ? now["io"] : nlohmann::json(), r));
+  for (const std::string& text : PeerLines(now.contains("io") ? now["io"] : nlohmann::json(), r)) {
+    line(text);
+  }
   if (c.is_null()) {
     line("cache     none (mounted with --cache-size 0): reads go straight to the blobs");
     return f;
@@ -217,6 +241,19 @@ std::string TierFields(const nlohmann::json& c, const Rates& r) {
       At(t, {kWriteErrors}));
 }
 
+// The peers' fields of a -w line, when the mount reads through peers.
+std::string PeerFields(const nlohmann::json& io, const Rates& r) {
+  using namespace source_stat;
+  if (!io.is_object() || !io.contains(kPeers)) return {};
+  size_t up = 0;
+  for (const nlohmann::json& p : io[kPeers]) up += p.value("up", true) ? 1 : 0;
+  return fmt::format(
+      " peers={} peers_up={} peer_mb_per_s={:.1f} store_mb_per_s={:.1f} peer_failures={} "
+      "peer_fallbacks={}",
+      io[kPeers].size(), up, r.peer_mb_s, r.store_mb_s, At(io, {kPeerFailures}),
+      At(io, {kPeerFallbacks}));
+}
+
 }  // namespace
 
 std::string WatchLine(const nlohmann::json& previous, const nlohmann::json& now, double dt_s) {
@@ -239,7 +276,7 @@ std::string WatchLine(const nlohmann::json& previous, const nlohmann::json& now,
              std::max(0.0, Ratio(static_cast<double>(At(c, {"epoch_files_served"})), files)),
              r.requests_s, At(io, {source_stat::kRetries}), At(io, {source_stat::kErrors}),
              Real(io, source_stat::kLatencyP50), Real(io, source_stat::kLatencyP99)) +
-         TierFields(c, r);
+         TierFields(c, r) + PeerFields(io, r);
 }
 
 int RunWatch(const std::string& path, const WatchOptions& options) {

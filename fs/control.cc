@@ -115,6 +115,29 @@ void HandleControlRequest(const Filesystem& fs, std::string_view request, const 
   }
 }
 
+namespace {
+
+// The peer caches of an object store (--peers): one series per peer, labelled by its URL.
+void PeerMetrics(const nlohmann::json& io, std::string& out) {
+  if (!io.is_object() || !io.contains(source_stat::kPeers)) return;
+  const nlohmann::json& peers = io[source_stat::kPeers];
+  for (const auto& [key, name, type, help] :
+       {std::tuple{"up", "peer_up", "gauge", "Whether the peer cache is asked (1) or skipped (0)."},
+        {"requests", "peer_requests_total", "counter", "Requests sent to the peer cache."},
+        {"bytes", "peer_bytes_total", "counter", "Bytes received from the peer cache."},
+        {"failures", "peer_failures_total", "counter", "Requests the peer cache failed."}}) {
+    fmt::format_to(std::back_inserter(out), "# HELP gpufs_{0} {1}\n# TYPE gpufs_{0} {2}\n", name,
+                   help, type);
+    for (const nlohmann::json& peer : peers) {
+      const nlohmann::json& v = peer[key];
+      fmt::format_to(std::back_inserter(out), "gpufs_{}{{peer=\"{}\"}} {}\n", name,
+                     peer.value("url", ""), v.is_boolean() ? int(v.get<bool>()) : v.get<uint64_t>());
+    }
+  }
+}
+
+}  // namespace
+
 std::string MetricsText(const Filesystem& fs) {
   const nlohmann::json stats = StatsOf(fs);
   std::string out;
@@ -155,6 +178,10 @@ std::string MetricsText(const Filesystem& fs) {
          at(io, source_stat::kLatencyP50));
   metric("source_latency_p99_ms", "gauge", "99th percentile latency of answered source requests.",
          at(io, source_stat::kLatencyP99));
+  metric("source_peer_fallbacks_total", "counter",
+         "Blocks read from the store after every peer cache failed them.",
+         at(io, source_stat::kPeerFallbacks));
+  PeerMetrics(io, out);
   const nlohmann::json& c = stats["cache"];
   if (c.is_null()) return out;
   for (const char* key :

@@ -35,6 +35,11 @@ std::string CheckPeerUrl(std::string& url) {
     return "a peer is a proxy's address: no path, query or fragment";
   }
   if (rest.find('@') != std::string_view::npos) return "no user or password in a peer's URL";
+  if (std::any_of(rest.begin(), rest.end(), [](unsigned char c) {
+        return c <= ' ' || c == '"' || c == '\\' || c >= 0x7f;
+      })) {
+    return "blanks, quotes and backslashes have no place in a peer's address";
+  }
   const size_t colon = rest.rfind(':');
   if (colon != std::string_view::npos && rest.back() != ']') {
     const std::string_view port = rest.substr(colon + 1);

@@ -8,10 +8,13 @@ import concurrent.futures
 import json
 import os
 import shutil
+import socket
+import subprocess
 import sys
 import tempfile
 import time
 import unittest
+import urllib.request
 
 import gpufs_testlib as lib
 from gpufs_testlib import files_below
@@ -20,6 +23,7 @@ sys.path.insert(0, lib.ROOT)
 from tests.servers import ceph_s3, nginx  # noqa: E402
 
 STATS = "user.gpufs.stats"
+GPUFS_STAT = os.environ.get("GPUFS_STAT", os.path.join(lib.ROOT, "build", "cli", "gpufs-stat"))
 GROUP_BYTES = "64KiB"
 BLOCK = 16 << 10  # --peer-block, equal to the peers' slice size: ~35 blocks, on every peer
 
@@ -164,6 +168,26 @@ class Peers(unittest.TestCase):
         finally:
             with open(changed, "wb") as f:
                 f.write(original)
+
+    def test_gpufs_stat_and_metrics_show_the_peers(self):
+        with socket.socket() as probe:  # a free port, for the metrics endpoint
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        self.peers[2].stop()
+        with self.mount("--metrics", f"127.0.0.1:{port}") as mnt:
+            self.assertEqual(files_below(mnt), self.expected)
+            io = stats_of(mnt)["io"]
+            watch = subprocess.run([GPUFS_STAT, "-w", "--interval", "0.1", "--count", "1", mnt],
+                                   capture_output=True, text=True, check=True).stdout
+            self.assertIn("peers=3 peers_up=2 ", watch)
+            self.assertIn(f"peer_failures={io['peer_failures']} ", watch)
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+                metrics = r.read().decode()
+        self.assertIn("# TYPE gpufs_peer_bytes_total counter\n", metrics)
+        self.assertIn(f'\ngpufs_peer_up{{peer="{self.peers[2].url}"}} 0\n', metrics)
+        self.assertIn(f'\ngpufs_peer_up{{peer="{self.peers[0].url}"}} 1\n', metrics)
+        self.assertIn(f'\ngpufs_peer_bytes_total{{peer="{self.peers[0].url}"}} '
+                      f'{io["peers"][0]["bytes"]}\n', metrics)
 
     def test_bad_peer_lists_are_refused_naming_the_peer(self):
         mnt = tempfile.mkdtemp(dir=self.work)
