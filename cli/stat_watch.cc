@@ -64,8 +64,7 @@ std::vector<std::string> PeerLines(const nlohmann::json& io, const Rates& r) {
     if (!p.value("up", true)) down.push_back(p.value("url", std::string("?")));
   }
   std::vector<std::string> lines = {fmt::format(
-      "{:<10}{} of {} up   {:.1f} MB/s from peers, {:.1f} MB/s from the store   failures {}  "
-      "fallbacks {}",
+      "{:<10}{} of {} up   peers {:.1f} MB/s  store {:.1f} MB/s  failed {}  fallback {}",
       "peers", peers.size() - down.size(), peers.size(), r.peer_mb_s, r.store_mb_s,
       At(io, {kPeerFailures}), At(io, {kPeerFallbacks}))};
   for (const std::string& url : down) lines.push_back(fmt::format("{:<10}skipped: {}", "", url));
