@@ -14,6 +14,8 @@ PACKAGES=(
   # Test servers (tests/servers): nginx with the Lua module, and a one-node Ceph S3 store
   # (monmaptool is in ceph-base; ceph-authtool, radosgw-admin and ceph in ceph-common).
   nginx-extras radosgw ceph-mon ceph-osd ceph-base ceph-common
+  # Checks of deploy/ (tests/mount/test_deploy.py): its shell scripts and its manifest.
+  shellcheck python3-yaml
 )
 if [ "${1:-}" = "bench" ]; then
   PACKAGES+=(squashfuse squashfs-tools python3-matplotlib s3fs rclone)

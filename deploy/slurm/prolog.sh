@@ -1,0 +1,61 @@
+#!/bin/sh
+# Slurm Prolog of gpufs: on each node of a job, starts the node's peer cache (nginx with
+# deploy/nginx/gpufs-peer.conf) and mounts the dataset with every node of the job as a
+# peer. epilog.sh undoes both. Settings: /etc/gpufs/slurm.conf (or $GPUFS_SLURM_CONF).
+#   slurm.conf:  Prolog=/usr/local/share/gpufs/slurm/prolog.sh
+#                Epilog=/usr/local/share/gpufs/slurm/epilog.sh
+#                PrologFlags=Alloc     (every node of the job, at allocation)
+# Run as root by slurmd, with SLURM_JOB_NODELIST and SLURMD_NODENAME set. Slurm drains a
+# node whose prolog fails: so does a node that cannot serve the dataset.
+set -eu
+# slurmd may give no PATH, or one without where gpufs is installed.
+PATH=${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+conf=${GPUFS_SLURM_CONF:-/etc/gpufs/slurm.conf}
+# shellcheck source=/dev/null # the settings: gpufs-slurm.conf
+. "$conf"
+SCONTROL=${SCONTROL:-scontrol}
+GPUFSD=${GPUFSD:-gpufsd}
+# nginx reads $NGINX itself (listening sockets handed over on an upgrade): not passed on.
+nginx=${NGINX:-nginx}
+unset NGINX
+PEER_CONFIG=${PEER_CONFIG:-gpufs-peer-config}
+run=${GPUFS_RUN_DIR:-/run/gpufs-slurm}
+port=${GPUFS_PEER_PORT:-3128}
+cache_dir=${GPUFS_PEER_CACHE_DIR:-/var/cache/gpufs-peer}
+node=${SLURMD_NODENAME:-$(hostname)}
+fail() { # clears what was started (epilog.sh), says why, and fails
+  [ ! -f "$run/nginx/error.log" ] || tail -n 5 "$run/nginx/error.log" >&2
+  "$(dirname "$0")/epilog.sh" || true
+  echo "gpufs prolog: $*" >&2
+  exit 1
+}
+
+# The peer cache forwards to the store's endpoint, or to the web server of an http(s)://
+# source.
+origin=${GPUFS_PEER_ORIGIN:-$(echo "$GPUFS_SOURCE" | sed -n 's|^\(https\{0,1\}://[^/]*\).*|\1|p')}
+[ -n "$origin" ] || fail "cannot start the peer cache: set GPUFS_PEER_ORIGIN in $conf"
+address=${GPUFS_PEER_ADDRESS:-$(getent ahosts "$node" | awk 'NR == 1 { print $1 }')}
+[ -n "$address" ] || fail "cannot resolve $node: set GPUFS_PEER_ADDRESS in $conf"
+case $address in *:*) listen="[$address]:$port" ;; *) listen="$address:$port" ;; esac
+
+# Every node of the job is a peer, at the name Slurm knows it by.
+mkdir -p "$run/nginx" "$cache_dir" "$GPUFS_MOUNTPOINT"
+"$SCONTROL" show hostnames "$SLURM_JOB_NODELIST" >"$run/hosts" ||
+  fail "cannot list the nodes of $SLURM_JOB_NODELIST"
+{
+  echo "# the peer caches of job ${SLURM_JOB_ID:-?}'s nodes"
+  sed -n "s|^\([^ ]\{1,\}\)$|http://\1:$port|p" "$run/hosts"
+} >"$run/peers"
+
+"$PEER_CONFIG" --main --listen "$listen" --origin "$origin" --cache-dir "$cache_dir" \
+  --cache-size "${GPUFS_PEER_CACHE_SIZE:-100g}" >"$run/nginx/nginx.conf" ||
+  fail "cannot write the peer cache's config"
+# nginx returns once it listens, running on in the background.
+"$nginx" -p "$run/nginx/" -c nginx.conf -e "$run/nginx/error.log" ||
+  fail "cannot start the peer cache on $listen"
+
+# shellcheck disable=SC2086 # GPUFS_MOUNT_OPTIONS is a list of options
+if ! "$GPUFSD" mount --peers-file "$run/peers" -o allow_other ${GPUFS_MOUNT_OPTIONS:-} \
+  "$GPUFS_SOURCE" "$GPUFS_MOUNTPOINT"; then
+  fail "cannot mount $GPUFS_SOURCE at $GPUFS_MOUNTPOINT"
+fi

@@ -1,0 +1,417 @@
+#!/usr/bin/python3
+"""The deployment pieces of deploy/ (docs/cluster.md), run for real: the mount(8) helper
+called directly, through mount(8) and from an fstab line; the Slurm prolog and epilog on
+loopback, with real nginx peer caches in front of a real nginx origin; the peer cache's
+nginx config; the systemd units and shell scripts checked by systemd-analyze and
+shellcheck where those are installed."""
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.request
+
+import gpufs_testlib as lib
+
+sys.path.insert(0, lib.ROOT)
+from tests.servers import nginx  # noqa: E402
+from tests.servers.procs import free_port, wait_for  # noqa: E402
+
+DEPLOY = os.path.join(lib.ROOT, "deploy")
+HELPER = os.path.join(DEPLOY, "mount.gpufs")
+PEER_CONFIG = os.path.join(DEPLOY, "gpufs-peer-config")
+PROLOG = os.path.join(DEPLOY, "slurm", "prolog.sh")
+EPILOG = os.path.join(DEPLOY, "slurm", "epilog.sh")
+INSTALLED_HELPER = "/sbin/mount.fuse.gpufs"  # where mount(8) looks for it
+SLICE = 4 << 20  # the peer cache's slice (gpufs-peer.conf)
+
+
+def run(argv, env=None, timeout=60):
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "GPUFSD": lib.GPUFSD, **(env or {})})
+
+
+def mount_entry(mnt):
+    """(file system type, mount options, superblock options) of the mount at mnt."""
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            if fields[4] == os.path.realpath(mnt):
+                after = fields[fields.index("-") + 1:]
+                return after[0], fields[5].split(","), after[2].split(",")
+    return None
+
+
+def daemon_pid(mnt):
+    return int(os.getxattr(mnt, "user.gpufs.pid"))
+
+
+def gpufsd_options():
+    """{--flag: whether it takes a value} of `gpufsd mount --help`."""
+    text = lib.run_gpufsd("mount", "--help").stdout
+    found = re.findall(r"^\s+(?:-\w,)?(--[\w-]+)( [A-Z])?", text, re.M)
+    return {flag: bool(value) for flag, value in found}
+
+
+def peers_missing():
+    """Why gpufsd cannot mount with peers yet, or None when it can."""
+    if "--peers-file" not in gpufsd_options():
+        return f"{lib.GPUFSD} has no --peers-file (see gpufsd mount --help)"
+    return None
+
+
+def refused(host, port):
+    try:
+        socket.create_connection((host, port), timeout=5).close()
+        return False
+    except ConnectionRefusedError:
+        return True
+
+
+class MountHelper(unittest.TestCase):
+    """deploy/mount.gpufs on a packed sample, and through mount(8) where it is installed."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.work = tempfile.mkdtemp(prefix="gpufs-deploy-")
+        tree, _ = lib.make_dataset(cls.work, classes=3, per_class=8, group_size=4)
+        cls.expected = lib.files_below(tree)
+        cls.src = os.path.join(cls.work, "pack")
+        result = lib.run_gpufsd("pack", tree, cls.src)
+        assert result.returncode == 0, result.stderr
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.work)
+
+    def setUp(self):
+        self.mnt = tempfile.mkdtemp(prefix="gpufs-mnt-", dir=self.work)
+
+    def tearDown(self):
+        if lib.is_mounted(self.mnt):
+            lib.run_gpufsd("unmount", self.mnt)
+        os.rmdir(self.mnt)
+
+    def check_mounted_and_unmount(self, umount=None):
+        """The mount at self.mnt serves the sample; unmounts it (with `umount`, else gpufsd
+        unmount) and checks that its daemon exited."""
+        fstype, options, super_options = mount_entry(self.mnt)
+        self.assertEqual(fstype, "fuse.gpufs")
+        self.assertIn("ro", options)
+        self.assertEqual(lib.files_below(self.mnt), self.expected)
+        pid = daemon_pid(self.mnt)
+        result = run(umount or [lib.GPUFSD, "unmount", self.mnt])
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertFalse(lib.is_mounted(self.mnt))
+        wait_for(f"gpufsd {pid} to exit", lambda: not lib.is_running(pid),
+                 time.monotonic() + 30)
+        return super_options
+
+    def test_helper_mounts_with_gpufs_and_generic_options(self):
+        result = run([HELPER, self.src, self.mnt, "-o", "cache_size=64M,ro,allow_other,_netdev"])
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("allow_other", self.check_mounted_and_unmount())
+
+    def test_options_translate_into_gpufsd_arguments(self):
+        result = run([HELPER, self.src, self.mnt, "-sfnv", "-t", "fuse.gpufs", "-o",
+                      "defaults,cache-size=1G,disk_cache_size=2G,no_disk_cache,nodev,"
+                      "x-systemd.automount,nofail,peers_file=/etc/gpufs/peers,bogus,noatime"])
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("mount.gpufs: ignoring unknown option 'bogus'", result.stderr)
+        self.assertIn(f"mount.gpufs: {lib.GPUFSD} mount --cache-size 1G --disk-cache-size 2G "
+                      f"--no-disk-cache --peers-file /etc/gpufs/peers -o nodev,noatime "
+                      f"{self.src} {self.mnt}\n", result.stderr)
+        self.assertFalse(lib.is_mounted(self.mnt))  # -f: nothing mounted
+
+    def test_bad_options_are_refused_naming_them(self):
+        cases = [("cache_sise=1G", 1, "unknown option 'cache_sise'"),
+                 ("cache_size", 1, "cache_size needs a value"),
+                 ("no_disk_cache=yes", 1, "no_disk_cache takes no value"),
+                 ("allow_other=1", 1, "allow_other takes no value"),
+                 ("peers=http://a:3128", 1, "peers_file=FILE"),
+                 ("policy=fifo", 32, "--policy: fifo not in")]  # gpufsd's own check
+        for options, status, message in cases:
+            with self.subTest(options=options):
+                result = run([HELPER, self.src, self.mnt, "-o", options])
+                self.assertEqual(result.returncode, status, result.stderr)
+                self.assertIn(message, result.stderr)
+                self.assertFalse(lib.is_mounted(self.mnt))
+        result = run([HELPER, self.src])
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("usage: mount.gpufs SRC MNT", result.stderr)
+
+    def test_every_gpufs_option_of_the_helper_is_one_of_gpufsd(self):
+        with open(HELPER) as f:
+            table = re.search(r"^GPUFS_OPTIONS='(.*?)'", f.read(), re.S | re.M)[1].split()
+        self.assertIn("cache_size=", table)
+        known = gpufsd_options()
+        for key in table:
+            flag = "--" + key.rstrip("=").replace("_", "-")
+            with self.subTest(option=key):
+                if flag == "--peers-file" and peers_missing():
+                    self.skipTest(peers_missing())
+                self.assertIn(flag, known)
+                self.assertEqual(known[flag], key.endswith("="), "a value or a flag alike")
+
+    def installed_helper(self):
+        if not os.path.exists(INSTALLED_HELPER):
+            self.skipTest(f"{INSTALLED_HELPER} is not installed, and mount(8) looks for "
+                          "helpers in /sbin only (meson install with --prefix /usr, or link "
+                          "it to deploy/mount.gpufs)")
+
+    def test_mount_t_fuse_gpufs_runs_the_helper(self):
+        self.installed_helper()
+        result = run(["mount", "-t", "fuse.gpufs", self.src, self.mnt, "-o",
+                      "cache_size=64M,allow_other,_netdev,nofail"])
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("allow_other", self.check_mounted_and_unmount(umount=["umount", self.mnt]))
+
+    def test_an_fstab_line_mounts(self):
+        self.installed_helper()
+        fstab = os.path.join(self.work, "fstab")
+        with open(fstab, "w") as f:
+            f.write(f"{self.src} {self.mnt} fuse.gpufs "
+                    "ro,noauto,cache_size=32M,policy=pin,_netdev,x-systemd.automount 0 0\n")
+        result = run(["mount", "--fstab", fstab, self.mnt])
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.check_mounted_and_unmount()
+
+
+class Slurm(unittest.TestCase):
+    """The prolog and epilog of two nodes, 127.0.0.1 and 127.0.0.2 (both loopback), each
+    with its own peer cache, mount and folders; scontrol is a stub naming those two."""
+
+    NODES = ("127.0.0.1", "127.0.0.2")
+    NODELIST = "node[1-2]"
+
+    @classmethod
+    def setUpClass(cls):
+        reason = nginx.NginxOrigin.skip_reason()
+        if reason:
+            raise unittest.SkipTest(reason)
+        cls.work = tempfile.mkdtemp(prefix="gpufs-slurm-")
+        # As root, nginx's workers run as another user, who must reach the peers' caches.
+        os.chmod(cls.work, 0o755)
+        tree, folder = lib.make_dataset(os.path.join(cls.work, "data"), classes=3,
+                                        per_class=8, group_size=4)
+        cls.expected = lib.files_below(tree)
+        www = os.path.join(cls.work, "www")
+        shutil.copytree(folder, os.path.join(www, "mytar"))
+        cls.blobs = sorted(n for n in os.listdir(folder) if n.endswith(".mytar"))
+        cls.origin = nginx.NginxOrigin(www).__enter__()
+        cls.scontrol = os.path.join(cls.work, "scontrol")
+        with open(cls.scontrol, "w") as f:
+            f.write(f'#!/bin/sh\n[ "$*" = "show hostnames {cls.NODELIST}" ] || exit 1\n'
+                    f"printf '%s\\n' {' '.join(cls.NODES)}\n")
+        os.chmod(cls.scontrol, 0o755)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.origin.__exit__(None, None, None)
+        shutil.rmtree(cls.work)
+
+    def setUp(self):
+        self.port = free_port()
+        self.nodes = []
+
+    def tearDown(self):
+        for node in self.nodes:  # after a failure: nothing may stay mounted or running
+            if lib.is_mounted(node["mnt"]):
+                lib.run_gpufsd("unmount", node["mnt"])
+            self.script(EPILOG, node)
+            shutil.rmtree(node["dir"])
+
+    def node(self, name, source, options="--cache-size 16MiB --no-disk-cache"):
+        """The folders and the settings file (/etc/gpufs/slurm.conf) of one node."""
+        d = tempfile.mkdtemp(prefix=f"node-{name}-", dir=self.work)
+        os.chmod(d, 0o755)
+        node = {"name": name, "dir": d, "mnt": os.path.join(d, "mnt"),
+                "run": os.path.join(d, "run"), "cache": os.path.join(d, "peer-cache"),
+                "conf": os.path.join(d, "slurm.conf")}
+        with open(node["conf"], "w") as f:
+            f.write(f"GPUFS_SOURCE={source}\nGPUFS_MOUNTPOINT={node['mnt']}\n"
+                    f"GPUFS_MOUNT_OPTIONS='{options}'\nGPUFS_PEER_PORT={self.port}\n"
+                    f"GPUFS_PEER_CACHE_DIR={node['cache']}\nGPUFS_PEER_CACHE_SIZE=1g\n"
+                    f"GPUFS_RUN_DIR={node['run']}\n")
+        self.nodes.append(node)
+        return node
+
+    def script(self, path, node, **env):
+        """Runs the prolog or epilog as slurmd would on `node`."""
+        return run([path], env={
+            "GPUFS_SLURM_CONF": node["conf"], "SLURM_JOB_ID": "42",
+            "SLURM_JOB_NODELIST": self.NODELIST, "SLURMD_NODENAME": node["name"],
+            "SCONTROL": self.scontrol, "NGINX": nginx.nginx_binary(),
+            "PEER_CONFIG": PEER_CONFIG,
+            "XDG_CACHE_HOME": os.path.join(node["dir"], "xdg"), **env})
+
+    def peer_get(self, host, path):
+        """The peer cache status of a GET of `path` through the peer at host, sent as
+        gpufsd sends it: with the origin's Host."""
+        request = urllib.request.Request(f"http://{host}:{self.port}{path}",
+                                         headers={"Host": self.origin.url.split("//")[1]})
+        with urllib.request.urlopen(request, timeout=10) as r:
+            r.read()
+            return r.headers["X-Gpufs-Peer-Cache"]
+
+    def check_rendered(self, node):
+        peers = [f"http://{n}:{self.port}" for n in self.NODES]
+        with open(os.path.join(node["run"], "peers")) as f:
+            self.assertEqual([ln for ln in f.read().splitlines() if not ln.startswith("#")],
+                             peers)
+        with open(os.path.join(node["run"], "nginx", "nginx.conf")) as f:
+            conf = f.read()
+        self.assertIn(f"listen {node['name']}:{self.port};", conf)
+        self.assertIn(f"server {self.origin.url.split('//')[1]};", conf)
+        self.assertIn(f"proxy_cache_path {node['cache']} ", conf)
+
+    def origin_slices(self):
+        """Blob GETs the origin answered for whole aligned slices: only the peers ask so."""
+        count = 0
+        with open(self.origin.access_log) as f:
+            for line in f:
+                m = re.search(r'"GET /mytar/filegroup-\S+ [^"]*" 20\d .*range="bytes=(\d+)-(\d+)"',
+                              line)
+                if m and int(m[1]) % SLICE == 0 and int(m[2]) - int(m[1]) + 1 == SLICE:
+                    count += 1
+        return count
+
+    def test_prolog_mounts_through_the_peers_and_epilog_undoes_it(self):
+        reason = peers_missing()
+        if reason:
+            self.skipTest(reason)
+        nodes = [self.node(n, f"{self.origin.url}/mytar/") for n in self.NODES]
+        for node in nodes:
+            result = self.script(PROLOG, node)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.check_rendered(node)
+            self.assertTrue(lib.is_mounted(node["mnt"]))
+        for node in nodes:
+            self.assertEqual(lib.files_below(node["mnt"]), self.expected)
+        self.assertGreater(self.origin_slices(), 0)
+        for blob in self.blobs:  # each blob was read through one of the peers
+            statuses = [self.peer_get(n, f"/mytar/{blob}") for n in self.NODES]
+            self.assertIn("HIT", statuses, blob)
+
+        pids = []
+        for node in nodes:
+            with open(os.path.join(node["run"], "nginx", "nginx.pid")) as f:
+                pids.append(int(f.read()))
+            pids.append(daemon_pid(node["mnt"]))
+        for node in nodes:
+            result = self.script(EPILOG, node)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertFalse(lib.is_mounted(node["mnt"]))
+            self.assertFalse(os.path.exists(node["run"]))
+            self.assertTrue(refused(node["name"], self.port))
+            self.assertTrue(os.listdir(node["cache"]), "the peer's slices stay for the next job")
+        self.assertEqual([p for p in pids if lib.is_running(p)], [])
+
+    def test_a_failed_mount_fails_the_prolog_and_leaves_nothing_running(self):
+        node = self.node(self.NODES[0], f"{self.origin.url}/mytar/")
+        # gpufsd stands in: it records what it was given and what it saw, then fails.
+        stub = os.path.join(node["dir"], "gpufsd-stub")
+        record = os.path.join(node["dir"], "record")
+        with open(stub, "w") as f:
+            f.write(f'#!/bin/sh\n[ "$1" = mount ] || exec {lib.GPUFSD} "$@"\n'
+                    f'{{ echo "$*"; cat "{node["run"]}/peers" "{node["run"]}/nginx/nginx.pid"; }}'
+                    f' > {record}\necho "gpufsd stub: cannot mount" >&2\nexit 1\n')
+        os.chmod(stub, 0o755)
+        result = self.script(PROLOG, node, GPUFSD=stub)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn(f"gpufs prolog: cannot mount {self.origin.url}/mytar/ at {node['mnt']}",
+                      result.stderr)
+        with open(record) as f:
+            args, *peers, pid = f.read().splitlines()
+        self.assertEqual(args, f"mount --peers-file {node['run']}/peers -o allow_other "
+                         f"--cache-size 16MiB --no-disk-cache {self.origin.url}/mytar/ "
+                         f"{node['mnt']}")
+        self.assertEqual(peers[1:], [f"http://{n}:{self.port}" for n in self.NODES])
+        self.assertFalse(lib.is_running(int(pid)))
+        self.assertFalse(os.path.exists(node["run"]))
+        self.assertTrue(refused(node["name"], self.port))
+
+
+class PeerCacheConfig(unittest.TestCase):
+    def test_the_main_config_loads_and_proxies_the_origin(self):
+        reason = nginx.NginxOrigin.skip_reason()
+        if reason:
+            self.skipTest(reason)
+        work = tempfile.mkdtemp(prefix="gpufs-peer-")
+        os.chmod(work, 0o755)
+        try:
+            blob = os.urandom(SLICE + 1000)  # two slices
+            with open(os.path.join(work, "blob"), "wb") as f:
+                f.write(blob)
+            with nginx.NginxOrigin(work) as origin:
+                port = free_port()
+                prefix = os.path.join(work, "peer")
+                os.mkdir(prefix)
+                conf = run([PEER_CONFIG, "--main", "--listen", f"127.0.0.1:{port}", "--origin",
+                            origin.url, "--cache-dir", os.path.join(work, "cache")])
+                self.assertEqual(conf.returncode, 0, conf.stderr)
+                with open(os.path.join(prefix, "nginx.conf"), "w") as f:
+                    f.write(conf.stdout)
+                argv = [nginx.nginx_binary(), "-p", prefix + "/", "-c", "nginx.conf", "-e",
+                        os.path.join(prefix, "error.log")]
+                result = run(argv)  # returns once it listens
+                self.assertEqual(result.returncode, 0, result.stderr)
+                try:
+                    statuses = []
+                    for _ in range(2):
+                        request = urllib.request.Request(
+                            f"http://127.0.0.1:{port}/blob",
+                            headers={"Host": origin.url.split("//")[1], "Range": "bytes=10-"})
+                        with urllib.request.urlopen(request, timeout=10) as r:
+                            self.assertEqual(r.read(), blob[10:])
+                            statuses.append(r.headers["X-Gpufs-Peer-Cache"])
+                    self.assertEqual(statuses, ["MISS", "HIT"])
+                finally:
+                    stop = run(argv + ["-s", "stop"])
+                    self.assertEqual(stop.returncode, 0, stop.stderr)
+                    wait_for("the peer's nginx to stop", lambda: refused("127.0.0.1", port),
+                             time.monotonic() + 30)
+        finally:
+            shutil.rmtree(work)
+
+
+class StaticChecks(unittest.TestCase):
+    def test_systemd_units_verify(self):
+        analyze = shutil.which("systemd-analyze")
+        if analyze is None:
+            self.skipTest("systemd-analyze is not installed")
+        units = os.path.join(DEPLOY, "systemd")
+        result = run([analyze, "verify", os.path.join(units, "gpufs@imagenet.service"),
+                      os.path.join(units, "gpufs-peer.service"),
+                      os.path.join(units, "mnt-imagenet.mount")])
+        problems = (result.stdout + result.stderr).splitlines()
+        # systemd finds gpufsd in its own search path: installed, not in this build.
+        path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        if shutil.which("gpufsd", path=path) is None:
+            problems = [p for p in problems if "Command gpufsd is not executable" not in p]
+        self.assertEqual(problems, [])
+
+    def test_shell_scripts_pass_shellcheck(self):
+        shellcheck = shutil.which("shellcheck")
+        if shellcheck is None:
+            self.skipTest("shellcheck is not installed (apt install shellcheck)")
+        result = run([shellcheck, "-s", "sh", HELPER, PEER_CONFIG, PROLOG, EPILOG])
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+
+    def test_the_kubernetes_manifest_parses(self):
+        try:
+            import yaml
+        except ImportError:
+            self.skipTest("PyYAML is not installed (apt install python3-yaml)")
+        with open(os.path.join(DEPLOY, "kubernetes", "gpufs-daemonset.yaml")) as f:
+            kinds = [d["kind"] for d in yaml.safe_load_all(f) if d]
+        self.assertEqual(kinds, ["Namespace", "ConfigMap", "Service", "DaemonSet"])
+
+
+if __name__ == "__main__":
+    lib.exit_unless_fuse_usable()
+    unittest.main(verbosity=2)
