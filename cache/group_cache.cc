@@ -90,7 +90,7 @@ Result<CachedBytes> GroupCache::Read(NodeId file, uint64_t offset, size_t size) 
       if (load->failed) return load->error;
       continue;
     }
-    entry = policy_->Wanted(group) ? Admit(group, true) : nullptr;
+    entry = options_.whole_groups && policy_->Wanted(group) ? Admit(group, true) : nullptr;
     if (!entry) {
       lock.unlock();
       return ReadMember(file, offset, size);

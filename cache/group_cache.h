@@ -58,6 +58,9 @@ struct CacheOptions {
   unsigned prefetch_depth = 8;  // groups prefetched at once; 0: no prefetch
   size_t io_piece = 0;          // largest single read; 0: the source's part size
   bool verify = false;          // check each member's checksum on its first read
+  // False: a read that misses serves its member alone and no group is loaded, prefetched
+  // or fetched to the disk tier (a node of a sharded job that cannot keep the dataset).
+  bool whole_groups = true;
 };
 
 struct CacheCounters {

@@ -33,8 +33,10 @@ std::optional<Result<CachedBytes>> GroupCache::ReadMemberFromTier(NodeId file, u
   SpanOf(f.group, &start);
   auto bytes = std::make_unique<char[]>(std::max<size_t>(length, 1));
   if (!tier_->ReadSlice(name, f.offset + from - start, length, bytes.get())) {
-    std::lock_guard lock(mu_);
-    QueueTierJob(f.group, false);
+    if (options_.whole_groups) {
+      std::lock_guard lock(mu_);
+      QueueTierJob(f.group, false);
+    }
     return std::nullopt;
   }
   if (verify) {

@@ -115,6 +115,12 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(uint64_t{4} << 10, uint64_t{1} << 30))
       ->capture_default_str();
+  mount
+      .add_option("--world-size", args.world_size,
+                  "nodes (mounts, not ranks) a sharded sampler splits each epoch between: when "
+                  "this node cannot keep the dataset, it then reads files alone, not groups")
+      ->check(CLI::Range(1u, 100000u))
+      ->capture_default_str();
   mount.add_option("--metrics", args.metrics,
                    "serve Prometheus metrics at http://HOST:PORT/metrics (off by default)");
   mount.add_flag_callback(

@@ -46,6 +46,7 @@ struct MountArgs {
   std::string peers;                 // --peers URL,URL,...
   std::string peers_file;            // --peers-file FILE: one URL per line
   uint64_t peer_block = 4 << 20;     // the proxies' slice size
+  unsigned world_size = 1;           // nodes whose samplers split each epoch between them
 };
 
 // Returns the process exit status.

@@ -169,6 +169,23 @@ class Peers(unittest.TestCase):
             with open(changed, "wb") as f:
                 f.write(original)
 
+    def test_world_size_reads_files_alone_only_when_the_node_cannot_keep_the_dataset(self):
+        for cache, whole in (("64MiB", True), ("256KiB", False)):
+            m = self.mount("--world-size", "4", cache=cache)
+            with m as mnt:
+                self.assertEqual(files_below(mnt), self.expected)
+                stats = stats_of(mnt)
+                log = m.stderr()
+            self.assertIn("--world-size 4: this node can keep", log)
+            if whole:
+                self.assertIn("reads whole groups", log)
+                self.assertGreater(stats["groups_loaded"], 0)
+            else:
+                self.assertIn("reads each file alone", log)
+                self.assertEqual(stats["groups_loaded"], 0)
+                self.assertEqual(stats["member_reads"], len(self.expected))
+            self.assertEqual(stats["io"]["bytes"], 0)
+
     def test_gpufs_stat_and_metrics_show_the_peers(self):
         with socket.socket() as probe:  # a free port, for the metrics endpoint
             probe.bind(("127.0.0.1", 0))

@@ -151,6 +151,23 @@ TEST_F(GroupCacheTest, ReadsJustTheMemberWhenTheGroupCannotBeAdmitted) {
   EXPECT_LE(arena_->used(), arena_->capacity());
 }
 
+TEST_F(GroupCacheTest, MembersOnlyNeverLoadsAGroupThoughTheBudgetHasRoom) {
+  PreadEngine engine(1);
+  arena_ = std::move(*PinnedArena::Create(1 << 20));
+  CacheOptions options{"lru", 0, 0};
+  options.whole_groups = false;
+  cache_ = std::make_unique<GroupCache>(*catalog_, SourceOver(engine), *arena_,
+                                        MakePolicy("lru", {4, 4}, 8), options);
+  for (const char* path : {"c/0-0", "c/0-1", "c/1-3", "c/0-0"}) {
+    EXPECT_EQ(ReadWhole(path), contents_[path]);
+  }
+  EXPECT_EQ(cache_->counters().member_reads.load(), 4u);
+  EXPECT_EQ(cache_->counters().groups_loaded.load(), 0u);
+  EXPECT_EQ(cache_->counters().bytes_from_disk.load(), 4u * 3000);
+  EXPECT_FALSE(cache_->Resident(0));
+  EXPECT_EQ(arena_->used(), 0u);
+}
+
 TEST_F(GroupCacheTest, KeepsWithinTheBudgetAndPinNeverEvicts) {
   PreadEngine engine(1);
   MakeCache(16384, "pin", engine);  // room for one group only
