@@ -363,10 +363,11 @@ bool WholeGroups(const MountArgs& args, const Dataset& dataset, const DiskTier* 
   const uint64_t room = args.cache_bytes + (tier ? TierRoom(*tier) : 0);
   const uint64_t need = dataset.catalog.total_bytes();
   const bool whole = room >= need;
-  spdlog::info("--world-size {}: this node can keep {:.1f} GiB of the {:.1f} GiB dataset, so "
-               "it reads {}",
-               args.world_size, room / 1073741824.0, need / 1073741824.0,
-               whole ? "whole groups and keeps them" : "each file alone (no group loads)");
+  spdlog::info(
+      "--world-size {}: this node can keep {:.1f} GiB of the {:.1f} GiB dataset, so "
+      "it reads {}",
+      args.world_size, room / 1073741824.0, need / 1073741824.0,
+      whole ? "whole groups and keeps them" : "each file alone (no group loads)");
   return whole;
 }
 

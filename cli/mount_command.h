@@ -43,10 +43,10 @@ struct MountArgs {
   unsigned connections = 32;     // requests in flight to the store
   double retry_seconds = 20;     // a failing request is retried this long, then EIO
   // The caching proxies of the job's nodes (source/remote/peers.h)
-  std::string peers;                 // --peers URL,URL,...
-  std::string peers_file;            // --peers-file FILE: one URL per line
-  uint64_t peer_block = 4 << 20;     // the proxies' slice size
-  unsigned world_size = 1;           // nodes whose samplers split each epoch between them
+  std::string peers;              // --peers URL,URL,...
+  std::string peers_file;         // --peers-file FILE: one URL per line
+  uint64_t peer_block = 4 << 20;  // the proxies' slice size
+  unsigned world_size = 1;        // nodes whose samplers split each epoch between them
 };
 
 // Returns the process exit status.

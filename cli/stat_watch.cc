@@ -26,7 +26,7 @@ std::atomic<bool> interrupted{false};
 struct Rates {
   double files_s = 0, served_mb_s = 0, disk_mb_s = 0, requests_s = 0;
   double tier_read_mb_s = 0, tier_write_mb_s = 0;  // the disk tier's
-  double peer_mb_s = 0, store_mb_s = 0;             // an object store's, with --peers
+  double peer_mb_s = 0, store_mb_s = 0;            // an object store's, with --peers
   double hit_now = -1, hit_total = -1;             // -1: no reads yet
   double amp_now = 0, amp_total = 0;
   uint64_t files_total = 0, bytes_total = 0, disk_total = 0;
@@ -64,9 +64,9 @@ std::vector<std::string> PeerLines(const nlohmann::json& io, const Rates& r) {
     if (!p.value("up", true)) down.push_back(p.value("url", std::string("?")));
   }
   std::vector<std::string> lines = {fmt::format(
-      "{:<10}{} of {} up   peers {:.1f} MB/s  store {:.1f} MB/s  failed {}  fallback {}",
-      "peers", peers.size() - down.size(), peers.size(), r.peer_mb_s, r.store_mb_s,
-      At(io, {kPeerFailures}), At(io, {kPeerFallbacks}))};
+      "{:<10}{} of {} up   peers {:.1f} MB/s  store {:.1f} MB/s  failed {}  fallback {}", "peers",
+      peers.size() - down.size(), peers.size(), r.peer_mb_s, r.store_mb_s, At(io, {kPeerFailures}),
+      At(io, {kPeerFallbacks}))};
   for (const std::string& url : down) lines.push_back(fmt::format("{:<10}skipped: {}", "", url));
   return lines;
 }

@@ -131,7 +131,8 @@ void PeerMetrics(const nlohmann::json& io, std::string& out) {
     for (const nlohmann::json& peer : peers) {
       const nlohmann::json& v = peer[key];
       fmt::format_to(std::back_inserter(out), "gpufs_{}{{peer=\"{}\"}} {}\n", name,
-                     peer.value("url", ""), v.is_boolean() ? int(v.get<bool>()) : v.get<uint64_t>());
+                     peer.value("url", ""),
+                     v.is_boolean() ? int(v.get<bool>()) : v.get<uint64_t>());
     }
   }
 }

@@ -205,8 +205,14 @@ void ObjectStore::Get(GetRequest request, std::function<void(Result<size_t>)> do
   }
   // Only an answer that can be checked against the object's ETag may come from a peer.
   if (!impl_->peers || !request.expected || request.expected->etag.empty()) {
-    GetDirect(Block{request.name, object, request.offset, request.length, request.buffer,
-                    std::move(request.expected), {}, std::move(finish)});
+    GetDirect(Block{request.name,
+                    object,
+                    request.offset,
+                    request.length,
+                    request.buffer,
+                    std::move(request.expected),
+                    {},
+                    std::move(finish)});
     return;
   }
   const uint64_t size = impl_->peers->block();
@@ -249,8 +255,7 @@ void ObjectStore::GetDirect(const Block& block) {
   impl_->loop.Submit(std::move(exchange));
 }
 
-void ObjectStore::GetFromPeer(std::shared_ptr<const Block> block, size_t rank,
-                              bool failed_before) {
+void ObjectStore::GetFromPeer(std::shared_ptr<const Block> block, size_t rank, bool failed_before) {
   PeerSet& peers = *impl_->peers;
   const auto now = PeerSet::Clock::now();
   while (rank < block->order.size() && !peers.MayAsk(block->order[rank], now)) ++rank;

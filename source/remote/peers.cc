@@ -10,7 +10,6 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-
 namespace gpufs::remote {
 namespace {
 
@@ -35,9 +34,8 @@ std::string CheckPeerUrl(std::string& url) {
     return "a peer is a proxy's address: no path, query or fragment";
   }
   if (rest.find('@') != std::string_view::npos) return "no user or password in a peer's URL";
-  if (std::any_of(rest.begin(), rest.end(), [](unsigned char c) {
-        return c <= ' ' || c == '"' || c == '\\' || c >= 0x7f;
-      })) {
+  if (std::any_of(rest.begin(), rest.end(),
+                  [](unsigned char c) { return c <= ' ' || c == '"' || c == '\\' || c >= 0x7f; })) {
     return "blanks, quotes and backslashes have no place in a peer's address";
   }
   const size_t colon = rest.rfind(':');
@@ -86,7 +84,8 @@ Result<std::vector<std::string>> ReadPeerFile(const std::filesystem::path& path)
     joined += std::string(text) + ",";
   }
   auto urls = ParsePeerList(joined);
-  if (!urls) return Fail(EINVAL, "cannot read peer file {}: {}", path.string(), urls.error().message);
+  if (!urls)
+    return Fail(EINVAL, "cannot read peer file {}: {}", path.string(), urls.error().message);
   return urls;
 }
 
@@ -95,16 +94,17 @@ struct PeerSet::Peer {
   std::atomic<uint64_t> bytes{0};
   std::atomic<uint64_t> failures{0};
   std::mutex mu;
-  bool down = false;                // guarded by mu
-  bool probing = false;             // guarded by mu: one request is trying a down peer
-  Clock::time_point retry_at;       // guarded by mu
+  bool down = false;           // guarded by mu
+  bool probing = false;        // guarded by mu: one request is trying a down peer
+  Clock::time_point retry_at;  // guarded by mu
 };
 
 PeerSet::PeerSet(PeerConfig config)
     : config_(std::move(config)),
       seeds_([this] {
         std::vector<uint64_t> seeds;
-        for (const std::string& url : config_.urls) seeds.push_back(XXH3_64bits(url.data(), url.size()));
+        for (const std::string& url : config_.urls)
+          seeds.push_back(XXH3_64bits(url.data(), url.size()));
         return seeds;
       }()),
       peers_(std::make_unique<Peer[]>(config_.urls.size())) {}
@@ -113,7 +113,8 @@ PeerSet::~PeerSet() = default;
 
 std::vector<uint32_t> PeerSet::Order(std::string_view key) const {
   std::vector<uint64_t> score(size());
-  for (size_t i = 0; i < size(); ++i) score[i] = XXH3_64bits_withSeed(key.data(), key.size(), seeds_[i]);
+  for (size_t i = 0; i < size(); ++i)
+    score[i] = XXH3_64bits_withSeed(key.data(), key.size(), seeds_[i]);
   std::vector<uint32_t> order(size());
   std::iota(order.begin(), order.end(), 0u);
   std::sort(order.begin(), order.end(), [&score](uint32_t a, uint32_t b) {
@@ -151,9 +152,10 @@ void PeerSet::Failed(uint32_t peer, const std::string& reason, Clock::time_point
   p.retry_at = now + config_.retry_after;
   if (p.down) return;
   p.down = true;
-  spdlog::warn("peer {} failed ({}); its blocks go to the next peer, or the store, until it "
-               "answers again (tried every {} ms)",
-               url(peer), reason, config_.retry_after.count());
+  spdlog::warn(
+      "peer {} failed ({}); its blocks go to the next peer, or the store, until it "
+      "answers again (tried every {} ms)",
+      url(peer), reason, config_.retry_after.count());
 }
 
 nlohmann::json PeerSet::Stats() const {

@@ -17,8 +17,8 @@ namespace gpufs::remote {
 struct StoreCounters {
   std::atomic<uint64_t> requests{0};  // attempts sent, retries included
   std::atomic<uint64_t> retries{0};
-  std::atomic<uint64_t> errors{0};    // requests that failed for good
-  std::atomic<uint64_t> bytes{0};     // body bytes received into callers' buffers
+  std::atomic<uint64_t> errors{0};  // requests that failed for good
+  std::atomic<uint64_t> bytes{0};   // body bytes received into callers' buffers
   // The same through peer caches (--peers): requests and bytes there, requests that
   // failed for the peer's own reasons, and reads the store served after every peer failed.
   std::atomic<uint64_t> peer_requests{0};

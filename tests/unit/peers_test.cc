@@ -17,7 +17,8 @@ using namespace std::chrono_literals;
 
 std::vector<std::string> Urls(size_t n, size_t first = 0) {
   std::vector<std::string> urls;
-  for (size_t i = first; i < first + n; ++i) urls.push_back(fmt::format("http://10.0.0.{}:3128", i));
+  for (size_t i = first; i < first + n; ++i)
+    urls.push_back(fmt::format("http://10.0.0.{}:3128", i));
   return urls;
 }
 
@@ -34,11 +35,14 @@ TEST(PeerListTest, AcceptsUrlsAndRefusesWhatIsNotAProxyAddress) {
   auto ok = ParsePeerList(" http://a:3128/, https://b ,http://[::1]:80,");
   ASSERT_TRUE(ok.ok()) << ok.error().message;
   EXPECT_EQ(*ok, (std::vector<std::string>{"http://a:3128", "https://b", "http://[::1]:80"}));
-  const std::map<std::string, std::string> bad = {
-      {"ftp://a:1", "want http:// or https://"}, {"a:3128", "want http://"},
-      {"http://a:1/cache", "no path"},           {"http://u:p@a:1", "no user"},
-      {"http://a:1,http://a:1/", "listed twice"}, {"http://a:99999x", "port"},
-      {" , ", "names no peer"},                  {"http://", "no host"}};
+  const std::map<std::string, std::string> bad = {{"ftp://a:1", "want http:// or https://"},
+                                                  {"a:3128", "want http://"},
+                                                  {"http://a:1/cache", "no path"},
+                                                  {"http://u:p@a:1", "no user"},
+                                                  {"http://a:1,http://a:1/", "listed twice"},
+                                                  {"http://a:99999x", "port"},
+                                                  {" , ", "names no peer"},
+                                                  {"http://", "no host"}};
   for (const auto& [list, why] : bad) {
     auto r = ParsePeerList(list);
     ASSERT_FALSE(r.ok()) << list;

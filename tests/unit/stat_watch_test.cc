@@ -27,8 +27,9 @@ TEST(StatWatchTest, ShowsWhereTheBytesComeFromAndWhichPeersAreSkipped) {
   const auto before = StatsWithPeers(0, 0);
   const auto after = StatsWithPeers(20'000'000, 5'000'000);
   const std::string frame = WatchFrame("/mnt", before, after, 2.0);
-  EXPECT_NE(frame.find("peers     1 of 2 up   peers 10.0 MB/s  store 2.5 MB/s  failed 4  fallback 2\n"),
-            std::string::npos)
+  EXPECT_NE(
+      frame.find("peers     1 of 2 up   peers 10.0 MB/s  store 2.5 MB/s  failed 4  fallback 2\n"),
+      std::string::npos)
       << frame;
   EXPECT_NE(frame.find("skipped: http://b:3128"), std::string::npos) << frame;
   EXPECT_EQ(frame.find("skipped: http://a:3128"), std::string::npos) << frame;
