@@ -32,7 +32,9 @@ access log: blob requests and body bytes), what the peers served the nodes (thei
 logs, with nginx's cache status of each request), what the nodes read from the store
 directly (user.gpufs.stats io.bytes), and checks every rank's (index, SHA-256) pairs
 against the same sampler over the source tree; it also sums the CPU time the ranks, the
-daemons, the peers and the store used. With --rounds N every mode runs N times (in turn
+daemons, the peers and the store used. Before the modes it times what one member read costs
+at a warm peer: 200 ranged GETs of 60-200 KB on one kept-alive connection, to the shipped
+config and to it with `tcp_nopush off`. With --rounds N every mode runs N times (in turn
 with the others) and the median epoch (by the job's files/s) is shown.
 
 Prints a table per epoch with ratios (store bytes / pack bytes, job files/s against alone
@@ -45,17 +47,21 @@ import argparse
 import collections
 import contextlib
 import hashlib
+import http.client
 import json
 import os
 import queue
+import random
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -89,6 +95,47 @@ class NopushOffPeer(nginx.NginxPeer):
         if tuned == body:
             raise RuntimeError("the peer config has no 'server_tokens off;' to add to")
         return tuned
+
+
+def probe_answers(peer, host, blob, size, count=200):
+    """Latencies (s) of `count` ranged GETs of 60-200 KB (a member read's size) at random
+    offsets of `blob` from `peer`, one after another on one kept-alive connection with
+    TCP_NODELAY, after one pass that fills the peer's cache."""
+    url = urllib.parse.urlsplit(peer.url)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    conn.connect()
+    conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    rng, latencies = random.Random(0), []
+    try:
+        for n in range(2 * count):
+            first = rng.randrange(0, size - 200_000)
+            last = first + rng.randrange(60_000, 200_000) - 1
+            start = time.perf_counter()
+            conn.request("GET", blob, headers={"Host": host, "Range": f"bytes={first}-{last}"})
+            resp = conn.getresponse()
+            body = resp.read()
+            if resp.status != 206 or len(body) != last - first + 1:
+                raise RuntimeError(f"{peer.url}{blob} bytes={first}-{last}: HTTP "
+                                   f"{resp.status}, {len(body)} bytes")
+            if n >= count:
+                latencies.append(time.perf_counter() - start)
+    finally:
+        conn.close()
+    return sorted(latencies)
+
+
+def probe(proxy, served, peer_block):
+    """What one member read costs at a warm peer, shipped config against tcp_nopush off."""
+    blob = "/pack/blob-000000.gpufs"
+    size = os.path.getsize(os.path.join(served, blob.lstrip("/")))
+    host = urllib.parse.urlsplit(proxy.url).netloc
+    out = {}
+    for name, kind in (("shipped", nginx.NginxPeer), ("tcp_nopush off", NopushOffPeer)):
+        with kind(proxy.url, slice_bytes=peer_block) as peer:
+            lat = probe_answers(peer, host, blob, size)
+        out[name] = {"p50_ms": lat[len(lat) // 2] * 1e3, "p90_ms": lat[len(lat) * 9 // 10] * 1e3,
+                     "over_35ms": sum(x > 0.035 for x in lat) / len(lat)}
+    return out
 
 
 # --- the ranks --------------------------------------------------------------------------
@@ -364,6 +411,7 @@ def print_table(result):
     print(f"\n{result['files']} files, mean {result['data_bytes'] / result['files'] / 1e3:.0f} KB;"
           f" pack {pack / 1e6:.0f} MB in {result['groups']} groups; {result['about']}")
     print(f"{result['setup']}")
+    print(probe_text(result["probe"]))
     print(f"median of {result['rounds']} round(s) (each round's files/s at the end); MB are "
           "10^6 bytes; 'x data': store bytes over the pack's blob bytes; 'fetched': store bytes "
           "less what the nodes read from the store directly ('direct'); 'bad': (index, "
@@ -421,6 +469,13 @@ def total_of(runs):
             "errors": sum(e["node_errors"] for e in every),
             "failures": sum(e["node_peer_failures"] for e in every),
             "fallbacks": sum(e["node_peer_fallbacks"] for e in every)}
+
+
+def probe_text(p):
+    return ("a warm peer's answers to 200 ranged GETs of 60-200 KB, one after another on one "
+            "kept-alive connection: " + "; ".join(
+                f"{name}: p50 {v['p50_ms']:.2f} ms, p90 {v['p90_ms']:.1f} ms, "
+                f"{v['over_35ms']:.0%} over 35 ms" for name, v in p.items()))
 
 
 def status_text(statuses):
@@ -581,6 +636,8 @@ def main():
             origin.url, delay_ms=args.delay_ms, rate_bytes_per_s=int(args.rate_mb * 1e6)))
         print(f"packed: {len(blobs)} blobs, {result['pack_bytes'] / 1e6:.0f} MB; "
               f"{result['about']}", flush=True)
+        result["probe"] = probe(proxy, served, args.peer_block)
+        print(probe_text(result["probe"]), flush=True)
         for n in range(args.rounds):
             for mode in args.modes:
                 print(f"  {mode} (round {n + 1}):", flush=True)
