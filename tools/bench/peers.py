@@ -529,7 +529,6 @@ def chart(result, out):
 def source_samples(tree):
     """What ImageFolder lists in the source tree: its size, the digest dist_loader.py prints
     of it, and the SHA-256 of every sample's bytes, by index."""
-    sys.path.insert(0, HERE)
     import dist_loader
     from torchvision import datasets
     root = tree.rstrip("/") + "/"
