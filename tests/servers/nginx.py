@@ -372,6 +372,9 @@ class FaultProxy(_Nginx):
   }}
   server {{
     listen {LOOPBACK}:{self.port};
+    # Under TCP_CORK (the http block's tcp_nopush) a ranged answer of a few hundred KB is
+    # often held ~40 ms: a stall no cloud store has, which would tax per-file readers.
+    tcp_nopush off;
     client_max_body_size 0;
     location / {{
       # Set per request from the shared dict (0: no limit); applies to each response.

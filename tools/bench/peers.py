@@ -24,8 +24,8 @@ larger than memory. The modes, each with fresh mounts (and fresh peers), run sid
   peers-members  the same with --cache-size 0: only the files read, each through its peer
   one-node       one node, one rank reading the whole dataset (num_replicas=1), no peers
 
-and, when named in --modes, peers-nopush-off and peers-members-nopush-off: the two peer
-modes with `tcp_nopush off` added to the peers' server block (see NopushOffPeer).
+and, when named in --modes, peers-nopush-on and peers-members-nopush-on: the two peer
+modes with the peers' `tcp_nopush off` turned on again (see CorkedPeer).
 
 Per mode and epoch it records the ranks' epoch times, what the store served (the origin's
 access log: blob requests and body bytes), what the peers served the nodes (their access
@@ -34,7 +34,7 @@ directly (user.gpufs.stats io.bytes), and checks every rank's (index, SHA-256) p
 against the same sampler over the source tree; it also sums the CPU time the ranks, the
 daemons, the peers and the store used. Before the modes it times what one member read costs
 at a warm peer: 200 ranged GETs of 60-200 KB on one kept-alive connection, to the shipped
-config and to it with `tcp_nopush off`. With --rounds N every mode runs N times (in turn
+config and to it with `tcp_nopush on`. With --rounds N every mode runs N times (in turn
 with the others) and the median epoch (by the job's files/s) is shown.
 
 Prints a table per epoch with ratios (store bytes / pack bytes, job files/s against alone
@@ -73,28 +73,28 @@ from servers.procs import exit_on_sigterm, free_port, wait_for  # noqa: E402
 
 GPUFSD = os.environ.get("GPUFSD", os.path.join(ROOT, "build", "cli", "gpufsd"))
 MODES = ("alone", "peers", "peers-members", "one-node")
-# The peer modes again with the peers' nginx answering without TCP_CORK (not run unless
-# named in --modes): see NopushOffPeer.
-NOPUSH_OFF = "-nopush-off"
-EXTRA_MODES = tuple(m + NOPUSH_OFF for m in MODES if m.startswith("peers"))
+# The peer modes again with the peers' nginx answering under TCP_CORK (not run unless
+# named in --modes): see CorkedPeer.
+NOPUSH_ON = "-nopush-on"
+EXTRA_MODES = tuple(m + NOPUSH_ON for m in MODES if m.startswith("peers"))
 NODES = 4
 STATS = "user.gpufs.stats"
 BLOBS = "/pack/blob"  # the part of a blob's request path: the index and HEADs are not data
 
 
-class NopushOffPeer(nginx.NginxPeer):
-    """The shipped peer config with `tcp_nopush off` in its server block. The http block
-    around it (tests/servers/nginx.py, as Debian's stock nginx.conf) has `sendfile on` and
-    `tcp_nopush on`: nginx then sends each answer under TCP_CORK, and on this kernel a
-    ranged answer of ~100 KB on a kept-alive connection is held ~40 ms about half the time
-    (a member read is one such answer)."""
+class CorkedPeer(nginx.NginxPeer):
+    """The shipped peer config without its `tcp_nopush off`, so that the http block around
+    it (tests/servers/nginx.py, as Debian's stock nginx.conf: `sendfile on`, `tcp_nopush
+    on`) decides: nginx then sends each answer under TCP_CORK, and on this kernel a ranged
+    answer of ~100 KB on a kept-alive connection is held ~40 ms about half the time (a
+    member read is one such answer)."""
 
     def _http_body(self):
         body = super()._http_body()
-        tuned = body.replace("server_tokens off;", "server_tokens off;\n  tcp_nopush off;", 1)
-        if tuned == body:
-            raise RuntimeError("the peer config has no 'server_tokens off;' to add to")
-        return tuned
+        corked = body.replace("tcp_nopush off;", "tcp_nopush on;", 1)
+        if corked == body:
+            raise RuntimeError("the peer config has no 'tcp_nopush off;' to turn on")
+        return corked
 
 
 def probe_answers(peer, host, blob, size, count=200):
@@ -125,12 +125,12 @@ def probe_answers(peer, host, blob, size, count=200):
 
 
 def probe(proxy, served, peer_block):
-    """What one member read costs at a warm peer, shipped config against tcp_nopush off."""
+    """What one member read costs at a warm peer, shipped config against tcp_nopush on."""
     blob = "/pack/blob-000000.gpufs"
     size = os.path.getsize(os.path.join(served, blob.lstrip("/")))
     host = urllib.parse.urlsplit(proxy.url).netloc
     out = {}
-    for name, kind in (("shipped", nginx.NginxPeer), ("tcp_nopush off", NopushOffPeer)):
+    for name, kind in (("shipped", nginx.NginxPeer), ("tcp_nopush on", CorkedPeer)):
         with kind(proxy.url, slice_bytes=peer_block) as peer:
             lat = probe_answers(peer, host, blob, size)
         out[name] = {"p50_ms": lat[len(lat) // 2] * 1e3, "p90_ms": lat[len(lat) * 9 // 10] * 1e3,
@@ -309,7 +309,7 @@ def mismatches(got, indices, digests):
 def run_mode(mode, n_round, args, work, origin, proxy, source):
     """Fresh peers and mounts for `mode`, the job's epochs over them; a result row."""
     nodes = 1 if mode == "one-node" else NODES
-    peer_class = NopushOffPeer if mode.endswith(NOPUSH_OFF) else nginx.NginxPeer
+    peer_class = CorkedPeer if mode.endswith(NOPUSH_ON) else nginx.NginxPeer
     row = {"mode": mode, "round": n_round, "nodes": nodes, "epochs": []}
     with contextlib.ExitStack() as inner:
         peers = []
