@@ -3,6 +3,7 @@
 A mount is started in the foreground with --ready-fd and is waited for on that pipe, not
 with sleeps; leaving the context unmounts it and checks that the daemon exited 0.
 """
+import json
 import os
 import select
 import subprocess
@@ -71,6 +72,21 @@ def is_running(pid):
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+STATS = "user.gpufs.stats"
+
+
+def stats_of(mnt):
+    """The daemon's counters, as user.gpufs.stats has them."""
+    return json.loads(os.getxattr(mnt, STATS))
+
+
+def drop_page_cache():
+    """So that the next pass reads through the daemon again, not from the kernel."""
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3")
 
 
 def run_gpufsd(*args, timeout=60, env=None):

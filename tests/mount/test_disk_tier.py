@@ -15,25 +15,15 @@ import unittest
 import urllib.request
 
 import gpufs_testlib as lib
-from gpufs_testlib import files_below
+from gpufs_testlib import drop_page_cache, files_below, stats_of
 
 sys.path.insert(0, lib.ROOT)
 from tests.servers import nginx  # noqa: E402
 
-STATS = "user.gpufs.stats"
 GPUFS_STAT = os.environ.get("GPUFS_STAT", os.path.join(lib.ROOT, "build", "cli", "gpufs-stat"))
 GROUP_BYTES = "64KiB"  # several groups of several members each
 
 
-def stats_of(mnt):
-    return json.loads(os.getxattr(mnt, STATS))
-
-
-def drop_page_cache():
-    """So that the next pass reads through the daemon again, not from the kernel."""
-    os.sync()
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3")
 
 
 def copies_below(folder):

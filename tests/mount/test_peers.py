@@ -5,7 +5,6 @@ ships (deploy/nginx/gpufs-peer.conf). Every byte equals the source; each slice l
 origin once however many nodes read it; a peer that dies, or serves an object that changed,
 never costs a reader a wrong byte or an error."""
 import concurrent.futures
-import json
 import os
 import shutil
 import socket
@@ -17,25 +16,16 @@ import unittest
 import urllib.request
 
 import gpufs_testlib as lib
-from gpufs_testlib import files_below
+from gpufs_testlib import drop_page_cache, files_below, stats_of
 
 sys.path.insert(0, lib.ROOT)
 from tests.servers import ceph_s3, nginx  # noqa: E402
 
-STATS = "user.gpufs.stats"
 GPUFS_STAT = os.environ.get("GPUFS_STAT", os.path.join(lib.ROOT, "build", "cli", "gpufs-stat"))
 GROUP_BYTES = "64KiB"
 BLOCK = 16 << 10  # --peer-block, equal to the peers' slice size: ~35 blocks, on every peer
 
 
-def stats_of(mnt):
-    return json.loads(os.getxattr(mnt, STATS))
-
-
-def drop_page_cache():
-    os.sync()
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3")
 
 
 def pack_bytes(folder):

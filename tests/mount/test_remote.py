@@ -3,7 +3,6 @@
 real mounts: every byte equal to the source, and each fault an error or a retry, never
 other bytes, a hang or a dead daemon."""
 import errno
-import json
 import os
 import shutil
 import sys
@@ -12,17 +11,13 @@ import tempfile
 import unittest
 
 import gpufs_testlib as lib
-from gpufs_testlib import files_below
+from gpufs_testlib import files_below, stats_of
 
 sys.path.insert(0, lib.ROOT)
 from tests.servers import ceph_s3, nginx  # noqa: E402
 
 BUCKET = "gpufs-data"
-STATS = "user.gpufs.stats"
 
-
-def stats_of(mnt):
-    return json.loads(os.getxattr(mnt, STATS))
 
 
 def make_datasets(work):

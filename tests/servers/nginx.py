@@ -209,6 +209,15 @@ class _Nginx:
             shutil.rmtree(self.prefix, ignore_errors=True)
             self.prefix = None
 
+    @classmethod
+    def skip_reason(cls):
+        """Why this server cannot run here (no nginx), or None when it can."""
+        return _config_error(())
+
+    def _modules(self):
+        """The dynamic modules its config loads."""
+        return ()
+
     def _ready_url(self):
         return self.url + "/"
 
@@ -233,14 +242,6 @@ class NginxOrigin(_Nginx):
         super().__init__(port, workers, timeout)
         self.root = os.path.abspath(root)
 
-    @classmethod
-    def skip_reason(cls):
-        """Why an origin cannot run here, or None when it can."""
-        return _config_error(())
-
-    def _modules(self):
-        return ()
-
     def _http_body(self):
         return f"""  server {{
     listen {LOOPBACK}:{self.port};
@@ -264,14 +265,6 @@ class NginxPeer(_Nginx):
                  timeout=30):
         super().__init__(port, workers, timeout)
         self.origin, self.slice_bytes, self.cache_size = origin, slice_bytes, cache_size
-
-    @classmethod
-    def skip_reason(cls):
-        """Why a peer cache cannot run here, or None when it can."""
-        return _config_error(())
-
-    def _modules(self):
-        return ()
 
     def _http_body(self):
         r = subprocess.run([PEER_CONFIG, "--listen", f"{LOOPBACK}:{self.port}",

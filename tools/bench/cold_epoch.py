@@ -1,0 +1,185 @@
+#!/usr/bin/python3
+"""A cold epoch against the volume's bound, for several loader widths and file sizes.
+
+    sudo /usr/bin/python3 tools/bench/cold_epoch.py [--widths 2,4,8] [--sides 560,720]
+        [--files 4000] [--iops 120] [--mbps 150] [--peers tree,squashfuse,gpufs]
+
+An emulated cloud HDD volume (ext4 on a loop device, reads throttled with cgroup v1 blkio,
+as slow_disk.py) holds each generated dataset of real JPEGs three ways: an ImageFolder
+tree, a squashfs image (squashfuse_ll) and a gpufs pack (`gpufsd pack`, default 16 MiB
+groups). For each mean file size (--sides: the longest side of the generated images,
+560 px ~80 KB, 720 px ~130 KB) and each loader width (DataLoader workers), one cold epoch
+(page cache dropped, fresh mount) of an unmodified torchvision ImageFolder + DataLoader
+reading raw bytes runs over each; gpufsd runs with its default options. The bound is the
+volume's bandwidth over the mean file size.
+
+Besides files/s it reports what the volume did during the epoch, from the loop device's
+/sys/block/*/stat: requests completed, their mean size, and how much of the epoch the
+device was busy (io_ticks), which tells an IOPS-bound epoch (small requests, busy) from
+a starved one (idle between reads). Prints one table; writes results.json to --out.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+from benchlib import SlowVolume, loader_epochs, sh, tree_bytes, version_line  # noqa: E402
+
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import make_sample  # noqa: E402
+
+GPUFSD = os.environ.get("GPUFSD", os.path.join(ROOT, "build", "cli", "gpufsd"))
+
+
+def sample(cache, files, classes, side):
+    """A generated tree of `files` JPEGs whose longest side is at most `side`, made once."""
+    tree = os.path.join(cache, f"tree-{files}-{classes}-{side}")
+    if not os.path.isdir(tree):
+        make_sample.make_tree(tree + ".part", classes, files // classes, 0, False, side)
+        os.rename(tree + ".part", tree)
+    return tree
+
+
+def device_stat(loop):
+    """(reads completed, sectors read, io_ticks ms) of the loop device."""
+    with open(f"/sys/block/{os.path.basename(loop)}/stat") as f:
+        fields = [int(x) for x in f.read().split()]
+    return fields[0], fields[2], fields[9]
+
+
+class Cell:
+    """One dataset on one volume: the three ways to read it, one cold epoch each."""
+
+    def __init__(self, volume, tree, pack, image):
+        self.volume, self.tree, self.pack, self.image = volume, tree, pack, image
+
+    def throttled(self):
+        return lambda: self.volume.enter(os.getpid())
+
+    def epoch(self, root, workers):
+        before = device_stat(self.volume.loop)
+        start = time.monotonic()
+        e = loader_epochs(root, "raw", 1, workers=workers, preexec_fn=self.throttled(),
+                          extra=["--blkio-group", self.volume.group,
+                                 "--device", self.volume.device])[0]
+        wall = time.monotonic() - start
+        after = device_stat(self.volume.loop)
+        reads = after[0] - before[0]
+        e["device_reads"] = reads
+        e["request_kib"] = (after[1] - before[1]) * 512 / 1024 / reads if reads else 0
+        # io_ticks spans the whole run (process start included); the epoch is within it.
+        e["busy"] = min(1.0, (after[2] - before[2]) / 1000 / e["seconds"]) if e["seconds"] else 0
+        e["wall"] = wall
+        return e
+
+    def run(self, peer, workers):
+        if peer == "tree":
+            return self.epoch(self.tree, workers)
+        mnt = tempfile.mkdtemp(prefix=f"gpufs-cold-{peer}-")
+        try:
+            if peer == "squashfuse":
+                proc = subprocess.Popen(["squashfuse_ll", "-f", self.image, mnt],
+                                        preexec_fn=self.throttled())
+                deadline = time.time() + 30
+                while not os.path.ismount(mnt) and time.time() < deadline:
+                    time.sleep(0.05)
+                try:
+                    return self.epoch(mnt, workers)
+                finally:
+                    subprocess.run(["fusermount3", "-u", mnt])
+                    proc.wait()
+            subprocess.run([GPUFSD, "mount", self.pack, mnt], check=True,
+                           preexec_fn=self.throttled())
+            try:
+                return self.epoch(mnt, workers)
+            finally:
+                subprocess.run([GPUFSD, "unmount", mnt], check=True)
+        finally:
+            os.rmdir(mnt)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--files", type=int, default=4000)
+    parser.add_argument("--classes", type=int, default=40)
+    parser.add_argument("--sides", default="560,720")
+    parser.add_argument("--widths", default="2,4,8")
+    parser.add_argument("--peers", default="tree,squashfuse,gpufs")
+    parser.add_argument("--iops", type=int, default=120)
+    parser.add_argument("--mbps", type=int, default=150)
+    parser.add_argument("--cache", default="/var/tmp/gpufs-slow-disk-src")
+    parser.add_argument("--out", default="/var/tmp/gpufs-cold-epoch-results")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("cold_epoch: needs root (loop device, cgroups, drop_caches)")
+    os.makedirs(args.cache, exist_ok=True)
+    os.makedirs(args.out, exist_ok=True)
+    widths = [int(w) for w in args.widths.split(",")]
+    peers = args.peers.split(",")
+    print("gpufs " + version_line("git", "describe", "--always", "--dirty") + ", "
+          + version_line("squashfuse_ll", "--version"), flush=True)
+    print(f"volume {args.iops} IOPS, {args.mbps} MB/s; {args.files} files per dataset; "
+          "one cold epoch per cell, raw bytes, default gpufsd options", flush=True)
+    results = []
+    for side in (int(s) for s in args.sides.split(",")):
+        source = sample(args.cache, args.files, args.classes, side)
+        files, data_bytes = tree_bytes(source)
+        mean = data_bytes / files
+        bound = args.mbps * 1e6 / mean
+        volume = SlowVolume(3 * data_bytes // 1_000_000 + 300, args.iops, args.mbps)
+        try:
+            tree = os.path.join(volume.mnt, "tree")
+            shutil.copytree(source, tree)
+            pack = os.path.join(volume.mnt, "pack")
+            sh(GPUFSD, "pack", tree, pack)
+            image = os.path.join(volume.mnt, "tree.sqfs")
+            if "squashfuse" in peers:
+                sh("mksquashfs", tree, image, "-noappend", "-quiet")
+            cell = Cell(volume, tree, pack, image)
+            print(f"\nmean {mean / 1000:.0f} KB ({mean / 1024:.0f} KiB), bound "
+                  f"{bound:.0f} files/s", flush=True)
+            for workers in widths:
+                for peer in peers:
+                    e = cell.run(peer, workers)
+                    row = {"side": side, "mean_bytes": mean, "bound": bound,
+                           "workers": workers, "peer": peer, **e}
+                    results.append(row)
+                    print(f"  {workers} workers  {peer:11} {e['files_per_s']:7.0f} files/s "
+                          f"{e['files_per_s'] / bound:5.2f} x bound   {e['device_reads']:6d} "
+                          f"reads of {e['request_kib']:6.0f} KiB, busy {e['busy']:4.0%}",
+                          flush=True)
+        finally:
+            volume.close()
+    print_table(results, peers)
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    print(f"\nwrote {args.out}/results.json")
+
+
+def print_table(results, peers):
+    print(f"\n{'mean KB':>8}{'workers':>8}  " + "".join(f"{p:>12}" for p in peers)
+          + "  (files/s, x bound)  " + "".join(f"{'x ' + p:>14}" for p in peers if p != "gpufs"))
+    cells = {}
+    for r in results:
+        cells.setdefault((r["mean_bytes"], r["workers"]), {})[r["peer"]] = r
+    for (mean, workers), by in sorted(cells.items()):
+        line = f"{mean / 1000:8.0f}{workers:8d}  "
+        for p in peers:
+            r = by.get(p)
+            line += f"{r['files_per_s']:6.0f} {r['files_per_s'] / r['bound']:4.2f} " if r else " " * 12
+        g = by.get("gpufs")
+        for p in peers:
+            if p != "gpufs" and g and p in by:
+                line += f"{g['files_per_s'] / by[p]['files_per_s']:13.1f}x"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
