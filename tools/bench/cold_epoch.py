@@ -14,9 +14,9 @@ reading raw bytes runs over each; gpufsd runs with its default options. The boun
 volume's bandwidth over the mean file size.
 
 Besides files/s it reports what the volume did during the epoch, from the loop device's
-/sys/block/*/stat: requests completed, their mean size, and how much of the epoch the
-device was busy (io_ticks), which tells an IOPS-bound epoch (small requests, busy) from
-a starved one (idle between reads). Prints one table; writes results.json to --out.
+/sys/block/*/stat: requests completed and their mean size (the volume charges one I/O per
+request, so small requests make an epoch IOPS-bound). Prints one table; writes
+results.json to --out.
 """
 import argparse
 import json
@@ -48,10 +48,10 @@ def sample(cache, files, classes, side):
 
 
 def device_stat(loop):
-    """(reads completed, sectors read, io_ticks ms) of the loop device."""
+    """(reads completed, sectors read) of the loop device."""
     with open(f"/sys/block/{os.path.basename(loop)}/stat") as f:
         fields = [int(x) for x in f.read().split()]
-    return fields[0], fields[2], fields[9]
+    return fields[0], fields[2]
 
 
 class Cell:
@@ -74,8 +74,6 @@ class Cell:
         reads = after[0] - before[0]
         e["device_reads"] = reads
         e["request_kib"] = (after[1] - before[1]) * 512 / 1024 / reads if reads else 0
-        # io_ticks spans the whole run (process start included); the epoch is within it.
-        e["busy"] = min(1.0, (after[2] - before[2]) / 1000 / e["seconds"]) if e["seconds"] else 0
         e["wall"] = wall
         return e
 
@@ -153,7 +151,7 @@ def main():
                     results.append(row)
                     print(f"  {workers} workers  {peer:11} {e['files_per_s']:7.0f} files/s "
                           f"{e['files_per_s'] / bound:5.2f} x bound   {e['device_reads']:6d} "
-                          f"reads of {e['request_kib']:6.0f} KiB, busy {e['busy']:4.0%}",
+                          f"reads of {e['request_kib']:6.0f} KiB",
                           flush=True)
         finally:
             volume.close()
