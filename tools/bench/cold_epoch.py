@@ -122,7 +122,8 @@ def main():
     widths = [int(w) for w in args.widths.split(",")]
     peers = args.peers.split(",")
     print("gpufs " + version_line("git", "describe", "--always", "--dirty") + ", "
-          + version_line("squashfuse_ll", "--version"), flush=True)
+          + version_line("dpkg-query", "-W", "-f", "squashfuse ${Version}", "squashfuse"),
+          flush=True)
     print(f"volume {args.iops} IOPS, {args.mbps} MB/s; {args.files} files per dataset; "
           "one cold epoch per cell, raw bytes, default gpufsd options", flush=True)
     results = []
