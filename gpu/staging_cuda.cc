@@ -3,9 +3,12 @@
 // device or no GDS, and says which is missing. Only the toolkit's headers are used here.
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <sys/stat.h>
 
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -77,6 +80,8 @@ class CudaStager : public Stager {
   // Null, with `why` set, when no usable device is found.
   static std::unique_ptr<CudaStager> Open(std::string* why);
 
+  ~CudaStager() override;
+
   std::string_view name() const override { return "cuda"; }
   bool on_device() const override { return true; }
   std::string description() const override { return description_; }
@@ -136,8 +141,19 @@ class CudaStager : public Stager {
   std::vector<cudaStream_t> streams_;       // by StreamId - 1; guarded by mu_
   std::map<uint64_t, cudaEvent_t> fences_;  // guarded by mu_
   uint64_t next_fence_ = 0;                 // guarded by mu_
-  std::map<int, void*> cufile_handles_;     // by fd; guarded by mu_
+  // A registered descriptor, and the file it was open on: descriptor numbers are reused
+  // once the client closes a blob, and a handle must never read another file.
+  struct CuFileHandle {
+    void* handle = nullptr;
+    dev_t dev = 0;
+    ino_t ino = 0;
+  };
+  std::map<int, CuFileHandle> cufile_handles_;  // by fd; guarded by mu_
 };
+
+CudaStager::~CudaStager() {
+  for (auto& [fd, h] : cufile_handles_) cf_.HandleDeregister(h.handle);
+}
 
 std::unique_ptr<CudaStager> CudaStager::Open(std::string* why) {
   void* library =
@@ -248,19 +264,27 @@ Status CudaStager::Wait(uint64_t fence) {
 
 Result<size_t> CudaStager::ReadDirect(int fd, uint64_t offset, void* device, size_t bytes) {
   if (!cufile_ready_) return Fail(ENOTSUP, "no cuFile driver");
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return Fail(errno, "cannot read descriptor {}: {}", fd, strerror(errno));
   void* handle = nullptr;
   {
     std::lock_guard lock(mu_);
     auto it = cufile_handles_.find(fd);
+    if (it != cufile_handles_.end() &&
+        (it->second.dev != st.st_dev || it->second.ino != st.st_ino)) {
+      cf_.HandleDeregister(it->second.handle);  // the number now names another file
+      cufile_handles_.erase(it);
+      it = cufile_handles_.end();
+    }
     if (it == cufile_handles_.end()) {
       CuFileDescr descr{};
       descr.type = 1;
       descr.handle.fd = fd;
       const CuFileError rc = cf_.HandleRegister(&handle, &descr);
       if (rc.err != 0) return Fail(ENOTSUP, "cuFile cannot read descriptor {} ({})", fd, rc.err);
-      it = cufile_handles_.emplace(fd, handle).first;
+      it = cufile_handles_.emplace(fd, CuFileHandle{handle, st.st_dev, st.st_ino}).first;
     }
-    handle = it->second;
+    handle = it->second.handle;
   }
   const ssize_t n = cf_.Read(handle, device, bytes, static_cast<off_t>(offset), 0);
   if (n < 0) return Fail(EIO, "cuFile read failed ({})", n);
