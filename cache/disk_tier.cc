@@ -376,6 +376,20 @@ bool DiskTier::Fits(uint64_t used, uint64_t bytes, uint64_t slack) const {
   return uint64_t{vfs.f_bavail} * vfs.f_frsize >= keep_free_ + bytes + slack;
 }
 
+uint64_t DiskTier::Used() const {
+  uint64_t used = 0;
+  if (pread(ledger_fd_, &used, sizeof(used), 0) != sizeof(used)) used = 0;
+  return used;
+}
+
+uint64_t DiskTier::Room() const {
+  const uint64_t used = Used();
+  struct statvfs vfs {};
+  const uint64_t free = fstatvfs(dir_fd_, &vfs) == 0 ? uint64_t{vfs.f_bavail} * vfs.f_frsize : 0;
+  const uint64_t on_disk = used + free - std::min(free, keep_free_);
+  return options_.max_bytes != 0 ? std::min(options_.max_bytes, on_disk) : on_disk;
+}
+
 // Under the ledger lock: the bytes in use as this daemon and the others left them.
 uint64_t DiskTier::Recount() { return ScanRoot(options_.root, nullptr); }
 
@@ -424,8 +438,7 @@ void DiskTier::Release(uint64_t bytes) {
 }
 
 nlohmann::json DiskTier::Stats() const {
-  uint64_t used = 0;
-  if (pread(ledger_fd_, &used, sizeof(used), 0) != sizeof(used)) used = 0;
+  const uint64_t used = Used();
   const Counters& c = counters_;
   return {{tier_stat::kRoot, options_.root.string()},
           {tier_stat::kEnabled, enabled_.load()},

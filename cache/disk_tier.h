@@ -92,6 +92,9 @@ class DiskTier {
   // Whether `name` is on disk now (any daemon's copy).
   bool Present(const std::string& name) const;
   bool enabled() const { return enabled_; }
+  // The bytes all daemons' copies may reach, by the rule Write keeps: the bound, and the
+  // free space less the reserve, whichever is less.
+  uint64_t Room() const;
   nlohmann::json Stats() const;
 
  private:
@@ -115,6 +118,7 @@ class DiskTier {
   uint64_t Recount();
   // Whether `bytes` more, and `slack` besides, fit the bound and leave keep_free free.
   bool Fits(uint64_t used, uint64_t bytes, uint64_t slack = 0) const;
+  uint64_t Used() const;  // as the ledger has it
   void EvictFor(uint64_t& used, uint64_t bytes);
   void WriteFailed(const std::string& what, int error);
 

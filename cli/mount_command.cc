@@ -5,7 +5,6 @@
 #include <poll.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
-#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -343,24 +342,13 @@ void MakeSource(const MountArgs& args, const Opened& opened, CacheStack& stack) 
   stack.source = std::make_unique<LocalSource>(*stack.blobs, *stack.engine, args.io_size);
 }
 
-// What the disk tier can hold: its bound, else what it uses plus the free space.
-uint64_t TierRoom(const DiskTier& tier) {
-  const nlohmann::json t = tier.Stats();
-  const uint64_t bound = t.value(tier_stat::kBound, uint64_t{0});
-  if (bound > 0) return bound;
-  struct statvfs fs {};
-  const std::string root = t.value(tier_stat::kRoot, std::string());
-  const uint64_t free = statvfs(root.c_str(), &fs) == 0 ? uint64_t{fs.f_bavail} * fs.f_frsize : 0;
-  return t.value(tier_stat::kUsed, uint64_t{0}) + free;
-}
-
 // With --world-size N, each node reads about 1/N of every group per epoch. Whole groups
 // pay when the node keeps the dataset (pinned cache plus disk tier): the first epoch
 // brings N times the node's share, and every later one is local. When it cannot keep it,
 // every epoch would bring N times its share again, so members are read alone.
 bool WholeGroups(const MountArgs& args, const Dataset& dataset, const DiskTier* tier) {
   if (args.world_size <= 1) return true;
-  const uint64_t room = args.cache_bytes + (tier ? TierRoom(*tier) : 0);
+  const uint64_t room = args.cache_bytes + (tier ? tier->Room() : 0);
   const uint64_t need = dataset.catalog.total_bytes();
   const bool whole = room >= need;
   spdlog::info(

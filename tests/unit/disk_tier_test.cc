@@ -156,6 +156,15 @@ TEST_F(DiskTierTest, TwoInstancesKeepTheBoundTogetherEvictingTheLeastRecentlyRea
   EXPECT_EQ(two->Stats()[tier_stat::kUsed], BytesBelow(dir_.path()));
 }
 
+TEST_F(DiskTierTest, RoomIsTheBoundOrTheFreeSpaceLessTheReserve) {
+  EXPECT_EQ(Open("one-0123456789abcdef", 1 << 20)->Room(), uint64_t{1} << 20);
+  // A reserve larger than the disk leaves room for what is kept already, no more.
+  auto tier = DiskTier::Open(
+      DiskTierOptions{dir_.path(), "two-0123456789abcdef", 0, uint64_t{1} << 62, true});
+  ASSERT_TRUE(tier.ok()) << tier.error().message;
+  EXPECT_EQ((*tier)->Room(), (*tier)->Stats()[tier_stat::kUsed].get<uint64_t>());
+}
+
 TEST_F(DiskTierTest, WithoutEvictionItFillsAndKeeps) {
   Buffer group = Pattern(kGroup, 'p');
   auto tier = Open("pin-0123456789abcdef", 3 * (4096 + 303'104), false);
