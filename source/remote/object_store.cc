@@ -277,7 +277,6 @@ void ObjectStore::GetFromPeer(std::shared_ptr<const Block> block, size_t rank, b
   exchange.done = [this, block, rank, peer](Result<Reply> reply) {
     PeerSet& peers = *impl_->peers;
     if (!reply.ok()) {
-      impl_->counters.peer_failures.fetch_add(1, std::memory_order_relaxed);
       peers.Failed(peer, reply.error().message, PeerSet::Clock::now());
       return GetFromPeer(block, rank + 1, true);
     }
@@ -362,7 +361,14 @@ Result<std::vector<ObjectInfo>> ObjectStore::List(const std::string& prefix) {
 
 nlohmann::json ObjectStore::Stats() const {
   nlohmann::json stats = StatsJson(config_.scheme == Scheme::kS3 ? "s3" : "http", impl_->counters);
-  if (impl_->peers) stats[source_stat::kPeers] = impl_->peers->Stats();
+  uint64_t failures = 0;
+  if (impl_->peers) {
+    stats[source_stat::kPeers] = impl_->peers->Stats();
+    for (const nlohmann::json& peer : stats[source_stat::kPeers]) {
+      failures += peer.value("failures", uint64_t{0});
+    }
+  }
+  stats[source_stat::kPeerFailures] = failures;  // each peer's, added up
   return stats;
 }
 

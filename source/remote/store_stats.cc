@@ -17,7 +17,6 @@ nlohmann::json StatsJson(std::string_view kind, const StoreCounters& counters) {
   j[kBytes] = counters.bytes.load(kRelaxed);
   j[kPeerRequests] = counters.peer_requests.load(kRelaxed);
   j[kPeerBytes] = counters.peer_bytes.load(kRelaxed);
-  j[kPeerFailures] = counters.peer_failures.load(kRelaxed);
   j[kPeerFallbacks] = counters.peer_fallbacks.load(kRelaxed);
   j[kInFlight] = static_cast<uint64_t>(std::max<int64_t>(0, counters.in_flight.load(kRelaxed)));
   j[kLatencyP50] = counters.latency.PercentileMs(0.50);

@@ -19,11 +19,10 @@ struct StoreCounters {
   std::atomic<uint64_t> retries{0};
   std::atomic<uint64_t> errors{0};  // requests that failed for good
   std::atomic<uint64_t> bytes{0};   // body bytes received into callers' buffers
-  // The same through peer caches (--peers): requests and bytes there, requests that
-  // failed for the peer's own reasons, and reads the store served after every peer failed.
+  // The same through peer caches (--peers): requests and bytes there, and reads the store
+  // served after every peer failed. Failures are the peers' own (PeerSet).
   std::atomic<uint64_t> peer_requests{0};
   std::atomic<uint64_t> peer_bytes{0};
-  std::atomic<uint64_t> peer_failures{0};
   std::atomic<uint64_t> peer_fallbacks{0};
   std::atomic<int64_t> in_flight{0};  // requests queued or on the wire
   LatencyHistogram latency;           // of attempts that got an HTTP answer
