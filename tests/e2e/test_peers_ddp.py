@@ -87,12 +87,7 @@ class FourNodes(unittest.TestCase):
         cls.tree = os.path.join(cls.work, "tree")
         lib.make_sample.make_tree(cls.tree, 6, 30, 5, True, 160)
         served = os.path.join(cls.work, "served")
-        os.makedirs(served)
-        pack = os.path.join(served, "pack")
-        result = lib.run_gpufsd("pack", cls.tree, pack, "--group-bytes", "48KiB")
-        assert result.returncode == 0, result.stderr
-        cls.data_bytes = sum(os.path.getsize(os.path.join(pack, n)) for n in os.listdir(pack)
-                             if n != "index.gpufs")
+        cls.data_bytes = lib.blob_bytes(lib.pack_to_serve(cls.tree, served, "48KiB"))
         cls.origin = nginx.NginxOrigin(served).__enter__()
         source = datasets.ImageFolder(cls.tree, loader=digest)
         cls.digests = [digest(p) for p, _ in source.samples]

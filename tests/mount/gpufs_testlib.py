@@ -89,6 +89,22 @@ def drop_page_cache():
         f.write("3")
 
 
+def pack_to_serve(tree, served, group_bytes):
+    """`gpufsd pack` of tree into served/pack, the folder a web server then serves (made
+    if need be); the pack's path."""
+    os.makedirs(served, exist_ok=True)
+    pack = os.path.join(served, "pack")
+    result = run_gpufsd("pack", tree, pack, "--group-bytes", group_bytes)
+    assert result.returncode == 0, result.stderr
+    return pack
+
+
+def blob_bytes(pack):
+    """Bytes in a pack's blobs, its index left out: what a full read fetches."""
+    return sum(os.path.getsize(os.path.join(pack, n)) for n in os.listdir(pack)
+               if n != "index.gpufs")
+
+
 def run_gpufsd(*args, timeout=60, env=None):
     return subprocess.run([GPUFSD, *args], capture_output=True, text=True, timeout=timeout,
                           env=env)

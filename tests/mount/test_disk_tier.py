@@ -42,10 +42,7 @@ class DiskTier(unittest.TestCase):
         tree = lib.make_split_tree(os.path.join(cls.work, "tree"), (5, 12), (3, 4))
         cls.expected = files_below(tree)
         served = os.path.join(cls.work, "served")
-        os.makedirs(served)
-        result = lib.run_gpufsd("pack", tree, os.path.join(served, "pack"),
-                                "--group-bytes", GROUP_BYTES)
-        assert result.returncode == 0, result.stderr
+        lib.pack_to_serve(tree, served, GROUP_BYTES)
         cls.origin = nginx.NginxOrigin(served).__enter__()
         cls.url = cls.origin.url + "/pack/"
 

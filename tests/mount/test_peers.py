@@ -28,11 +28,6 @@ BLOCK = 16 << 10  # --peer-block, equal to the peers' slice size: ~35 blocks, on
 
 
 
-def pack_bytes(folder):
-    return sum(os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(folder)
-               for n in names if n != "index.gpufs")
-
-
 class Peers(unittest.TestCase):
     PEERS = 3
 
@@ -45,11 +40,7 @@ class Peers(unittest.TestCase):
         tree = lib.make_split_tree(os.path.join(cls.work, "tree"), (6, 12), (3, 4))
         cls.expected = files_below(tree)
         cls.served = os.path.join(cls.work, "served")
-        os.makedirs(cls.served)
-        result = lib.run_gpufsd("pack", tree, os.path.join(cls.served, "pack"),
-                                "--group-bytes", GROUP_BYTES)
-        assert result.returncode == 0, result.stderr
-        cls.data_bytes = pack_bytes(os.path.join(cls.served, "pack"))
+        cls.data_bytes = lib.blob_bytes(lib.pack_to_serve(tree, cls.served, GROUP_BYTES))
         cls.origin = nginx.NginxOrigin(cls.served).__enter__()
 
     @classmethod
@@ -231,9 +222,7 @@ class S3Peers(unittest.TestCase):
         cls.work = tempfile.mkdtemp(prefix="gpufs-s3peers-")
         tree = lib.make_split_tree(os.path.join(cls.work, "tree"), (4, 10), (2, 4))
         cls.expected = files_below(tree)
-        pack = os.path.join(cls.work, "pack")
-        result = lib.run_gpufsd("pack", tree, pack, "--group-bytes", GROUP_BYTES)
-        assert result.returncode == 0, result.stderr
+        pack = lib.pack_to_serve(tree, cls.work, GROUP_BYTES)
         cls.s3 = ceph_s3.shared()
         cls.bucket = ceph_s3.unique_bucket("peers")
         cls.s3.make_bucket(cls.bucket)
