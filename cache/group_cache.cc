@@ -49,6 +49,10 @@ GroupCache::~GroupCache() {
   changed_.notify_all();
   tier_wake_.notify_all();
   for (std::thread& t : prefetchers_) t.join();
+  {  // pieces in flight write into the arena and call back: wait for them all
+    std::unique_lock lock(mu_);
+    changed_.wait(lock, [this] { return pieces_in_flight_ == 0 && !pumping_; });
+  }
   for (std::thread& t : tier_workers_) t.join();
 }
 
@@ -71,36 +75,41 @@ Result<CachedBytes> GroupCache::Read(NodeId file, uint64_t offset, size_t size) 
     reading_ = true;
     changed_.notify_all();  // the prefetcher waits for the first read
   }
-  bool loaded_here = false;
+  bool counted = false;  // as a miss or a shared wait
   for (;;) {
-    Entry* entry = entries_[group].get();
-    if (entry && entry->ready) {
-      if (!loaded_here) ++counters_.hits;
+    const EntryRef entry = entries_[group];
+    if (entry && (entry->ready || Servable(*entry, file))) {
+      if (!counted) ++counters_.hits;
+      const bool early = !entry->ready;
       auto bytes = ServeHit(group, file, offset, size);
       lock.unlock();  // the group stays pinned while its bytes are checked
+      if (bytes && early) {
+        if (Status s = CheckEarlyMember(file, *bytes, offset); !s) return s.error();
+      }
       if (bytes && checks_) {
         if (Status s = VerifyHit(file, *bytes, offset); !s) return s.error();
       }
       return bytes;
     }
-    if (entry) {  // a load is in flight: share it, and its outcome
-      ++counters_.shared_waits;
-      const std::shared_ptr<Entry> load = entries_[group];
-      changed_.wait(lock, [&] { return load->ready || load->failed; });
-      if (load->failed) return load->error;
+    if (entry) {  // a load is in flight: wait for the member's pieces, or its outcome
+      if (!counted) ++counters_.shared_waits;
+      counted = true;
+      Urge(entry, file);
+      changed_.wait(lock, [&] { return entry->ready || entry->failed || Servable(*entry, file); });
+      if (entry->failed) return entry->error;
       continue;
     }
-    entry = options_.whole_groups && policy_->Wanted(group) ? Admit(group, true) : nullptr;
-    if (!entry) {
+    const bool wanted = options_.whole_groups && policy_->Wanted(group);
+    Entry* admitted = wanted ? Admit(group, true) : nullptr;
+    if (!admitted) {
       lock.unlock();
       return ReadMember(file, offset, size);
     }
     ++counters_.misses;
-    ++demand_loads_;
-    Status s = Load(group, *entry, lock);
-    --demand_loads_;
-    if (!s) return s.error();
-    loaded_here = true;
+    counted = true;
+    const EntryRef started = entries_[group];
+    StartLoad(started, lock, &file);
+    if (started->failed) return started->error;  // at once (a blob that cannot be opened)
   }
 }
 
@@ -170,6 +179,7 @@ GroupCache::Entry* GroupCache::Admit(uint32_t group, bool may_evict) {
   }
   if (!offset) return nullptr;
   auto entry = std::make_shared<Entry>();
+  entry->group = group;
   entry->arena_offset = *offset;
   entry->arena_bytes = bytes;
   entry->data_start = start;
@@ -178,55 +188,11 @@ GroupCache::Entry* GroupCache::Admit(uint32_t group, bool may_evict) {
   return entries_[group].get();
 }
 
-// Called with `lock` held on mu_; releases it for the I/O.
-Status GroupCache::Load(uint32_t group, Entry& entry, std::unique_lock<std::mutex>& lock) {
-  lock.unlock();
-  Status s = ReadGroup(group, entry);
-  lock.lock();
-  failed_[group] = !s;
-  if (!s) {
-    ++counters_.io_errors;
-    arena_.Free(entry.arena_offset, entry.arena_bytes);
-    entry.failed = true;
-    entry.error = s.error();
-    entries_[group].reset();  // `entry` lives on in the waiters that hold it
-    busy_[group] = false;
-  } else {
-    entry.ready = true;
-    busy_[group] = entry.pins > 0;
-    ++counters_.groups_loaded;
-    policy_->Admitted(group);
-    if (tier_ && !entry.from_tier && entry.damaged.empty()) QueueTierJob(group, true);
-  }
-  changed_.notify_all();
-  return s;
-}
-
-// Outside mu_: reads the group's span into its room in the arena and checks it.
-Status GroupCache::ReadGroup(uint32_t group, Entry& entry) {
-  const GroupExtent& g = catalog_.Group(group);
-  char* target = arena_.base() + entry.arena_offset;
-  if (tier_ && tier_->ReadWhole(tier_names_[group], target, entry.arena_bytes)) {
-    entry.from_tier = true;
-    return CheckWholeBlob(group, target + (g.offset - entry.data_start), entry);
-  }
-  auto got = ReadRange(source_, ReadKind::kGroup, g.blob, entry.data_start, entry.arena_bytes,
-                       target, options_.io_piece);
-  const std::string blob = source_.Describe(g.blob);
-  if (!got) {
-    return Fail(EIO, "cannot read group {}: {}", group, got.error().message);
-  }
-  if (*got < g.offset + g.size - entry.data_start) {
-    return Fail(EIO, "cannot read group {}: blob {} ends early", group, blob);
-  }
-  counters_.bytes_from_disk += *got;
-  return CheckWholeBlob(group, target + (g.offset - entry.data_start), entry);
-}
-
 // One XXH3 pass over bytes just read costs far less than reading them; it catches a blob
 // rewritten in place with its size and time kept, which no fstat can see. Outside mu_:
-// the loading thread alone touches `entry` until it is ready.
-Status GroupCache::CheckWholeBlob(uint32_t group, const char* bytes, Entry& entry) const {
+// the damaged members are handed back, for the entry to take under mu_.
+Status GroupCache::CheckWholeBlob(uint32_t group, const char* bytes,
+                                  std::vector<uint32_t>* damaged) const {
   if (IntactGroup(group, bytes)) return Ok{};
   const GroupExtent& g = catalog_.Group(group);
   const std::string blob = source_.Describe(g.blob);
@@ -243,13 +209,13 @@ Status GroupCache::CheckWholeBlob(uint32_t group, const char* bytes, Entry& entr
     if (files[i].group != group) continue;
     ++members;
     if (ChecksumOf(bytes + (files[i].offset - g.offset), files[i].size) != files[i].checksum) {
-      entry.damaged.push_back(i);
+      damaged->push_back(i);
     }
   }
   spdlog::warn(
       "blob {} does not match its checksum: {} of its {} files are damaged and read "
       "as EIO, the others are served",
-      blob, entry.damaged.size(), members);
+      blob, damaged->size(), members);
   return Ok{};
 }
 
@@ -269,7 +235,7 @@ void GroupCache::Unpin(uint32_t group) {
   std::lock_guard lock(mu_);
   Entry* entry = entries_[group].get();
   if (!entry || --entry->pins > 0) return;
-  busy_[group] = false;
+  busy_[group] = !entry->ready;  // a member served early leaves its group still loading
 }
 
 bool GroupCache::Resident(uint32_t group) const {
@@ -277,8 +243,8 @@ bool GroupCache::Resident(uint32_t group) const {
   return entries_[group] && entries_[group]->ready;
 }
 
-// One of prefetch_depth loops: loads groups the policy still wants into free room while
-// no demand load is in flight, so prefetch never starts ahead of a waiting reader.
+// One of prefetch_depth loops: queues a group the policy still wants into free room, behind
+// the demanded pieces, and waits for it, so that at most prefetch_depth are queued.
 void GroupCache::Prefetch() {
   std::unique_lock lock(mu_);
   const uint32_t groups = static_cast<uint32_t>(entries_.size());
@@ -288,23 +254,26 @@ void GroupCache::Prefetch() {
       continue;
     }
     uint32_t candidate = groups;
-    for (uint32_t n = 0; n < groups && demand_loads_ == 0; ++n) {
+    for (uint32_t n = 0; n < groups; ++n) {
       const uint32_t g = (prefetch_cursor_ + n) % groups;
       if (!entries_[g] && !failed_[g] && policy_->Wanted(g)) {
         candidate = g;
         break;
       }
     }
-    Entry* entry = candidate < groups ? Admit(candidate, false) : nullptr;
-    if (!entry) {
+    Entry* admitted = candidate < groups ? Admit(candidate, false) : nullptr;
+    if (!admitted) {
       changed_.wait_for(lock, std::chrono::milliseconds(200));
       continue;
     }
     prefetch_cursor_ = candidate + 1;
-    entry->prefetched = true;
+    admitted->prefetched = true;
     ++counters_.prefetch_issued;
     ++prefetch_loads_;
-    if (Status s = Load(candidate, *entry, lock); !s) spdlog::warn("{}", s.error().message);
+    const EntryRef entry = entries_[candidate];
+    StartLoad(entry, lock, nullptr);
+    changed_.wait(lock, [&] { return entry->ready || entry->failed || stop_; });
+    if (entry->failed) spdlog::warn("{}", entry->error.message);
     --prefetch_loads_;
   }
 }

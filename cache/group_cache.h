@@ -9,9 +9,15 @@
 // - No double caching: blobs are read with O_DIRECT where the filesystem allows, else
 //   the blob's pages are dropped from the kernel cache (fadvise) right after the read;
 //   what stays cached in the kernel is the served files themselves.
-// - Prefetch: once reads have begun, while no reader waits on a load and the budget has
-//   room, the next groups the policy still wants are loaded in the background, several
-//   at once (one stream of reads leaves a throttled volume half idle).
+// - Pieces (group_loads.cc): a load from the source is read as pieces the device takes
+//   whole (io_piece), a bounded number in flight (reads_in_flight), from one queue for
+//   all loads: first the pieces a reader waits on, then the rest in the order the groups
+//   were admitted. A member is served as soon as its pieces have landed (checked against
+//   its own checksum where the group's would have covered it), so the trainer consumes
+//   while the volume is still reading, instead of after whole groups land.
+// - Prefetch: once reads have begun, while the budget has room, the next groups the
+//   policy still wants are queued behind the demanded ones, several at once, so the
+//   volume is never idle while there is something left to read.
 // - Failures are answers: a load that fails (a blob changed, truncated, unreadable) fails
 //   every reader that waited on it with the same error; the group is then skipped by
 //   prefetch until a reader's own load of it succeeds, so a bad blob costs each reader one
@@ -55,9 +61,10 @@ namespace gpufs {
 
 struct CacheOptions {
   std::string policy = "consume-once";
-  unsigned prefetch_depth = 8;  // groups prefetched at once; 0: no prefetch
-  size_t io_piece = 0;          // largest single read; 0: the source's part size
-  bool verify = false;          // check each member's checksum on its first read
+  unsigned prefetch_depth = 8;   // groups prefetched at once; 0: no prefetch
+  size_t io_piece = 0;           // bytes per piece of a group load; 0: the whole group
+  unsigned reads_in_flight = 4;  // pieces of group loads in flight at once
+  bool verify = false;           // check each member's checksum on its first read
   // False: a read that misses serves its member alone and no group is loaded, prefetched
   // or fetched to the disk tier (a node of a sharded job that cannot keep the dataset).
   bool whole_groups = true;
@@ -102,7 +109,9 @@ class GroupCache {
 
  private:
   friend class CachedBytes;
+  enum class Piece : uint8_t { kQueued, kInFlight, kLanded };
   struct Entry {
+    uint32_t group = 0;
     bool ready = false;
     size_t arena_offset = 0;
     size_t arena_bytes = 0;
@@ -114,14 +123,32 @@ class GroupCache {
     bool from_tier = false;  // loaded from the disk tier, so not written back to it
     Error error;
     std::vector<uint32_t> damaged;  // file indices whose checksum failed, sorted
+    // A load from the source, by piece (empty for a load from the disk tier).
+    std::vector<Piece> pieces;
+    uint32_t next_piece = 0;  // the first piece that may still be queued
+    uint32_t pieces_in_flight = 0;
+    uint32_t pieces_landed = 0;
   };
+  using EntryRef = std::shared_ptr<Entry>;
 
   Result<CachedBytes> ServeHit(uint32_t group, NodeId file, uint64_t offset, size_t size);
   Status VerifyHit(NodeId file, const CachedBytes& bytes, uint64_t offset);
   Result<CachedBytes> ReadMember(NodeId file, uint64_t offset, size_t size);
-  Status Load(uint32_t group, Entry& entry, std::unique_lock<std::mutex>& lock);
-  Status ReadGroup(uint32_t group, Entry& entry);
-  Status CheckWholeBlob(uint32_t group, const char* bytes, Entry& entry) const;
+  Status CheckWholeBlob(uint32_t group, const char* bytes, std::vector<uint32_t>* damaged) const;
+  // The piece reads of group loads (group_loads.cc).
+  void StartLoad(const EntryRef& entry, std::unique_lock<std::mutex>& lock, const NodeId* file);
+  bool LoadFromTier(Entry& entry, std::unique_lock<std::mutex>& lock);
+  void Pump(std::unique_lock<std::mutex>& lock);
+  std::vector<BlobRead> NextPieces();
+  std::pair<EntryRef, uint32_t> PickPiece();
+  void OnPiece(const EntryRef& entry, uint32_t piece, Result<size_t> got);
+  void FailLoad(Entry& entry, Error error);
+  void Finish(Entry& entry, Status status);
+  std::pair<uint32_t, uint32_t> PiecesOf(const Entry& entry, NodeId file) const;
+  bool Servable(const Entry& entry, NodeId file) const;
+  void Urge(const EntryRef& entry, NodeId file);
+  Status CheckEarlyMember(NodeId file, const CachedBytes& bytes, uint64_t offset);
+  bool HasBlobCheck(uint32_t group) const;
   Entry* Admit(uint32_t group, bool may_evict);
   void Evict(uint32_t group);
   void Unpin(uint32_t group);
@@ -152,10 +179,15 @@ class GroupCache {
   // By group; shared with the readers waiting on a load, who read its outcome after the
   // entry has left the table. Guarded by mu_.
   std::vector<std::shared_ptr<Entry>> entries_;
-  std::vector<bool> failed_;      // the last load of the group failed; guarded by mu_
-  std::vector<bool> busy_;        // pinned or loading; guarded by mu_
-  unsigned demand_loads_ = 0;     // guarded by mu_
-  unsigned prefetch_loads_ = 0;   // in flight; guarded by mu_
+  std::vector<bool> failed_;     // the last load of the group failed; guarded by mu_
+  std::vector<bool> busy_;       // pinned or loading; guarded by mu_
+  unsigned prefetch_loads_ = 0;  // in flight; guarded by mu_
+  // The piece queue (group_loads.cc), all guarded by mu_.
+  std::deque<std::pair<EntryRef, uint32_t>> urgent_;  // pieces readers wait on, first come
+  std::deque<EntryRef> load_queue_;  // loads with pieces still queued, in admission order
+  unsigned pieces_in_flight_ = 0;
+  bool pumping_ = false;          // a thread is submitting pieces
+  bool pump_again_ = false;       // something changed while it did
   uint32_t prefetch_cursor_ = 0;  // guarded by mu_
   bool stop_ = false;             // guarded by mu_
   bool reading_ = false;  // a read has arrived; prefetch follows the access stream; guarded by mu_

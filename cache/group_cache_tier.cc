@@ -125,10 +125,9 @@ void GroupCache::FillTier(uint32_t group) {
 
 // Whether a whole-blob group matches the blob's checksum, where the index has one.
 bool GroupCache::IntactGroup(uint32_t group, const char* bytes) const {
+  if (!HasBlobCheck(group)) return true;
   const GroupExtent& g = catalog_.Group(group);
-  const BlobInfo* seen = source_.Expected(g.blob);
-  if (!seen || seen->checksum == 0 || g.offset != 0 || g.size != seen->size) return true;
-  return ChecksumOf(bytes, g.size) == seen->checksum;
+  return ChecksumOf(bytes, g.size) == source_.Expected(g.blob)->checksum;
 }
 
 std::vector<bool> GroupCache::TierGroups() const {

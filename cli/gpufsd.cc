@@ -85,10 +85,16 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
       ->check(CLI::Range(1u, 4096u));
   mount
       .add_option("--io-size", args.io_size,
-                  "group reads go out as pieces of this size, all in flight together; "
-                  "0: one request per group")
+                  "group loads are read as pieces of this size; 0: the largest request the "
+                  "blobs' device takes whole (local), 8 MiB (S3, HTTP)")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
+  mount
+      .add_option("--reads-in-flight", args.reads_in_flight,
+                  "pieces of group loads in flight at once; 0: about 8 MiB (local), "
+                  "--connections (S3, HTTP)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 4096u));
   mount.add_option("--endpoint", args.endpoint,
                    "S3 endpoint URL, e.g. http://127.0.0.1:7480 (else AWS_ENDPOINT_URL, the "
                    "profile's endpoint_url, or AWS)");

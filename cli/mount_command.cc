@@ -374,8 +374,13 @@ Result<CacheStack> MakeCacheStack(const MountArgs& args, const Opened& opened) {
   GroupSizes sizes(dataset.catalog.group_count(), 0);
   for (const FileExtent& f : dataset.catalog.tables().files) ++sizes[f.group];
   stack.policy = MakePolicy(args.policy, std::move(sizes), dataset.catalog.file_count());
-  const uint64_t piece = stack.source->PartSize();
-  CacheOptions options{args.policy, args.prefetch ? args.prefetch_depth : 0, piece, args.verify};
+  CacheOptions options;
+  options.policy = args.policy;
+  options.prefetch_depth = args.prefetch ? args.prefetch_depth : 0;
+  options.io_piece = stack.source->PartSize();
+  options.reads_in_flight =
+      args.reads_in_flight ? args.reads_in_flight : stack.source->PartsInFlight();
+  options.verify = args.verify;
   auto tier = OpenTier(args, opened);
   if (!tier) return tier.error();
   stack.tier = std::move(*tier);
@@ -383,11 +388,13 @@ Result<CacheStack> MakeCacheStack(const MountArgs& args, const Opened& opened) {
   if (!options.whole_groups) options.prefetch_depth = 0;
   stack.cache = std::make_unique<GroupCache>(dataset.catalog, *stack.source, *stack.arena,
                                              std::move(stack.policy), options, stack.tier.get());
-  spdlog::info("cache: {:.1f} MiB, {}, {} source{}, reads of {} KiB, memory {}locked{}",
-               args.cache_bytes / 1048576.0, args.policy, stack.source->kind(),
-               stack.engine ? fmt::format(" ({})", stack.engine->name()) : "", piece / 1024,
-               stack.arena->locked() ? "" : "not ",
-               stack.arena->huge_pages() ? ", huge pages" : "");
+  spdlog::info(
+      "cache: {:.1f} MiB, {}, {} source{}, reads of {} KiB ({} in flight), memory "
+      "{}locked{}",
+      args.cache_bytes / 1048576.0, args.policy, stack.source->kind(),
+      stack.engine ? fmt::format(" ({})", stack.engine->name()) : "", options.io_piece / 1024,
+      options.reads_in_flight, stack.arena->locked() ? "" : "not ",
+      stack.arena->huge_pages() ? ", huge pages" : "");
   if (stack.tier) {
     const nlohmann::json t = stack.tier->Stats();
     spdlog::info("disk cache: {} ({})", t[tier_stat::kRoot].get<std::string>(),

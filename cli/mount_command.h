@@ -29,7 +29,8 @@ struct MountArgs {
   std::string io_engine = "io_uring";  // or "pread"
   unsigned io_threads = 2;
   unsigned queue_depth = 64;
-  uint64_t io_size = 0;  // group reads go out as pieces this large, together; 0: whole
+  uint64_t io_size = 0;  // group loads are read as pieces this large; 0: the source's choice
+  unsigned reads_in_flight = 0;  // pieces of group loads in flight; 0: the source's choice
   CachePolicy cache;
   // The disk tier: on for s3:// and http(s):// sources, and wherever a folder is named.
   std::string disk_cache;         // its folder; empty: the default for remote sources

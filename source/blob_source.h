@@ -78,6 +78,9 @@ class BlobSource {
   // The largest single request worth making: a longer range goes as parts this large,
   // all in flight at once (0: as one request).
   virtual size_t PartSize() const { return 0; }
+  // How many parts in flight keep the source busy: more only wait behind them, where a
+  // part someone waits on could have gone first.
+  virtual unsigned PartsInFlight() const { return 4; }
 
   // Queues `reads`; thread-safe.
   virtual void Submit(ReadKind kind, std::vector<BlobRead> reads) = 0;

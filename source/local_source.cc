@@ -1,13 +1,53 @@
 #include "source/local_source.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
+#include <algorithm>
 #include <cstring>
+#include <fstream>
 
 namespace gpufs {
+namespace {
+
+constexpr uint64_t kSmallestPart = 256 << 10;
+constexpr uint64_t kLargestPart = 4 << 20;
+constexpr uint64_t kUnknownDevicePart = 1 << 20;
+constexpr uint64_t kBytesInFlight = 8 << 20;
+
+uint64_t ReadKib(const std::filesystem::path& file) {
+  uint64_t kib = 0;
+  std::ifstream in(file);
+  return in >> kib ? kib << 10 : 0;
+}
+
+size_t PartFor(const BlobFiles& blobs, size_t part) {
+  if (part != 0 || blobs.size() == 0) return part;
+  const uint64_t device = DeviceRequestBytes(blobs.PathOf(0));
+  if (device == 0) return kUnknownDevicePart;
+  return std::clamp(device / 4096 * 4096, kSmallestPart, kLargestPart);
+}
+
+}  // namespace
+
+uint64_t DeviceRequestBytes(const std::filesystem::path& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return 0;
+  const std::filesystem::path dev =
+      std::filesystem::path("/sys/dev/block") /
+      (std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev)));
+  // A partition has no queue of its own; its disk's is one folder up.
+  if (uint64_t bytes = ReadKib(dev / "queue" / "max_sectors_kb")) return bytes;
+  return ReadKib(dev / ".." / "queue" / "max_sectors_kb");
+}
 
 LocalSource::LocalSource(BlobFiles& blobs, IoEngine& engine, size_t part)
-    : blobs_(blobs), engine_(engine), part_(part) {}
+    : blobs_(blobs), engine_(engine), part_(PartFor(blobs, part)) {}
+
+unsigned LocalSource::PartsInFlight() const {
+  return static_cast<unsigned>(std::max<uint64_t>(2, kBytesInFlight / std::max<size_t>(part_, 1)));
+}
 
 void LocalSource::Submit(ReadKind kind, std::vector<BlobRead> reads) {
   std::vector<IoRequest> requests;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <filesystem>
 #include <memory>
 
 #include "source/blob_files.h"
@@ -13,10 +14,15 @@
 
 namespace gpufs {
 
+// The largest request the block device holding `path` takes whole (its queue's
+// max_sectors_kb), so that a read of that size costs the device one I/O; 0 when the file
+// is not on a block device (tmpfs, overlay, a network filesystem) or sysfs does not say.
+uint64_t DeviceRequestBytes(const std::filesystem::path& path);
+
 class LocalSource : public BlobSource {
  public:
-  // `blobs` and `engine` must outlive the source. `part`: the largest single read (0: a
-  // whole range as one request).
+  // `blobs` and `engine` must outlive the source. `part`: the largest single read (0: the
+  // largest request the blobs' device takes whole, between 256 KiB and 4 MiB).
   LocalSource(BlobFiles& blobs, IoEngine& engine, size_t part = 0);
 
   std::string_view kind() const override { return "local"; }
@@ -25,6 +31,9 @@ class LocalSource : public BlobSource {
   const BlobInfo* Expected(uint32_t blob) const override { return blobs_.Expected(blob); }
   size_t Alignment() const override { return 4096; }
   size_t PartSize() const override { return part_; }
+  // About 8 MiB in flight: enough for a disk's queue, and a demanded part waits behind
+  // little more than that.
+  unsigned PartsInFlight() const override;
   void Submit(ReadKind kind, std::vector<BlobRead> reads) override;
   // A pread on the caller's thread: no hand-off for a single read.
   Result<size_t> Read(ReadKind kind, uint32_t blob, uint64_t offset, size_t length,

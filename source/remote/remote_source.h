@@ -26,6 +26,8 @@ class RemoteSource : public BlobSource {
   const BlobInfo* Expected(uint32_t blob) const override;
   std::string Identity(uint32_t blob) const override;
   size_t PartSize() const override { return part_; }
+  // A store is latency-bound: every connection should have a part to fetch.
+  unsigned PartsInFlight() const override { return store_.config().connections; }
   void Submit(ReadKind kind, std::vector<BlobRead> reads) override;
   nlohmann::json Stats() const override { return store_.Stats(); }
 

@@ -2,7 +2,7 @@
 """A cold epoch against the volume's bound, for several loader widths and file sizes.
 
     sudo /usr/bin/python3 tools/bench/cold_epoch.py [--widths 2,4,8] [--sides 560,720]
-        [--files 4000] [--iops 120] [--mbps 150] [--peers tree,squashfuse,gpufs]
+        [--files 8000] [--iops 120] [--mbps 150] [--peers tree,squashfuse,gpufs] [--rounds 3]
 
 An emulated cloud HDD volume (ext4 on a loop device, reads throttled with cgroup v1 blkio,
 as slow_disk.py) holds each generated dataset of real JPEGs three ways: an ImageFolder
@@ -15,8 +15,12 @@ volume's bandwidth over the mean file size.
 
 Besides files/s it reports what the volume did during the epoch, from the loop device's
 /sys/block/*/stat: requests completed and their mean size (the volume charges one I/O per
-request, so small requests make an epoch IOPS-bound). Prints one table; writes
-results.json to --out.
+request, so small requests make an epoch IOPS-bound), and where the epoch's time went,
+from the device sampled every 20 ms: the start (epoch start to the first read on the
+volume), the volume's span (first to last read) and the tail (last read to the epoch's
+end, the loader consuming what it could not while the volume read). gpufs runs --rounds
+times per cell and the median epoch is reported; the baselines, ten times slower, once.
+Prints one table; writes results.json to --out.
 """
 import argparse
 import json
@@ -25,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -64,17 +69,28 @@ class Cell:
         return lambda: self.volume.enter(os.getpid())
 
     def epoch(self, root, workers):
+        samples, done = [], threading.Event()
+
+        def sample():
+            while not done.is_set():
+                samples.append((time.monotonic(), device_stat(self.volume.loop)[1]))
+                time.sleep(0.02)
+
+        sampler = threading.Thread(target=sample)
         before = device_stat(self.volume.loop)
-        start = time.monotonic()
-        e = loader_epochs(root, "raw", 1, workers=workers, preexec_fn=self.throttled(),
-                          extra=["--blkio-group", self.volume.group,
-                                 "--device", self.volume.device])[0]
-        wall = time.monotonic() - start
+        sampler.start()
+        try:
+            e = loader_epochs(root, "raw", 1, workers=workers, preexec_fn=self.throttled(),
+                              extra=["--blkio-group", self.volume.group,
+                                     "--device", self.volume.device])[0]
+        finally:
+            done.set()
+            sampler.join()
         after = device_stat(self.volume.loop)
         reads = after[0] - before[0]
         e["device_reads"] = reads
         e["request_kib"] = (after[1] - before[1]) * 512 / 1024 / reads if reads else 0
-        e["wall"] = wall
+        e.update(time_split(samples, e["monotonic_start"], e["seconds"]))
         return e
 
     def run(self, peer, workers):
@@ -103,15 +119,30 @@ class Cell:
             os.rmdir(mnt)
 
 
+def time_split(samples, start, seconds):
+    """The epoch's start (to the volume's first read), the volume's span and the tail."""
+    moving = [t for (t, sectors), (_, earlier) in zip(samples[1:], samples) if sectors > earlier]
+    if not moving:
+        return {"start_s": 0.0, "volume_s": 0.0, "tail_s": seconds}
+    first, last = max(moving[0] - 0.02, start), moving[-1]
+    return {"start_s": first - start, "volume_s": last - first,
+            "tail_s": max(0.0, start + seconds - last)}
+
+
+def median_epoch(runs):
+    return sorted(runs, key=lambda e: e["files_per_s"])[len(runs) // 2]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--files", type=int, default=4000)
+    parser.add_argument("--files", type=int, default=8000)
     parser.add_argument("--classes", type=int, default=40)
     parser.add_argument("--sides", default="560,720")
     parser.add_argument("--widths", default="2,4,8")
     parser.add_argument("--peers", default="tree,squashfuse,gpufs")
     parser.add_argument("--iops", type=int, default=120)
     parser.add_argument("--mbps", type=int, default=150)
+    parser.add_argument("--rounds", type=int, default=3, help="cold epochs of gpufs per cell")
     parser.add_argument("--cache", default="/var/tmp/gpufs-slow-disk-src")
     parser.add_argument("--out", default="/var/tmp/gpufs-cold-epoch-results")
     args = parser.parse_args()
@@ -124,8 +155,9 @@ def main():
     print("gpufs " + version_line("git", "describe", "--always", "--dirty") + ", "
           + version_line("dpkg-query", "-W", "-f", "squashfuse ${Version}", "squashfuse"),
           flush=True)
-    print(f"volume {args.iops} IOPS, {args.mbps} MB/s; {args.files} files per dataset; "
-          "one cold epoch per cell, raw bytes, default gpufsd options", flush=True)
+    print(f"volume {args.iops} IOPS, {args.mbps} MB/s; {args.files} files per dataset; raw "
+          f"bytes, default gpufsd options; per cell the median of {args.rounds} cold epochs "
+          "of gpufs, one of the others", flush=True)
     results = []
     for side in (int(s) for s in args.sides.split(",")):
         source = sample(args.cache, args.files, args.classes, side)
@@ -146,13 +178,15 @@ def main():
                   f"{bound:.0f} files/s", flush=True)
             for workers in widths:
                 for peer in peers:
-                    e = cell.run(peer, workers)
+                    rounds = args.rounds if peer == "gpufs" else 1
+                    e = median_epoch([cell.run(peer, workers) for _ in range(rounds)])
                     row = {"side": side, "mean_bytes": mean, "bound": bound,
                            "workers": workers, "peer": peer, **e}
                     results.append(row)
                     print(f"  {workers} workers  {peer:11} {e['files_per_s']:7.0f} files/s "
                           f"{e['files_per_s'] / bound:5.2f} x bound   {e['device_reads']:6d} "
-                          f"reads of {e['request_kib']:6.0f} KiB",
+                          f"reads of {e['request_kib']:6.0f} KiB   start {e['start_s']:4.2f} s, "
+                          f"volume {e['volume_s']:5.2f} s, tail {e['tail_s']:4.2f} s",
                           flush=True)
         finally:
             volume.close()
@@ -177,6 +211,9 @@ def print_table(results, peers):
         for p in peers:
             if p != "gpufs" and g and p in by:
                 line += f"{g['files_per_s'] / by[p]['files_per_s']:13.1f}x"
+        if g:
+            line += f"   gpufs: start {g['start_s']:.2f} s, volume {g['volume_s']:.2f} s, " \
+                    f"tail {g['tail_s']:.2f} s"
         print(line)
 
 
