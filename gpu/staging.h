@@ -1,6 +1,6 @@
 // The GPU seam: everything gpufs asks of a device, behind one interface with two
 // implementations picked by meson (STYLE rule 7):
-//   staging_cuda.cc  the CUDA runtime and cuFile, loaded with dlopen at run time, so one
+//   staging_cuda.cc  the CUDA driver and cuFile, loaded with dlopen at run time, so one
 //                    binary runs on hosts with and without a GPU (KvikIO does the same);
 //   staging_stub.cc  built without the CUDA toolkit: reports no device.
 // HostStager is the third, always built: "device" memory is host memory. It is the CPU

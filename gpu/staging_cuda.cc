@@ -1,7 +1,10 @@
-// The CUDA stager. The runtime (libcudart) and cuFile (libcufile) are opened with dlopen
-// when first needed, never linked: the same binary runs on a host with no driver, no
-// device or no GDS, and says which is missing. Only the toolkit's headers are used here.
-#include <cuda_runtime_api.h>
+// The CUDA stager. The driver (libcuda.so.1, which every host with an NVIDIA driver has)
+// and cuFile (libcufile) are opened with dlopen when first needed, never linked: the same
+// binary runs on a host with no driver, no device or no GDS, and says which is missing.
+// The driver API, not the runtime's: a host with a GPU need not have libcudart (KvikIO
+// does the same). Memory comes from the device's primary context, the one the runtime
+// (and so torch) uses, so pointers pass between them. Only the toolkit's headers are used.
+#include <cuda.h>
 #include <dlfcn.h>
 #include <sys/stat.h>
 
@@ -18,26 +21,32 @@
 namespace gpufs::gpu {
 namespace {
 
-// The runtime entry points gpufs uses, resolved by name from the library.
-struct Cudart {
-  decltype(&cudaGetDeviceCount) GetDeviceCount = nullptr;
-  decltype(&cudaGetDeviceProperties) GetDeviceProperties = nullptr;
-  decltype(&cudaGetErrorString) GetErrorString = nullptr;
-  decltype(&cudaHostRegister) HostRegister = nullptr;
-  decltype(&cudaHostUnregister) HostUnregister = nullptr;
-  decltype(&cudaMalloc) Malloc = nullptr;
-  decltype(&cudaFree) Free = nullptr;
-  decltype(&cudaMallocHost) MallocHost = nullptr;
-  decltype(&cudaFreeHost) FreeHost = nullptr;
-  decltype(&cudaStreamCreateWithFlags) StreamCreateWithFlags = nullptr;
-  decltype(&cudaStreamDestroy) StreamDestroy = nullptr;
-  decltype(&cudaStreamSynchronize) StreamSynchronize = nullptr;
-  decltype(&cudaMemcpyAsync) MemcpyAsync = nullptr;
-  decltype(&cudaMemcpy) Memcpy = nullptr;
-  decltype(&cudaEventCreateWithFlags) EventCreateWithFlags = nullptr;
-  decltype(&cudaEventRecord) EventRecord = nullptr;
-  decltype(&cudaEventSynchronize) EventSynchronize = nullptr;
-  decltype(&cudaEventDestroy) EventDestroy = nullptr;
+// The driver entry points gpufs uses, resolved by their exported (versioned) names.
+struct Driver {
+  decltype(&cuInit) Init = nullptr;
+  decltype(&cuGetErrorString) GetErrorString = nullptr;
+  decltype(&cuDeviceGetCount) DeviceGetCount = nullptr;
+  decltype(&cuDeviceGet) DeviceGet = nullptr;
+  decltype(&cuDeviceGetName) DeviceGetName = nullptr;
+  decltype(&cuDeviceTotalMem_v2) DeviceTotalMem = nullptr;
+  decltype(&cuDevicePrimaryCtxRetain) PrimaryCtxRetain = nullptr;
+  decltype(&cuDevicePrimaryCtxRelease_v2) PrimaryCtxRelease = nullptr;
+  decltype(&cuCtxSetCurrent) CtxSetCurrent = nullptr;
+  decltype(&cuMemHostRegister_v2) MemHostRegister = nullptr;
+  decltype(&cuMemHostUnregister) MemHostUnregister = nullptr;
+  decltype(&cuMemAlloc_v2) MemAlloc = nullptr;
+  decltype(&cuMemFree_v2) MemFree = nullptr;
+  decltype(&cuMemAllocHost_v2) MemAllocHost = nullptr;
+  decltype(&cuMemFreeHost) MemFreeHost = nullptr;
+  decltype(&cuStreamCreate) StreamCreate = nullptr;
+  decltype(&cuStreamDestroy_v2) StreamDestroy = nullptr;
+  decltype(&cuStreamSynchronize) StreamSynchronize = nullptr;
+  decltype(&cuMemcpyHtoDAsync_v2) MemcpyHtoDAsync = nullptr;
+  decltype(&cuMemcpyDtoH_v2) MemcpyDtoH = nullptr;
+  decltype(&cuEventCreate) EventCreate = nullptr;
+  decltype(&cuEventRecord) EventRecord = nullptr;
+  decltype(&cuEventSynchronize) EventSynchronize = nullptr;
+  decltype(&cuEventDestroy_v2) EventDestroy = nullptr;
 };
 
 // cuFile's ABI, as documented for GDS; declared here because its header is not part of
@@ -87,60 +96,85 @@ class CudaStager : public Stager {
   std::string description() const override { return description_; }
 
   Status RegisterHost(void* base, size_t bytes) override {
-    return Check(rt_.HostRegister(base, bytes, cudaHostRegisterDefault), "register host memory");
+    Bind();
+    return Check(cu_.MemHostRegister(base, bytes, 0), "register host memory");
   }
-  void UnregisterHost(void* base) override { rt_.HostUnregister(base); }
+  void UnregisterHost(void* base) override {
+    Bind();
+    cu_.MemHostUnregister(base);
+  }
   Result<void*> AllocateDevice(size_t bytes) override {
-    void* p = nullptr;
-    if (Status s = Check(rt_.Malloc(&p, bytes), "allocate device memory"); !s) return s.error();
-    return p;
+    Bind();
+    CUdeviceptr p = 0;
+    if (Status s = Check(cu_.MemAlloc(&p, bytes), "allocate device memory"); !s) return s.error();
+    return reinterpret_cast<void*>(p);
   }
-  void FreeDevice(void* pointer) override { rt_.Free(pointer); }
+  void FreeDevice(void* pointer) override {
+    Bind();
+    cu_.MemFree(reinterpret_cast<CUdeviceptr>(pointer));
+  }
   Result<void*> AllocatePinned(size_t bytes) override {
+    Bind();
     void* p = nullptr;
-    if (Status s = Check(rt_.MallocHost(&p, bytes), "allocate pinned memory"); !s) {
+    if (Status s = Check(cu_.MemAllocHost(&p, bytes), "allocate pinned memory"); !s) {
       return s.error();
     }
     return p;
   }
-  void FreePinned(void* pointer) override { rt_.FreeHost(pointer); }
+  void FreePinned(void* pointer) override {
+    Bind();
+    cu_.MemFreeHost(pointer);
+  }
   Result<StreamId> CreateStream() override;
   void DestroyStream(StreamId stream) override;
   Status CopyToDevice(void* device, const void* source, size_t bytes, StreamId stream) override {
-    return Check(rt_.MemcpyAsync(device, source, bytes, cudaMemcpyHostToDevice, Stream(stream)),
-                 "copy to the device");
+    Bind();
+    return Check(
+        cu_.MemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(device), source, bytes, Stream(stream)),
+        "copy to the device");
   }
   Result<uint64_t> Fence(StreamId stream) override;
   Status Wait(uint64_t fence) override;
   Status Synchronize(StreamId stream) override {
-    return Check(rt_.StreamSynchronize(Stream(stream)), "wait for the device");
+    Bind();
+    return Check(cu_.StreamSynchronize(Stream(stream)), "wait for the device");
   }
   Status CopyToHost(void* host, const void* device, size_t bytes) override {
-    return Check(rt_.Memcpy(host, device, bytes, cudaMemcpyDeviceToHost), "copy from the device");
+    Bind();
+    return Check(cu_.MemcpyDtoH(host, reinterpret_cast<CUdeviceptr>(device), bytes),
+                 "copy from the device");
   }
   Result<size_t> ReadDirect(int fd, uint64_t offset, void* device, size_t bytes) override;
   bool has_direct_reads() const override { return cufile_ready_; }
 
  private:
-  Status Check(cudaError_t rc, std::string_view what) const {
-    if (rc == cudaSuccess) return Ok{};
-    return Fail(EIO, "cannot {}: CUDA error {} ({})", what, static_cast<int>(rc),
-                rt_.GetErrorString(rc));
+  Status Check(CUresult rc, std::string_view what) const {
+    if (rc == CUDA_SUCCESS) return Ok{};
+    return Fail(EIO, "cannot {}: CUDA error {} ({})", what, static_cast<int>(rc), ErrorText(rc));
   }
-  cudaStream_t Stream(StreamId id) {
+  std::string ErrorText(CUresult rc) const {
+    const char* text = nullptr;
+    return cu_.GetErrorString(rc, &text) == CUDA_SUCCESS && text ? text : "unknown";
+  }
+  // Driver calls act on the calling thread's current context; the client calls from its
+  // own threads, so each call makes the device's primary context current first (cheap).
+  void Bind() const { cu_.CtxSetCurrent(context_); }
+  CUstream Stream(StreamId id) {
     std::lock_guard lock(mu_);
     return id > 0 && static_cast<size_t>(id) <= streams_.size() ? streams_[id - 1] : nullptr;
   }
   void OpenCuFile();
 
-  Cudart rt_;
+  Driver cu_;
+  CUdevice device_ = 0;
+  CUcontext context_ = nullptr;
   CuFile cf_;
   bool cufile_ready_ = false;
   std::string description_;
   std::mutex mu_;
-  std::vector<cudaStream_t> streams_;       // by StreamId - 1; guarded by mu_
-  std::map<uint64_t, cudaEvent_t> fences_;  // guarded by mu_
-  uint64_t next_fence_ = 0;                 // guarded by mu_
+  std::vector<CUstream> streams_;       // by StreamId - 1; guarded by mu_
+  std::map<uint64_t, CUevent> fences_;  // guarded by mu_
+  uint64_t next_fence_ = 0;             // guarded by mu_
   // A registered descriptor, and the file it was open on: descriptor numbers are reused
   // once the client closes a blob, and a handle must never read another file.
   struct CuFileHandle {
@@ -153,49 +187,69 @@ class CudaStager : public Stager {
 
 CudaStager::~CudaStager() {
   for (auto& [fd, h] : cufile_handles_) cf_.HandleDeregister(h.handle);
+  if (context_) cu_.PrimaryCtxRelease(device_);
 }
 
 std::unique_ptr<CudaStager> CudaStager::Open(std::string* why) {
-  void* library =
-      OpenFirst({"libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"});
+  void* library = OpenFirst({"libcuda.so.1", "libcuda.so"});
   if (library == nullptr) {
-    *why = "no CUDA runtime (libcudart.so) on this host";
+    *why = "no CUDA driver (libcuda.so.1) on this host";
     return nullptr;
   }
   auto stager = std::unique_ptr<CudaStager>(new CudaStager());
-  Cudart& rt = stager->rt_;
-  const bool all = Resolve(library, "cudaGetDeviceCount", rt.GetDeviceCount) &&
-                   Resolve(library, "cudaGetDeviceProperties", rt.GetDeviceProperties) &&
-                   Resolve(library, "cudaGetErrorString", rt.GetErrorString) &&
-                   Resolve(library, "cudaHostRegister", rt.HostRegister) &&
-                   Resolve(library, "cudaHostUnregister", rt.HostUnregister) &&
-                   Resolve(library, "cudaMalloc", rt.Malloc) &&
-                   Resolve(library, "cudaFree", rt.Free) &&
-                   Resolve(library, "cudaMallocHost", rt.MallocHost) &&
-                   Resolve(library, "cudaFreeHost", rt.FreeHost) &&
-                   Resolve(library, "cudaStreamCreateWithFlags", rt.StreamCreateWithFlags) &&
-                   Resolve(library, "cudaStreamDestroy", rt.StreamDestroy) &&
-                   Resolve(library, "cudaStreamSynchronize", rt.StreamSynchronize) &&
-                   Resolve(library, "cudaMemcpyAsync", rt.MemcpyAsync) &&
-                   Resolve(library, "cudaMemcpy", rt.Memcpy) &&
-                   Resolve(library, "cudaEventCreateWithFlags", rt.EventCreateWithFlags) &&
-                   Resolve(library, "cudaEventRecord", rt.EventRecord) &&
-                   Resolve(library, "cudaEventSynchronize", rt.EventSynchronize) &&
-                   Resolve(library, "cudaEventDestroy", rt.EventDestroy);
+  Driver& cu = stager->cu_;
+  const bool all = Resolve(library, "cuInit", cu.Init) &&
+                   Resolve(library, "cuGetErrorString", cu.GetErrorString) &&
+                   Resolve(library, "cuDeviceGetCount", cu.DeviceGetCount) &&
+                   Resolve(library, "cuDeviceGet", cu.DeviceGet) &&
+                   Resolve(library, "cuDeviceGetName", cu.DeviceGetName) &&
+                   Resolve(library, "cuDeviceTotalMem_v2", cu.DeviceTotalMem) &&
+                   Resolve(library, "cuDevicePrimaryCtxRetain", cu.PrimaryCtxRetain) &&
+                   Resolve(library, "cuDevicePrimaryCtxRelease_v2", cu.PrimaryCtxRelease) &&
+                   Resolve(library, "cuCtxSetCurrent", cu.CtxSetCurrent) &&
+                   Resolve(library, "cuMemHostRegister_v2", cu.MemHostRegister) &&
+                   Resolve(library, "cuMemHostUnregister", cu.MemHostUnregister) &&
+                   Resolve(library, "cuMemAlloc_v2", cu.MemAlloc) &&
+                   Resolve(library, "cuMemFree_v2", cu.MemFree) &&
+                   Resolve(library, "cuMemAllocHost_v2", cu.MemAllocHost) &&
+                   Resolve(library, "cuMemFreeHost", cu.MemFreeHost) &&
+                   Resolve(library, "cuStreamCreate", cu.StreamCreate) &&
+                   Resolve(library, "cuStreamDestroy_v2", cu.StreamDestroy) &&
+                   Resolve(library, "cuStreamSynchronize", cu.StreamSynchronize) &&
+                   Resolve(library, "cuMemcpyHtoDAsync_v2", cu.MemcpyHtoDAsync) &&
+                   Resolve(library, "cuMemcpyDtoH_v2", cu.MemcpyDtoH) &&
+                   Resolve(library, "cuEventCreate", cu.EventCreate) &&
+                   Resolve(library, "cuEventRecord", cu.EventRecord) &&
+                   Resolve(library, "cuEventSynchronize", cu.EventSynchronize) &&
+                   Resolve(library, "cuEventDestroy_v2", cu.EventDestroy);
   if (!all) {
-    *why = fmt::format("the CUDA runtime lacks an entry point: {}", dlerror());
+    *why = fmt::format("the CUDA driver lacks an entry point: {}", dlerror());
+    return nullptr;
+  }
+  if (const CUresult rc = cu.Init(0); rc != CUDA_SUCCESS) {
+    *why = rc == CUDA_ERROR_NO_DEVICE
+               ? "no CUDA device"
+               : fmt::format("the CUDA driver does not start: {}", stager->ErrorText(rc));
     return nullptr;
   }
   int devices = 0;
-  if (const cudaError_t rc = rt.GetDeviceCount(&devices); rc != cudaSuccess || devices == 0) {
-    *why = rc == cudaSuccess ? "no CUDA device"
-                             : fmt::format("no usable CUDA device: {}", rt.GetErrorString(rc));
+  if (const CUresult rc = cu.DeviceGetCount(&devices); rc != CUDA_SUCCESS || devices == 0) {
+    *why = rc == CUDA_SUCCESS ? "no CUDA device"
+                              : fmt::format("no usable CUDA device: {}", stager->ErrorText(rc));
     return nullptr;
   }
-  cudaDeviceProp properties{};
-  rt.GetDeviceProperties(&properties, 0);
-  stager->description_ =
-      fmt::format("{} ({:.0f} GiB)", properties.name, properties.totalGlobalMem / 1073741824.0);
+  if (cu.DeviceGet(&stager->device_, 0) != CUDA_SUCCESS ||
+      cu.PrimaryCtxRetain(&stager->context_, stager->device_) != CUDA_SUCCESS) {
+    *why = "cannot open CUDA device 0";
+    stager->context_ = nullptr;
+    return nullptr;
+  }
+  char name[256] = {};
+  size_t memory = 0;
+  cu.DeviceGetName(name, sizeof(name) - 1, stager->device_);
+  cu.DeviceTotalMem(&memory, stager->device_);
+  stager->description_ = fmt::format("{} ({:.0f} GiB)", name, memory / 1073741824.0);
+  stager->Bind();
   stager->OpenCuFile();
   return stager;
 }
@@ -216,9 +270,9 @@ void CudaStager::OpenCuFile() {
 }
 
 Result<StreamId> CudaStager::CreateStream() {
-  cudaStream_t stream = nullptr;
-  if (Status s = Check(rt_.StreamCreateWithFlags(&stream, cudaStreamNonBlocking), "make a stream");
-      !s) {
+  Bind();
+  CUstream stream = nullptr;
+  if (Status s = Check(cu_.StreamCreate(&stream, CU_STREAM_NON_BLOCKING), "make a stream"); !s) {
     return s.error();
   }
   std::lock_guard lock(mu_);
@@ -227,20 +281,21 @@ Result<StreamId> CudaStager::CreateStream() {
 }
 
 void CudaStager::DestroyStream(StreamId id) {
-  cudaStream_t stream = Stream(id);
-  if (stream != nullptr) rt_.StreamDestroy(stream);
+  Bind();
+  CUstream stream = Stream(id);
+  if (stream != nullptr) cu_.StreamDestroy(stream);
   std::lock_guard lock(mu_);
   if (id > 0 && static_cast<size_t>(id) <= streams_.size()) streams_[id - 1] = nullptr;
 }
 
 Result<uint64_t> CudaStager::Fence(StreamId stream) {
-  cudaEvent_t event = nullptr;
-  if (Status s = Check(rt_.EventCreateWithFlags(&event, cudaEventDisableTiming), "make an event");
-      !s) {
+  Bind();
+  CUevent event = nullptr;
+  if (Status s = Check(cu_.EventCreate(&event, CU_EVENT_DISABLE_TIMING), "make an event"); !s) {
     return s.error();
   }
-  if (Status s = Check(rt_.EventRecord(event, Stream(stream)), "record an event"); !s) {
-    rt_.EventDestroy(event);
+  if (Status s = Check(cu_.EventRecord(event, Stream(stream)), "record an event"); !s) {
+    cu_.EventDestroy(event);
     return s.error();
   }
   std::lock_guard lock(mu_);
@@ -249,7 +304,8 @@ Result<uint64_t> CudaStager::Fence(StreamId stream) {
 }
 
 Status CudaStager::Wait(uint64_t fence) {
-  cudaEvent_t event = nullptr;
+  Bind();
+  CUevent event = nullptr;
   {
     std::lock_guard lock(mu_);
     auto it = fences_.find(fence);
@@ -257,8 +313,8 @@ Status CudaStager::Wait(uint64_t fence) {
     event = it->second;
     fences_.erase(it);
   }
-  Status s = Check(rt_.EventSynchronize(event), "wait for a copy");
-  rt_.EventDestroy(event);
+  Status s = Check(cu_.EventSynchronize(event), "wait for a copy");
+  cu_.EventDestroy(event);
   return s;
 }
 
@@ -286,6 +342,7 @@ Result<size_t> CudaStager::ReadDirect(int fd, uint64_t offset, void* device, siz
     }
     handle = it->second.handle;
   }
+  Bind();
   const ssize_t n = cf_.Read(handle, device, bytes, static_cast<off_t>(offset), 0);
   if (n < 0) return Fail(EIO, "cuFile read failed ({})", n);
   return static_cast<size_t>(n);
