@@ -31,8 +31,10 @@ class LocalSource : public BlobSource {
   const BlobInfo* Expected(uint32_t blob) const override { return blobs_.Expected(blob); }
   size_t Alignment() const override { return 4096; }
   size_t PartSize() const override { return part_; }
-  // About 8 MiB in flight: enough for a disk's queue, and a demanded part waits behind
-  // little more than that.
+  // About 32 MiB in flight. A volume throttled per time slice (a cloud disk, cgroup blkio)
+  // gives its full rate only while its queue never runs dry: measured on a 150 MB/s
+  // volume, 8 MiB in flight reached 125-140 MB/s and 32 MiB the cap. A demanded part
+  // waits behind no more than that.
   unsigned PartsInFlight() const override;
   void Submit(ReadKind kind, std::vector<BlobRead> reads) override;
   // A pread on the caller's thread: no hand-off for a single read.
