@@ -1,5 +1,5 @@
 // The group cache: the reason to group at all. A trainer asks for one image; the cache
-// reads the image's whole group in one large read into pinned memory and serves its
+// reads the image's whole group, in large pieces, into pinned memory and serves its
 // siblings from there when they are asked for, later in the epoch.
 //
 // - Single flight: readers of a group that is being loaded wait for that one read.

@@ -99,9 +99,11 @@ def main():
                "disk_bytes": device_read_bytes(args.blkio_group, args.device) - before}
         stats = gpufs_stats(args.root)
         if stats and stats_before:
+            # A mount without a cache (--cache-size 0) has only the source's counters.
             row["gpufs"] = {k: stats[k] - stats_before[k] for k in
                             ("hits", "misses", "member_reads", "bytes_from_disk", "bytes_served",
-                             "prefetch_issued", "prefetch_used", "prefetch_wasted")}
+                             "prefetch_issued", "prefetch_used", "prefetch_wasted")
+                            if k in stats and k in stats_before}
             if "io" in stats and "io" in stats_before:
                 row["gpufs"]["io"] = {k: stats["io"][k] - stats_before["io"][k]
                                       for k in ("requests", "bytes", "errors")}
