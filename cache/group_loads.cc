@@ -73,7 +73,10 @@ void GroupCache::Pump(std::unique_lock<std::mutex>& lock) {
 std::vector<BlobRead> GroupCache::NextPieces() {
   std::vector<BlobRead> reads;
   while (!stop_ && pieces_in_flight_ < std::max(1u, options_.reads_in_flight)) {
-    auto [entry, piece] = PickPiece();
+    // Not a structured binding: the callback below captures these by name.
+    const std::pair<EntryRef, uint32_t> picked = PickPiece();
+    const EntryRef& entry = picked.first;
+    const uint32_t piece = picked.second;
     if (!entry) break;
     entry->pieces[piece] = Piece::kInFlight;
     ++entry->pieces_in_flight;
