@@ -134,6 +134,7 @@ Result<CachedBytes> GroupCache::ServeHit(uint32_t group, NodeId file, uint64_t o
   bytes.size_ = size;
   bytes.cache_ = this;
   bytes.group_ = group;
+  bytes.entry_ = entries_[group];
   return bytes;
 }
 
@@ -231,11 +232,14 @@ void GroupCache::Evict(uint32_t group) {
   changed_.notify_all();
 }
 
-void GroupCache::Unpin(uint32_t group) {
+// `entry` is the pinned load, kept alive by the bytes: a load that failed after a member
+// was served early has left the table, and its room waits for this.
+void GroupCache::Unpin(uint32_t group, void* pinned) {
   std::lock_guard lock(mu_);
-  Entry* entry = entries_[group].get();
-  if (!entry || --entry->pins > 0) return;
-  busy_[group] = !entry->ready;  // a member served early leaves its group still loading
+  Entry& entry = *static_cast<Entry*>(pinned);
+  --entry.pins;
+  if (entries_[group].get() != &entry) return FreeFailed(entry);
+  if (entry.pins == 0) busy_[group] = !entry.ready;  // served early: still loading
 }
 
 bool GroupCache::Resident(uint32_t group) const {

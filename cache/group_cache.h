@@ -128,6 +128,7 @@ class GroupCache {
     uint32_t next_piece = 0;  // the first piece that may still be queued
     uint32_t pieces_in_flight = 0;
     uint32_t pieces_landed = 0;
+    bool room_freed = false;  // a failed load's room, once nothing writes or reads it
   };
   using EntryRef = std::shared_ptr<Entry>;
 
@@ -143,6 +144,7 @@ class GroupCache {
   std::pair<EntryRef, uint32_t> PickPiece();
   void OnPiece(const EntryRef& entry, uint32_t piece, Result<size_t> got);
   void FailLoad(Entry& entry, Error error);
+  void FreeFailed(Entry& entry);
   void Finish(Entry& entry, Status status);
   std::pair<uint32_t, uint32_t> PiecesOf(const Entry& entry, NodeId file) const;
   bool Servable(const Entry& entry, NodeId file) const;
@@ -151,7 +153,7 @@ class GroupCache {
   bool HasBlobCheck(uint32_t group) const;
   Entry* Admit(uint32_t group, bool may_evict);
   void Evict(uint32_t group);
-  void Unpin(uint32_t group);
+  void Unpin(uint32_t group, void* entry);
   size_t SpanOf(uint32_t group, uint64_t* start) const;
   void Prefetch();
   // The disk tier's side (group_cache_tier.cc).

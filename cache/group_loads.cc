@@ -139,8 +139,7 @@ void GroupCache::OnPiece(const EntryRef& entry, uint32_t piece, Result<size_t> g
     }
   }
   if (entry->failed) {
-    // Its room was kept while pieces were still being written into it.
-    if (entry->pieces_in_flight == 0) arena_.Free(entry->arena_offset, entry->arena_bytes);
+    FreeFailed(*entry);
   } else if (entry->pieces_landed == entry->pieces.size()) {
     const char* bytes = arena_.base() + entry->arena_offset + (g.offset - entry->data_start);
     lock.unlock();  // readers may take members of the landed pieces meanwhile
@@ -168,12 +167,20 @@ void GroupCache::FailLoad(Entry& entry, Error error) {
   changed_.notify_all();
 }
 
+// Under mu_: a failed load's room is freed once no piece writes into it and no member
+// served early from it is still being sent.
+void GroupCache::FreeFailed(Entry& entry) {
+  if (!entry.failed || entry.room_freed || entry.pieces_in_flight > 0 || entry.pins > 0) return;
+  entry.room_freed = true;
+  arena_.Free(entry.arena_offset, entry.arena_bytes);
+}
+
 // Under mu_: the end of a load whose bytes are all in.
 void GroupCache::Finish(Entry& entry, Status status) {
   const uint32_t group = entry.group;
   if (!status) {
     FailLoad(entry, status.error());
-    arena_.Free(entry.arena_offset, entry.arena_bytes);
+    FreeFailed(entry);
     return;
   }
   failed_[group] = false;

@@ -186,6 +186,27 @@ TEST_F(GroupLoadsTest, AFailedPieceFailsTheReadersAndFreesTheRoomOnlyOnceNoPiece
   EXPECT_EQ(cache_->counters().io_errors.load(), 1u);
 }
 
+TEST_F(GroupLoadsTest, AMemberServedEarlyKeepsItsBytesWhenALaterPieceFails) {
+  MakeCache(3);
+  auto reader = std::async(std::launch::async,
+                           [this] { return cache_->Read(*catalog_->FindPath("c/0"), 0, 1 << 20); });
+  EXPECT_EQ(source_->Held(3).size(), 3u);
+  source_->Answer(0);
+  auto held = reader.get();  // member 0, pinned while it is being sent
+  ASSERT_TRUE(held.ok()) << held.error().message;
+  source_->Answer(kPiece, EIO);
+  source_->Answer(2 * kPiece);
+  // The load failed, but the room stays until the member is sent, and nothing reuses it.
+  EXPECT_GT(arena_->used(), 0u);
+  EXPECT_EQ(std::string(held->data(), held->size()), Member(0));
+  *held = CachedBytes{};
+  EXPECT_EQ(arena_->used(), 0u);
+  // A later reader loads the group again, into a fresh room.
+  auto again = ReadLater(3);
+  for (size_t n = 4; n <= 6; ++n) source_->Answer(source_->Held(n).back());
+  EXPECT_EQ(again.get().value(), Member(3));
+}
+
 TEST_F(GroupLoadsTest, AMemberServedEarlyIsCheckedAgainstItsOwnChecksum) {
   // The group's blob has a checksum: its load is checked whole once it has landed, so a
   // member served before that is checked alone.
