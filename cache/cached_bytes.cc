@@ -10,11 +10,10 @@ CachedBytes::CachedBytes(CachedBytes&& other) noexcept { *this = std::move(other
 
 CachedBytes& CachedBytes::operator=(CachedBytes&& other) noexcept {
   if (this != &other) {
-    if (cache_) cache_->Unpin(group_, entry_.get());
+    if (cache_) cache_->Unpin(entry_.get());
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
     cache_ = std::exchange(other.cache_, nullptr);
-    group_ = other.group_;
     entry_ = std::move(other.entry_);
     owned_ = std::move(other.owned_);
   }
@@ -30,7 +29,7 @@ CachedBytes CachedBytes::Owned(std::unique_ptr<char[]> bytes, size_t start, size
 }
 
 CachedBytes::~CachedBytes() {
-  if (cache_) cache_->Unpin(group_, entry_.get());
+  if (cache_) cache_->Unpin(entry_.get());
 }
 
 }  // namespace gpufs

@@ -26,8 +26,7 @@ class CachedBytes {
   friend class GroupCache;
   const char* data_ = nullptr;
   size_t size_ = 0;
-  GroupCache* cache_ = nullptr;  // set when data_ is a pinned group
-  uint32_t group_ = 0;
+  GroupCache* cache_ = nullptr;    // set when data_ is a pinned group
   std::shared_ptr<void> entry_;    // the pinned load: a failed one keeps its room until unpinned
   std::unique_ptr<char[]> owned_;  // set when data_ was read for this reply alone
 };

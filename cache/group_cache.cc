@@ -133,7 +133,6 @@ Result<CachedBytes> GroupCache::ServeHit(uint32_t group, NodeId file, uint64_t o
   bytes.data_ = arena_.base() + entry.arena_offset + (f.offset + offset - entry.data_start);
   bytes.size_ = size;
   bytes.cache_ = this;
-  bytes.group_ = group;
   bytes.entry_ = entries_[group];
   return bytes;
 }
@@ -232,14 +231,14 @@ void GroupCache::Evict(uint32_t group) {
   changed_.notify_all();
 }
 
-// `entry` is the pinned load, kept alive by the bytes: a load that failed after a member
+// `pinned` is the pinned load, kept alive by the bytes: a load that failed after a member
 // was served early has left the table, and its room waits for this.
-void GroupCache::Unpin(uint32_t group, void* pinned) {
+void GroupCache::Unpin(void* pinned) {
   std::lock_guard lock(mu_);
   Entry& entry = *static_cast<Entry*>(pinned);
   --entry.pins;
-  if (entries_[group].get() != &entry) return FreeFailed(entry);
-  if (entry.pins == 0) busy_[group] = !entry.ready;  // served early: still loading
+  if (entries_[entry.group].get() != &entry) return FreeFailed(entry);
+  if (entry.pins == 0) busy_[entry.group] = !entry.ready;  // served early: still loading
 }
 
 bool GroupCache::Resident(uint32_t group) const {

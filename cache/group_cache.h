@@ -146,6 +146,7 @@ class GroupCache {
   void FailLoad(Entry& entry, Error error);
   void FreeFailed(Entry& entry);
   void Finish(Entry& entry, Status status);
+  size_t PieceBytes(const Entry& entry) const;
   std::pair<uint32_t, uint32_t> PiecesOf(const Entry& entry, NodeId file) const;
   bool Servable(const Entry& entry, NodeId file) const;
   void Urge(const EntryRef& entry, NodeId file);
@@ -153,7 +154,7 @@ class GroupCache {
   bool HasBlobCheck(uint32_t group) const;
   Entry* Admit(uint32_t group, bool may_evict);
   void Evict(uint32_t group);
-  void Unpin(uint32_t group, void* entry);
+  void Unpin(void* entry);
   size_t SpanOf(uint32_t group, uint64_t* start) const;
   void Prefetch();
   // The disk tier's side (group_cache_tier.cc).

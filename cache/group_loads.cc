@@ -14,7 +14,6 @@
 #include <algorithm>
 
 #include "cache/group_cache.h"
-#include "dataset/format/checksums.h"
 
 namespace gpufs {
 
@@ -24,7 +23,7 @@ namespace gpufs {
 void GroupCache::StartLoad(const EntryRef& entry, std::unique_lock<std::mutex>& lock,
                            const NodeId* file) {
   if (tier_ && LoadFromTier(*entry, lock)) return;
-  const size_t piece = options_.io_piece ? options_.io_piece : entry->arena_bytes;
+  const size_t piece = PieceBytes(*entry);
   entry->pieces.assign((entry->arena_bytes + piece - 1) / piece, Piece::kQueued);
   load_queue_.push_back(entry);
   if (file) Urge(entry, *file);
@@ -81,7 +80,7 @@ std::vector<BlobRead> GroupCache::NextPieces() {
     entry->pieces[piece] = Piece::kInFlight;
     ++entry->pieces_in_flight;
     ++pieces_in_flight_;
-    const size_t size = options_.io_piece ? options_.io_piece : entry->arena_bytes;
+    const size_t size = PieceBytes(*entry);
     const uint64_t at = uint64_t{piece} * size;
     BlobRead read;
     read.blob = catalog_.Group(entry->group).blob;
@@ -122,7 +121,7 @@ void GroupCache::OnPiece(const EntryRef& entry, uint32_t piece, Result<size_t> g
   --entry->pieces_in_flight;
   const GroupExtent& g = catalog_.Group(entry->group);
   if (!entry->failed) {
-    const size_t size = options_.io_piece ? options_.io_piece : entry->arena_bytes;
+    const size_t size = PieceBytes(*entry);
     const uint64_t from = entry->data_start + uint64_t{piece} * size;
     const uint64_t end = g.offset + g.size;  // what the group needs of the blob
     const uint64_t need = end > from ? std::min<uint64_t>(end - from, size) : 0;
@@ -192,10 +191,15 @@ void GroupCache::Finish(Entry& entry, Status status) {
   changed_.notify_all();
 }
 
+// The bytes of each piece of the entry's load (the last one may be shorter).
+size_t GroupCache::PieceBytes(const Entry& entry) const {
+  return options_.io_piece ? options_.io_piece : entry.arena_bytes;
+}
+
 // The pieces [first, last] that hold member `file` of the entry's group.
 std::pair<uint32_t, uint32_t> GroupCache::PiecesOf(const Entry& entry, NodeId file) const {
   const FileExtent& f = catalog_.Extent(file);
-  const size_t size = options_.io_piece ? options_.io_piece : entry.arena_bytes;
+  const size_t size = PieceBytes(entry);
   const uint64_t from = f.offset - entry.data_start;
   const uint64_t to = from + std::max<uint64_t>(f.size, 1) - 1;
   return {static_cast<uint32_t>(from / size), static_cast<uint32_t>(to / size)};
@@ -225,13 +229,12 @@ void GroupCache::Urge(const EntryRef& entry, NodeId file) {
 // Outside mu_: a member served before its group's whole-blob check is checked alone, as
 // that check would have (the pinned bytes are the whole member's).
 Status GroupCache::CheckEarlyMember(NodeId file, const CachedBytes& bytes, uint64_t offset) {
-  const FileExtent& f = catalog_.Extent(file);
-  if (!HasBlobCheck(f.group) || ChecksumOf(bytes.data() - offset, f.size) == f.checksum) {
-    return Ok{};
-  }
-  ++counters_.io_errors;
-  return Fail(EIO, "cannot read {}: its checksum does not match; {} is damaged or changed",
-              catalog_.PathOf(file), source_.Describe(catalog_.Group(f.group).blob));
+  const uint32_t group = catalog_.Extent(file).group;
+  if (!HasBlobCheck(group)) return Ok{};
+  Status s = CheckMember(catalog_, file, bytes.data() - offset,
+                         source_.Describe(catalog_.Group(group).blob));
+  if (!s) ++counters_.io_errors;
+  return s;
 }
 
 // Whether a group's load is checked against its blob's checksum (a whole-blob group).

@@ -15,14 +15,17 @@ bool MemberChecks::Verified(uint32_t index) const {
   return bits_[index / 64].load(std::memory_order_acquire) & (uint64_t{1} << (index % 64));
 }
 
+Status CheckMember(const Catalog& catalog, NodeId file, const char* bytes, std::string_view blob) {
+  const FileExtent& f = catalog.Extent(file);
+  if (ChecksumOf(bytes, f.size) == f.checksum) return Ok{};
+  return Fail(EIO, "cannot read {}: its checksum does not match; {} is damaged",
+              catalog.PathOf(file), blob);
+}
+
 Status MemberChecks::Check(const Catalog& catalog, NodeId file, const char* bytes,
                            std::string_view blob) {
+  if (Status s = CheckMember(catalog, file, bytes, blob); !s) return s;
   const uint32_t index = catalog.FileIndex(file);
-  const FileExtent& f = catalog.Extent(file);
-  if (ChecksumOf(bytes, f.size) != f.checksum) {
-    return Fail(EIO, "cannot read {}: its checksum does not match; {} is damaged",
-                catalog.PathOf(file), blob);
-  }
   bits_[index / 64].fetch_or(uint64_t{1} << (index % 64), std::memory_order_acq_rel);
   return Ok{};
 }

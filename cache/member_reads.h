@@ -15,6 +15,10 @@
 
 namespace gpufs {
 
+// Compares `bytes` (the whole member `file`) with its checksum: EIO naming the member and
+// `blob` when they differ.
+Status CheckMember(const Catalog& catalog, NodeId file, const char* bytes, std::string_view blob);
+
 // Which members' checksums have matched, one bit each. Thread-safe: two threads may check
 // a member the first time, harmless and cheaper than a lock.
 class MemberChecks {
