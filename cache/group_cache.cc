@@ -47,12 +47,13 @@ GroupCache::~GroupCache() {
     stop_ = true;
   }
   changed_.notify_all();
-  tier_wake_.notify_all();
   for (std::thread& t : prefetchers_) t.join();
   {  // pieces in flight write into the arena and call back: wait for them all
     std::unique_lock lock(mu_);
     changed_.wait(lock, [this] { return pieces_in_flight_ == 0 && !pumping_; });
+    tier_stop_ = true;  // only now: the last pieces' loads may still have queued write-backs
   }
+  tier_wake_.notify_all();
   for (std::thread& t : tier_workers_) t.join();
 }
 

@@ -200,7 +200,8 @@ class GroupCache {
   static constexpr unsigned kTierWorkers = 2;
   DiskTier* const tier_;
   std::vector<std::string> tier_names_;  // by group; empty: not kept on disk
-  std::condition_variable tier_wake_;    // a tier job was queued, or stop_
+  std::condition_variable tier_wake_;    // a tier job was queued, or tier_stop_
+  bool tier_stop_ = false;               // set once no load can finish any more; guarded by mu_
   std::deque<TierJob> tier_jobs_;        // guarded by mu_
   std::vector<bool> tier_queued_;        // a job for the group is queued or running; guarded by mu_
   std::vector<std::thread> tier_workers_;

@@ -56,7 +56,11 @@ std::optional<Result<CachedBytes>> GroupCache::ReadMemberFromTier(NodeId file, u
 // Under mu_. A write-back pins its group until written; write-backs go first, as they
 // hold memory.
 void GroupCache::QueueTierJob(uint32_t group, bool write_back) {
-  if (tier_queued_[group] || failed_[group] || stop_ || tier_names_[group].empty()) return;
+  // At unmount a load that lands its last pieces is still written back; fills are not made.
+  if (tier_queued_[group] || failed_[group] || tier_stop_ || (stop_ && !write_back) ||
+      tier_names_[group].empty()) {
+    return;
+  }
   const size_t write_backs = static_cast<size_t>(std::count_if(
       tier_jobs_.begin(), tier_jobs_.end(), [](const TierJob& j) { return j.write_back; }));
   if (tier_jobs_.size() >= kMaxTierJobs || (write_back && write_backs >= kMaxWriteBacks)) return;
@@ -74,12 +78,13 @@ void GroupCache::QueueTierJob(uint32_t group, bool write_back) {
 void GroupCache::TierLoop() {
   std::unique_lock lock(mu_);
   for (;;) {
-    tier_wake_.wait(lock, [this] { return stop_ || !tier_jobs_.empty(); });
+    tier_wake_.wait(lock, [this] { return tier_stop_ || !tier_jobs_.empty(); });
     // At the end, groups already in memory are still written (a local write each); the
     // fills, which would wait on the source, are dropped.
-    if (stop_) {
-      std::erase_if(tier_jobs_, [](const TierJob& j) { return !j.write_back; });
-      if (tier_jobs_.empty()) return;
+    if (stop_) std::erase_if(tier_jobs_, [](const TierJob& j) { return !j.write_back; });
+    if (tier_jobs_.empty()) {
+      if (tier_stop_) return;
+      continue;
     }
     const TierJob job = tier_jobs_.front();
     tier_jobs_.pop_front();
