@@ -10,6 +10,7 @@ import subprocess
 import sys
 import shutil
 import tempfile
+import time
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -80,6 +81,19 @@ STATS = "user.gpufs.stats"
 def stats_of(mnt):
     """The daemon's counters, as user.gpufs.stats has them."""
     return json.loads(os.getxattr(mnt, STATS))
+
+
+def settled_stats(mnt, done, what, timeout=30):
+    """The daemon's counters once done(stats) holds: a group's load finishes after the
+    files in its first pieces were already served."""
+    deadline = time.monotonic() + timeout
+    while True:
+        stats = stats_of(mnt)
+        if done(stats):
+            return stats
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout} s; the counters are {stats}")
+        time.sleep(0.02)
 
 
 def drop_page_cache():

@@ -16,7 +16,7 @@ import unittest
 import urllib.request
 
 import gpufs_testlib as lib
-from gpufs_testlib import drop_page_cache, files_below, stats_of
+from gpufs_testlib import drop_page_cache, files_below, settled_stats, stats_of
 
 sys.path.insert(0, lib.ROOT)
 from tests.servers import ceph_s3, nginx  # noqa: E402
@@ -155,7 +155,8 @@ class Peers(unittest.TestCase):
             m = self.mount("--world-size", "4", cache=cache)
             with m as mnt:
                 self.assertEqual(files_below(mnt), self.expected)
-                stats = stats_of(mnt)
+                stats = settled_stats(mnt, lambda s: not whole or s["groups_loaded"] > 0,
+                                      "a group read whole to finish loading")
                 log = m.stderr()
             self.assertIn("--world-size 4: this node can keep", log)
             if whole:

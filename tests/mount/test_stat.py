@@ -85,6 +85,8 @@ class Residency(unittest.TestCase):
                 f.read()
         groups = {cls.files[p][1] for p in cls.read}
         cls.pinned = {p for p, (_, g) in cls.files.items() if g in groups}
+        lib.settled_stats(cls.mnt, lambda s: s["groups_loaded"] >= len(groups),
+                          "the groups read to finish loading")
 
     @classmethod
     def tearDownClass(cls):
