@@ -16,6 +16,8 @@ PACKAGES=(
   nginx-extras radosgw ceph-mon ceph-osd ceph-base ceph-common
   # Checks of deploy/ (tests/mount/test_deploy.py): its shell scripts and its manifest.
   shellcheck python3-yaml
+  # Content hashes (SHA-256 from libcrypto) and the tar corpus tests (bsdtar).
+  libssl-dev libarchive-tools
 )
 if [ "${1:-}" = "bench" ]; then
   PACKAGES+=(squashfuse squashfs-tools python3-matplotlib s3fs rclone)
