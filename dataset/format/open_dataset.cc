@@ -11,6 +11,7 @@
 #include "dataset/format/checksums.h"
 #include "dataset/format/file_io.h"
 #include "dataset/format/mytar.h"
+#include "dataset/format/name_rules.h"
 #include "dataset/format/tar.h"
 #include "dataset/format/tree_shape.h"
 
@@ -163,9 +164,21 @@ Result<Dataset> TarDataset(const std::filesystem::path& archive, const TarListin
       archive.parent_path(), std::move(*catalog), {BlobInfo{stamp.size, 0}}, "tar", {}, {}, {}};
   if (listing.skipped) {
     d.notes.push_back(
-        fmt::format("{} links, devices or fifos in the archive have no bytes to "
-                    "serve and are not shown",
+        fmt::format("{} symbolic links, devices or fifos (or hard links to them) in the archive "
+                    "have no bytes to serve and are not shown",
                     listing.skipped));
+  }
+  if (listing.replaced) {
+    d.notes.push_back(
+        fmt::format("{} members of the archive are replaced by a later member of the same path "
+                    "and are not shown: extracting the archive keeps the last",
+                    listing.replaced));
+  }
+  if (!shape->stripped.empty()) {
+    d.notes.push_back(
+        fmt::format("all files of the archive lie in the folder {}, which is looked "
+                    "through: what it holds is shown at the top",
+                    Printable(shape->stripped)));
   }
   if (!shape->outside.empty()) {
     d.notes.push_back(fmt::format("{} files outside class folders are not shown (first: {})",

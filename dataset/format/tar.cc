@@ -6,113 +6,80 @@
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
-#include <cstring>
+#include <deque>
+#include <optional>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 
 #include "dataset/format/name_rules.h"
+#include "dataset/format/tar_header.h"
 
 namespace gpufs {
 namespace {
 
-constexpr uint64_t kBlock = 512;
+uint64_t RoundUp(uint64_t n) { return (n + kTarBlock - 1) / kTarBlock * kTarBlock; }
 
-uint64_t RoundUp(uint64_t n) { return (n + kBlock - 1) / kBlock * kBlock; }
-
-std::string_view Field(const char* block, size_t offset, size_t size) {
-  std::string_view field(block + offset, size);
-  return field.substr(0, field.find('\0'));
+bool IsExtended(TarKind kind) {
+  return kind == TarKind::kLongName || kind == TarKind::kLongLink || kind == TarKind::kExtended ||
+         kind == TarKind::kGlobal;
 }
 
-// Octal, space/NUL padded; or base-256 (GNU) when the top bit of the first byte is set.
-// False for anything else: a negative base-256 number, a value past 63 bits, a field with
-// no digits or with garbage between them. A lenient reader here is how a damaged header
-// turns into a size that wraps the walk back to the archive's start.
-bool ParseNumber(const char* p, size_t size, uint64_t* out) {
-  const auto* u = reinterpret_cast<const unsigned char*>(p);
-  if (u[0] & 0x80) {
-    if (u[0] & 0x40) return false;  // negative
-    uint64_t v = u[0] & 0x3f;
-    for (size_t i = 1; i < size; ++i) {
-      if (v >> 55) return false;
-      v = (v << 8) | u[i];
-    }
-    *out = v;
-    return true;
-  }
-  // Leading spaces, octal digits, then only spaces and NULs; a blank field reads as 0.
-  size_t i = 0;
-  while (i < size && p[i] == ' ') ++i;
-  uint64_t v = 0;
-  for (; i < size && p[i] >= '0' && p[i] <= '7'; ++i) {
-    if (v >> 60) return false;
-    v = v * 8 + static_cast<uint64_t>(p[i] - '0');
-  }
-  for (; i < size; ++i) {
-    if (p[i] != ' ' && p[i] != '\0') return false;
-  }
-  *out = v;
-  return true;
-}
-
-// A decimal number of a pax record: digits only, no sign, no overflow.
-bool ParseDecimal(std::string_view text, uint64_t* out) {
-  if (text.empty()) return false;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
-  return ec == std::errc() && end == text.data() + text.size();
-}
-
-bool ChecksumOk(const char* block) {
-  uint64_t stored = 0;
-  if (!ParseNumber(block + 148, 8, &stored)) return false;
-  uint64_t sum = 0;
-  for (size_t i = 0; i < kBlock; ++i) {
-    sum += (i >= 148 && i < 156) ? ' ' : static_cast<unsigned char>(block[i]);
-  }
-  return sum == stored;
-}
-
-bool AllZero(const char* block) {
-  return std::all_of(block, block + kBlock, [](char c) { return c == 0; });
-}
-
-// Values of a pax extended header that matter here.
-struct PaxValues {
-  std::string path;
-  bool has_size = false;
-  uint64_t size = 0;
+// What the extended headers before a member say of it.
+struct Pending {
+  std::string long_name;  // GNU 'L'
+  std::string long_link;  // GNU 'K'
+  PaxValues pax;          // pax 'x'
 };
 
-// Parses "<length> <key>=<value>\n" records; empty when they are well formed, else why not.
-std::string ParsePax(std::string_view records, PaxValues* pax) {
-  while (!records.empty()) {
-    const size_t space = records.find(' ');
-    uint64_t length = 0;
-    if (space == std::string_view::npos || !ParseDecimal(records.substr(0, space), &length)) {
-      return "a pax record does not start with its length";
-    }
-    if (length <= space + 1 || length > records.size()) {
-      return fmt::format("a pax record's length {} does not fit the {} bytes left", length,
-                         records.size());
-    }
-    if (records[length - 1] != '\n') return "a pax record does not end with a newline";
-    std::string_view record = records.substr(space + 1, length - space - 2);
-    records.remove_prefix(length);
-    const size_t eq = record.find('=');
-    if (eq == std::string_view::npos) return "a pax record has no '='";
-    const std::string_view key = record.substr(0, eq);
-    const std::string_view value = record.substr(eq + 1);
-    if (key == "path") pax->path = value;
-    if (key == "size") {
-      if (!ParseDecimal(value, &pax->size)) {
-        return fmt::format("pax size '{}' is not a number that fits 64 bits", Printable(value));
+// What a member leaves at its path once extracted: a file (a hard link to a file is one,
+// with the target's bytes), a folder, or something with no bytes to serve.
+enum class Left { kFile, kFolder, kNoBytes };
+
+struct Member {
+  std::string path;  // normalized and prefixed; as written when it cannot be normalized
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  Left left = Left::kFile;
+};
+
+// The members of one archive in order, and the latest member of each path: a hard link
+// names whatever its target is at that point of the extraction, and the last member of a
+// path is what the extraction leaves there.
+class Members {
+ public:
+  void Add(Member m) {
+    members_.push_back(std::move(m));
+    latest_[members_.back().path] = members_.size() - 1;
+  }
+
+  const Member* Latest(std::string_view path) const {
+    const auto it = latest_.find(path);
+    return it == latest_.end() ? nullptr : &members_[it->second];
+  }
+
+  // Moves the files the extraction leaves into `out`, in archive order, and counts the
+  // rest. A folder replaced (by a file, after it was emptied) is not worth a word.
+  void Settle(TarListing& out) {
+    std::vector<bool> last(members_.size());
+    for (const auto& [path, i] : latest_) last[i] = true;
+    latest_.clear();  // its keys point into the paths about to move
+    for (size_t i = 0; i < members_.size(); ++i) {
+      Member& m = members_[i];
+      if (!last[i]) {
+        out.replaced += m.left != Left::kFolder;
+      } else if (m.left == Left::kFile) {
+        out.entries.push_back(TarEntry{std::move(m.path), m.offset, m.size});
+      } else {
+        out.skipped += m.left == Left::kNoBytes;
       }
-      pax->has_size = true;
     }
   }
-  return {};
-}
+
+ private:
+  std::deque<Member> members_;  // a deque, so that the keys of latest_ stay valid
+  std::unordered_map<std::string_view, size_t> latest_;
+};
 
 class TarWalker {
  public:
@@ -120,78 +87,117 @@ class TarWalker {
 
   // Lists the archive lying in [base, base + limit) of the file.
   Status Walk(uint64_t base, uint64_t limit, const std::string& prefix, TarListing& out) {
-    std::string long_name;
-    PaxValues pax;
-    char block[kBlock];
+    Members members;
+    Pending pending;
+    char block[kTarBlock];
     for (uint64_t pos = base; pos < base + limit;) {
       // An archive may end right after its last entry (some writers omit the end
       // marker), but not inside a header.
-      if (pos + kBlock > base + limit)
+      if (pos + kTarBlock > base + limit)
         return Bad(pos, "the archive ends in the middle of a header");
       if (Status s = ReadBlock(pos, block); !s) return s;
-      if (AllZero(block)) return Ok{};
-      if (!ChecksumOk(block)) return Bad(pos, "bad header checksum: not a tar archive, or damaged");
-      uint64_t size = 0;
-      if (!ParseNumber(block + 124, 12, &size)) {
-        return Bad(pos, "the size field is not a valid number");
+      if (AllZeroBlock(block)) break;
+      if (!TarChecksumOk(block)) {
+        return Bad(pos, "bad header checksum: not a tar archive, or damaged");
       }
-      if (pax.has_size) size = pax.size;
-      const uint64_t data = pos + kBlock;
-      if (size > base + limit - data) return Bad(pos, "an entry runs past the end of the archive");
-      const char type = block[156];
-      pos = data + RoundUp(size);
-      if (type == 'L' || type == 'x') {
-        auto text = ReadText(data, size);
-        if (!text) return text.error();
-        if (type == 'L') long_name = text->substr(0, text->find('\0'));
-        if (type == 'x') {
-          if (std::string why = ParsePax(*text, &pax); !why.empty()) return Bad(data - kBlock, why);
-        }
-        continue;
+      const TarKind kind = KindOf(block[156]);
+      auto size = DataSize(block, IsExtended(kind) ? PaxValues{} : pending.pax);
+      if (!size) return Bad(pos, "the size field is not a valid number");
+      const uint64_t data = pos + kTarBlock;
+      if (*size > base + limit - data) {
+        return Bad(pos, "an entry runs past the end of the archive");
       }
-      std::string name = !pax.path.empty()    ? pax.path
-                         : !long_name.empty() ? long_name
-                                              : HeaderName(block);
-      long_name.clear();
-      pax = PaxValues{};
-      if (type == 'g' || type == 'K' || type == 'V' || type == '5') continue;
-      if (type == 'S' || type == 'M') {
-        return Bad(data - kBlock, fmt::format("'{}' is a GNU sparse or multi-volume entry, whose "
-                                              "bytes are not contiguous; re-create the archive "
-                                              "without --sparse",
-                                              name));
-      }
-      if (type == '1') {
-        if (Status s = AddLink(name, Field(block, 157, 100), prefix, out, data); !s) return s;
-        continue;
-      }
-      if (type != '0' && type != '\0' && type != '7') {
-        ++out.skipped;
-        continue;
-      }
-      auto path = Normalize(name, data);
-      if (!path) return path.error();
-      out.entries.push_back(TarEntry{prefix + *path, data, size});
+      pos = data + RoundUp(*size);
+      Status s = IsExtended(kind)
+                     ? ReadExtended(kind, data, *size, pending)
+                     : AddMember(block, data, *size, prefix, std::exchange(pending, {}), members);
+      if (!s) return s;
     }
+    members.Settle(out);
     return Ok{};
   }
 
   Status ReadBlock(uint64_t pos, char* block) {
-    auto n = reader_.ReadAt(pos, kBlock, block);
+    auto n = reader_.ReadAt(pos, kTarBlock, block);
     if (!n) return n.error();
-    if (*n == kBlock) return Ok{};
+    if (*n == kTarBlock) return Ok{};
     return Bad(pos, "the archive ends in the middle of a header");
   }
 
  private:
-  std::string HeaderName(const char* block) const {
-    const std::string name(Field(block, 0, 100));
-    const bool ustar = std::memcmp(block + 257,
-                                   "ustar\0"
-                                   "00",
-                                   8) == 0;
-    const std::string prefix(Field(block, 345, 155));
-    return ustar && !prefix.empty() ? prefix + "/" + name : name;
+  // How many data bytes follow the header: its size field, or the pax size before it;
+  // none for links, devices, fifos and folders (GNU tar reads no data after them).
+  static std::optional<uint64_t> DataSize(const char* block, const PaxValues& pax) {
+    uint64_t size = 0;
+    if (!ParseTarNumber(block + 124, 12, &size)) return std::nullopt;
+    if (!TypeHasData(block[156])) return 0;
+    return pax.size.value_or(size);
+  }
+
+  // Keeps what an 'L', 'K' or 'x' header says of the next member; checks a 'g' header,
+  // which says nothing of it.
+  Status ReadExtended(TarKind kind, uint64_t data, uint64_t size, Pending& pending) {
+    auto text = ReadText(data, size);
+    if (!text) return text.error();
+    const uint64_t header = data - kTarBlock;
+    if (kind == TarKind::kLongName) pending.long_name = text->substr(0, text->find('\0'));
+    if (kind == TarKind::kLongLink) pending.long_link = text->substr(0, text->find('\0'));
+    if (kind == TarKind::kExtended) {
+      if (std::string why = ParsePax(*text, &pending.pax); !why.empty()) return Bad(header, why);
+    }
+    if (kind == TarKind::kGlobal) {
+      PaxValues global;
+      if (std::string why = ParsePax(*text, &global); !why.empty()) return Bad(header, why);
+      if (std::string_view key = GlobalPaxConflict(global); !key.empty()) {
+        return Bad(header, fmt::format("a global pax header sets '{}' for every later member, "
+                                       "which tar readers do not agree on",
+                                       key));
+      }
+    }
+    return Ok{};
+  }
+
+  Status AddMember(const char* block, uint64_t data, uint64_t size, const std::string& prefix,
+                   const Pending& pending, Members& members) {
+    const std::string name = !pending.pax.path.empty()    ? pending.pax.path
+                             : !pending.long_name.empty() ? pending.long_name
+                                                          : TarHeaderName(block);
+    const uint64_t header = data - kTarBlock;
+    const TarKind kind = pending.pax.sparse ? TarKind::kSparse : KindOf(block[156], name);
+    switch (kind) {
+      case TarKind::kFile: {
+        auto path = Normalize(name, data);
+        if (!path) return path.error();
+        members.Add(Member{prefix + *path, data, size, Left::kFile});
+        return Ok{};
+      }
+      case TarKind::kHardLink: {
+        const std::string target = !pending.pax.linkpath.empty() ? pending.pax.linkpath
+                                   : !pending.long_link.empty()  ? pending.long_link
+                                                                 : TarHeaderLinkName(block);
+        return AddLink(name, target, prefix, members, data);
+      }
+      case TarKind::kFolder:
+        members.Add(Member{LenientPath(name, prefix), 0, 0, Left::kFolder});
+        return Ok{};
+      case TarKind::kNoBytes:
+        members.Add(Member{LenientPath(name, prefix), 0, 0, Left::kNoBytes});
+        return Ok{};
+      case TarKind::kSparse: {
+        const std::string& real = pending.pax.sparse_name.empty() ? name : pending.pax.sparse_name;
+        return Bad(header, fmt::format("'{}' is a sparse file, whose bytes are not stored as one "
+                                       "range; re-create the archive without holes in its files "
+                                       "(copy them with cp --sparse=never; GNU tar without "
+                                       "--sparse)",
+                                       Printable(real)));
+      }
+      case TarKind::kContinued:
+        return Bad(header, fmt::format("'{}' continues a file from another volume of a "
+                                       "multi-volume archive, whose bytes are not all here",
+                                       Printable(name)));
+      default:
+        return Ok{};  // a volume label
+    }
   }
 
   Result<std::string> ReadText(uint64_t pos, uint64_t size) {
@@ -213,22 +219,31 @@ class TarWalker {
     return path;
   }
 
-  // A hard link names bytes already in the archive: the target's.
-  Status AddLink(const std::string& name, std::string_view target, const std::string& prefix,
-                 TarListing& out, uint64_t pos) {
+  // The path of a member that serves no bytes: a name no file can have ("./", "a/../b")
+  // is kept as written, so that it replaces nothing and nothing replaces it.
+  std::string LenientPath(std::string_view name, const std::string& prefix) {
+    auto path = Normalize(name, 0);
+    return prefix + (path ? *path : std::string(name));
+  }
+
+  // A hard link names what its target is at this point of the extraction: a file's bytes,
+  // or, for a symbolic link, device or fifo, another of them; tar cannot link a folder.
+  Status AddLink(const std::string& name, const std::string& target, const std::string& prefix,
+                 Members& members, uint64_t pos) {
     auto path = Normalize(name, pos);
     auto to = Normalize(target, pos);
     if (!path) return path.error();
     if (!to) return to.error();
-    for (auto it = out.entries.rbegin(); it != out.entries.rend(); ++it) {
-      if (it->path == prefix + *to) {
-        out.entries.push_back(TarEntry{prefix + *path, it->offset, it->size});
-        return Ok{};
-      }
+    const Member* found = members.Latest(prefix + *to);
+    if (!found) {
+      return Bad(pos, fmt::format("hard link '{}' points to '{}', which is not earlier in the "
+                                  "archive",
+                                  Printable(name), Printable(target)));
     }
-    return Bad(pos, fmt::format("hard link '{}' points to '{}', which is not earlier in the "
-                                "archive",
-                                name, target));
+    const bool file = found->left == Left::kFile;
+    members.Add(Member{prefix + *path, file ? found->offset : 0, file ? found->size : 0,
+                       file ? Left::kFile : Left::kNoBytes});
+    return Ok{};
   }
 
   Error Bad(uint64_t pos, std::string_view why) const {
@@ -239,8 +254,10 @@ class TarWalker {
   std::string label_;
 };
 
-// Keeps the last entry of each path, as extracting the archive would.
-void DropReplaced(std::vector<TarEntry>& entries) {
+// Keeps the last entry of each path: inner archives "a.tar" holding "b/c" and "a/b.tar"
+// holding "c" both name "a/b/c".
+void DropReplaced(TarListing& listing) {
+  std::vector<TarEntry>& entries = listing.entries;
   std::unordered_map<std::string_view, size_t> last;
   for (size_t i = 0; i < entries.size(); ++i) last[entries[i].path] = i;
   if (last.size() == entries.size()) return;
@@ -248,6 +265,7 @@ void DropReplaced(std::vector<TarEntry>& entries) {
   for (size_t i = 0; i < entries.size(); ++i) {
     if (last[entries[i].path] == i) kept.push_back(entries[i]);
   }
+  listing.replaced += entries.size() - kept.size();
   entries = std::move(kept);
 }
 
@@ -286,6 +304,7 @@ Status ListInnerTars(RangeReader& reader, const ReaderFactory& more, unsigned pa
   for (size_t i = 0; i < tars.size(); ++i) {
     if (!results[i]) return results[i];
     inner.skipped += parts[i].skipped;
+    inner.replaced += parts[i].replaced;
     std::move(parts[i].entries.begin(), parts[i].entries.end(), std::back_inserter(inner.entries));
   }
   return Ok{};
@@ -297,13 +316,13 @@ Result<TarListing> ListTar(RangeReader& reader, const ReaderFactory& more, unsig
   TarWalker walker(reader);
   TarListing outer;
   Status s = walker.Walk(0, reader.size(), "", outer);
-  DropReplaced(outer.entries);
   if (s && AllInnerTars(outer.entries)) {
     TarListing inner;
     inner.nested = true;
     inner.skipped = outer.skipped;
+    inner.replaced = outer.replaced;
     s = ListInnerTars(reader, more, parallel, outer, inner);
-    DropReplaced(inner.entries);
+    DropReplaced(inner);
     outer = std::move(inner);
   }
   if (!s) return s.error();
@@ -317,9 +336,9 @@ Result<TarListing> ListTar(const std::filesystem::path& path) {
 }
 
 bool LooksLikeTar(RangeReader& reader) {
-  char block[kBlock];
-  auto n = reader.ReadAt(0, kBlock, block);
-  return n && *n == kBlock && !AllZero(block) && ChecksumOk(block);
+  char block[kTarBlock];
+  auto n = reader.ReadAt(0, kTarBlock, block);
+  return n && *n == kTarBlock && !AllZeroBlock(block) && TarChecksumOk(block);
 }
 
 bool LooksLikeTar(const std::filesystem::path& path) {

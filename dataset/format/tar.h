@@ -1,13 +1,16 @@
-// A reader of uncompressed tar archives (POSIX ustar, pax and GNU), enough to serve an
+// A reader of uncompressed tar archives (POSIX ustar, pax, GNU and v7), enough to serve an
 // archive's files in place: it walks the headers and records where each regular file's
-// bytes lie, without copying them.
+// bytes lie, without copying them. It reads an archive as GNU tar extracts it
+// (tar_header.h says how each header is read).
 //
-// Long names (GNU 'L' records, pax "path"), pax sizes and base-256 sizes are followed;
-// hard links become a second name for the target's bytes; a later entry of the same path
-// replaces an earlier one, as extraction would. Folders are implied by paths. Symbolic
-// links, devices and fifos have no bytes to serve and are skipped (and counted); GNU
-// sparse files and multi-volume continuations are refused, since their bytes are not one
-// contiguous range.
+// Long names and link targets (GNU 'L' and 'K' records, pax "path" and "linkpath") and pax
+// sizes are followed; hard links become a second name for the target's bytes. The last
+// member of a path decides what the path is, as extraction would: a file later replaced by
+// a symbolic link, a fifo or a folder is gone. Folders are implied by paths. Symbolic
+// links, devices and fifos (and hard links to them) have no bytes to serve and are skipped
+// (and counted). Sparse files (GNU 'S', pax GNU.sparse 0.0, 0.1 and 1.0) and multi-volume
+// continuations are refused, naming the member, since their bytes are not one contiguous
+// range.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +33,8 @@ struct TarEntry {
 
 struct TarListing {
   std::vector<TarEntry> entries;  // regular files, in archive order
-  size_t skipped = 0;             // symbolic links, devices, fifos
+  size_t skipped = 0;             // symbolic links, devices, fifos, hard links to them
+  size_t replaced = 0;            // files, links and the like a later member's path took
   bool nested = false;            // the archive was a tar of per-class tars
 };
 
