@@ -1,0 +1,350 @@
+#!/usr/bin/python3
+"""Tar archives written by GNU tar, bsdtar and Python's tarfile, each mounted with the real
+gpufsd and compared file by file (path, size, SHA-256) with what `tar -x` leaves of the
+same archive. Only regular files count: the mount serves files and folders, nothing else.
+
+The archives are made here, at test time, from small trees with hard links, symbolic
+links, fifos, empty folders, long names and long link targets, and files with holes; the
+odd ones GNU tar reads but few writers make (signed checksums, unknown types, v7 folders,
+a pax header before a global one, a file replaced by a later member) are written header by
+header. Sparse members are refused, and the refusal must name the member.
+"""
+import hashlib
+import io
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import unittest
+
+import gpufs_testlib as lib
+
+BSDTAR = shutil.which("bsdtar")
+LONG = "t" * 95  # "clsA/" + LONG is 100 bytes: what a header's name field holds
+
+
+def digest_files(root):
+    """{relative path: (size, sha256)} of the regular files below root (links not followed)."""
+    out = {}
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(folder, name)
+            if os.path.islink(path) or not os.path.isfile(path):
+                continue
+            with open(path, "rb") as f:
+                data = f.read()
+            out[os.path.relpath(path, root)] = (len(data), hashlib.sha256(data).hexdigest())
+    return out
+
+
+def others_below(root):
+    """How many entries below root are neither regular files nor folders."""
+    count = 0
+    for folder, dirs, names in os.walk(root):
+        for name in names + dirs:
+            path = os.path.join(folder, name)
+            if os.path.islink(path) or not (os.path.isfile(path) or os.path.isdir(path)):
+                count += 1
+    return count
+
+
+def write_random(path, size, seed):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    data = hashlib.sha256(str(seed).encode()).digest() * (size // 32 + 1)
+    with open(path, "wb") as f:
+        f.write(data[:size])
+
+
+def make_plain_tree(root):
+    """Short names: files, an empty file and folder, a hard link, a symbolic link, a fifo."""
+    write_random(os.path.join(root, "clsA", "a.jpg"), 3000, 1)
+    write_random(os.path.join(root, "clsA", "sub", "b.jpg"), 700, 2)
+    write_random(os.path.join(root, "clsB", "c.jpg"), 1500, 3)
+    open(os.path.join(root, "clsA", "empty.jpg"), "wb").close()
+    os.makedirs(os.path.join(root, "clsA", "emptydir"))
+    os.link(os.path.join(root, "clsA", "a.jpg"), os.path.join(root, "clsA", "hard.jpg"))
+    os.symlink("a.jpg", os.path.join(root, "clsA", "sym.jpg"))
+    os.mkfifo(os.path.join(root, "clsA", "fifo"))
+
+
+def make_long_tree(root):
+    """Names and link targets past 100 bytes. clsA is archived first (it is named first), so
+    the hard link in clsB points to a long name whose first 100 bytes name another file."""
+    target = os.path.join(root, "clsA", LONG + "-target.jpg")
+    write_random(os.path.join(root, "clsA", LONG), 100, 4)  # the first 100 bytes' namesake
+    write_random(target, 2000, 5)
+    write_random(os.path.join(root, "clsA", "d" * 80, "n" * 90 + ".jpg"), 300, 6)
+    write_random(os.path.join(root, "clsB", "d.jpg"), 400, 7)
+    os.link(target, os.path.join(root, "clsB", "link.jpg"))
+    os.link(target, os.path.join(root, "clsB", "l" * 120 + ".jpg"))
+    os.symlink("../clsA/" + LONG + "-target.jpg", os.path.join(root, "clsB", "longsym.jpg"))
+
+
+def make_holes_tree(root):
+    """A file with holes (1 MiB, 4 bytes of data in the middle) beside a plain one."""
+    holes = os.path.join(root, "clsA", "holes.bin")
+    write_random(os.path.join(root, "clsA", "a.jpg"), 900, 8)
+    write_random(os.path.join(root, "clsB", "b.jpg"), 600, 10)
+    subprocess.run(["truncate", "-s", "1M", holes], check=True)
+    subprocess.run(["dd", "of=" + holes, "bs=1", "seek=300000", "conv=notrunc", "status=none"],
+                   input=b"data", check=True)
+
+
+def header(name, typeflag=b"0", size=0, linkname=b"", signed=False):
+    """A ustar header block with a correct checksum, as unsigned or (old writers) signed sum."""
+    block = bytearray(512)
+    block[0:len(name)] = name
+    block[100:108] = b"0000644\0"
+    block[108:124] = b"0000000\0" * 2
+    block[124:136] = b"%011o\0" % size
+    block[136:148] = b"00000000000\0"
+    block[156:157] = typeflag
+    block[157:157 + len(linkname)] = linkname
+    block[257:265] = b"ustar\x0000"
+    block[148:156] = b" " * 8
+    total = sum((b - 256 if b > 127 else b) for b in block) if signed else sum(block)
+    block[148:156] = b"%06o\0 " % total
+    return bytes(block)
+
+
+def member(name, data=b"", typeflag=b"0", linkname=b"", signed=False):
+    size = len(data)
+    return header(name, typeflag, size, linkname, signed) + data.ljust((size + 511) // 512 * 512,
+                                                                       b"\0")
+
+
+def pax(records, typeflag=b"x"):
+    text = b""
+    for key, value in records:
+        body = b" %s=%s\n" % (key, value)
+        length = len(body) + 1
+        while len(b"%d" % length) + len(body) != length:
+            length += 1
+        text += b"%d%s" % (length, body)
+    return member(b"PaxHeader", text, typeflag)
+
+
+class TarCorpus(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.work = tempfile.mkdtemp(prefix="gpufs-tar-corpus-")
+        cls.plain = os.path.join(cls.work, "plain")
+        cls.long = os.path.join(cls.work, "long")
+        cls.holes = os.path.join(cls.work, "holes")
+        make_plain_tree(cls.plain)
+        make_long_tree(cls.long)
+        make_holes_tree(cls.holes)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.work)
+
+    def path(self, name):
+        return os.path.join(self.work, name)
+
+    def write(self, name, data):
+        with open(self.path(name), "wb") as f:
+            f.write(data + bytes(1024))
+        return self.path(name)
+
+    def gnu_tar(self, name, tree, *options):
+        archive = self.path(name)
+        subprocess.run(["tar", *options, "-cf", archive, "-C", tree, "clsA", "clsB"], check=True,
+                       capture_output=True)
+        return archive
+
+    def bsdtar(self, name, tree, *options):
+        if not BSDTAR:
+            self.skipTest("bsdtar is not installed (apt-get install libarchive-tools)")
+        archive = self.path(name)
+        subprocess.run([BSDTAR, *options, "-cf", archive, "-C", tree, "clsA", "clsB"],
+                       check=True, capture_output=True)
+        return archive
+
+    def extracted(self, archive):
+        """What `tar -x` leaves: (regular files, how many other non-folders). GNU tar may
+        exit 2 after a member it cannot make (a hard link to a folder); the rest stands."""
+        dest = tempfile.mkdtemp(dir=self.work)
+        result = subprocess.run(["tar", "-xf", archive, "-C", dest], capture_output=True,
+                                text=True)
+        self.assertIn(result.returncode, (0, 2), result.stderr)
+        files, others = digest_files(dest), others_below(dest)
+        shutil.rmtree(dest)
+        return files, others
+
+    def assert_served_as_extracted(self, archive, wrapper=""):
+        """Mounts archive and checks it serves what `tar -x` leaves; the daemon's log."""
+        files, others = self.extracted(archive)
+        want = {k[len(wrapper):]: v for k, v in files.items() if k.startswith(wrapper)}
+        self.assertTrue(want, f"{archive}: tar -x left no files")
+        mount = lib.Mount(archive)
+        with mount as mnt:
+            self.assertEqual(digest_files(mnt), want, archive)
+            log = mount.stderr()  # the notes come before the mount is ready
+        skipped = re.search(r"(\d+) symbolic links, devices or fifos", log)
+        self.assertEqual(int(skipped.group(1)) if skipped else 0, others, f"{archive}: {log}")
+        self.assertNotIn("GNUSparseFile", log)
+        return log
+
+    def refused(self, archive, pattern):
+        mnt = tempfile.mkdtemp()
+        try:
+            result = lib.run_gpufsd("mount", archive, mnt, timeout=30)
+        finally:
+            os.rmdir(mnt)
+        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertRegex(result.stderr, pattern)
+        return result.stderr
+
+    # GNU tar.
+
+    def test_gnu_tar_formats(self):
+        for fmt in ("gnu", "oldgnu", "posix", "ustar", "v7"):
+            with self.subTest(fmt=fmt):
+                excluded = ["--exclude=fifo"] if fmt == "v7" else []
+                self.assert_served_as_extracted(
+                    self.gnu_tar(f"gnu-{fmt}.tar", self.plain, f"--format={fmt}", *excluded))
+
+    def test_gnu_tar_long_names_and_link_targets(self):
+        for fmt in ("gnu", "oldgnu", "posix"):
+            with self.subTest(fmt=fmt):
+                archive = self.gnu_tar(f"gnu-long-{fmt}.tar", self.long, f"--format={fmt}")
+                self.assert_served_as_extracted(archive)
+
+    def test_gnu_tar_hard_dereference(self):
+        for fmt in ("gnu", "posix"):
+            self.assert_served_as_extracted(self.gnu_tar(
+                f"gnu-deref-{fmt}.tar", self.long, f"--format={fmt}", "--hard-dereference"))
+
+    def test_gnu_tar_incremental_dumpdirs_are_folders(self):
+        snapshot = self.path("snapshot")
+        archive = self.gnu_tar("gnu-incremental.tar", self.plain, "--format=gnu",
+                               f"--listed-incremental={snapshot}")
+        with open(archive, "rb") as f:
+            self.assertIn(b"D", {f.read(512)[156:157]})  # the first member is a dumpdir
+        self.assert_served_as_extracted(archive)
+
+    def test_gnu_tar_appended_members_replace_earlier_ones(self):
+        tree = self.path("appended")
+        subprocess.run(["cp", "-a", self.plain, tree], check=True)  # with its fifo
+        archive = self.gnu_tar("gnu-appended.tar", tree, "--format=posix")
+        # Now clsA/a.jpg is a symbolic link, clsB/c.jpg a fifo, clsA/sub a file.
+        os.remove(os.path.join(tree, "clsA", "a.jpg"))
+        os.symlink("hard.jpg", os.path.join(tree, "clsA", "a.jpg"))
+        os.remove(os.path.join(tree, "clsB", "c.jpg"))
+        os.mkfifo(os.path.join(tree, "clsB", "c.jpg"))
+        write_random(os.path.join(tree, "clsB", "new.jpg"), 10, 9)
+        subprocess.run(["tar", "--format=posix", "-rf", archive, "-C", tree, "clsA/a.jpg",
+                        "clsB/c.jpg", "clsB/new.jpg"], check=True)
+        log = self.assert_served_as_extracted(archive)
+        self.assertRegex(log, r"2 members of the archive are replaced by a later member")
+
+    def test_files_with_holes_written_whole_are_served(self):
+        self.assert_served_as_extracted(self.gnu_tar("holes-gnu.tar", self.holes, "--format=gnu"))
+        self.assert_served_as_extracted(self.bsdtar("holes-bsd.tar", self.holes,
+                                                    "--format", "gnutar"))
+
+    def test_sparse_members_are_refused_naming_the_member(self):
+        archives = [self.gnu_tar("sparse-gnu.tar", self.holes, "--format=gnu", "--sparse")]
+        for version in ("0.0", "0.1", "1.0"):
+            archives.append(self.gnu_tar(f"sparse-{version}.tar", self.holes, "--format=posix",
+                                         "--sparse", f"--sparse-version={version}"))
+        archives.append(self.bsdtar("sparse-bsd.tar", self.holes))  # pax GNU.sparse 1.0
+        for archive in archives:
+            with self.subTest(archive=os.path.basename(archive)):
+                log = self.refused(archive, r"'clsA/holes\.bin' is a sparse file")
+                self.assertIn(archive, log)
+                self.assertNotIn("GNUSparseFile", log)
+
+    # bsdtar.
+
+    def test_bsdtar_formats(self):
+        for fmt in ("pax", "ustar", "v7tar", "gnutar"):
+            with self.subTest(fmt=fmt):
+                excluded = ["--exclude", "fifo"] if fmt == "v7tar" else []
+                self.assert_served_as_extracted(
+                    self.bsdtar(f"bsd-{fmt}.tar", self.plain, "--format", fmt, *excluded))
+
+    def test_bsdtar_v7_folders_are_folders(self):
+        archive = self.bsdtar("bsd-v7-folders.tar", self.plain, "--format", "v7tar",
+                              "--exclude", "fifo")
+        with open(archive, "rb") as f:
+            first = f.read(512)
+        self.assertEqual((first[:5], first[156:157]), (b"clsA/", b"\0"))  # a v7 folder
+        log = self.assert_served_as_extracted(archive)
+        self.assertNotIn("is a file", log)
+
+    def test_bsdtar_long_names_and_link_targets(self):
+        for fmt in ("pax", "gnutar"):
+            with self.subTest(fmt=fmt):
+                self.assert_served_as_extracted(
+                    self.bsdtar(f"bsd-long-{fmt}.tar", self.long, "--format", fmt))
+
+    # Python's tarfile, and headers written one by one.
+
+    def test_tarfile_long_link_names_and_pax_linkpaths(self):
+        for fmt in (tarfile.GNU_FORMAT, tarfile.PAX_FORMAT):
+            archive = self.path(f"py-long-{fmt}.tar")
+            with tarfile.open(archive, "w", format=fmt) as tar:
+                tar.add(os.path.join(self.long, "clsA"), arcname="clsA")
+                tar.add(os.path.join(self.long, "clsB"), arcname="clsB")
+            with self.subTest(fmt=fmt):
+                self.assert_served_as_extracted(archive)
+
+    def test_an_extended_header_applies_to_the_member_after_a_global_one(self):
+        archive = self.write("x-then-g.tar",
+                             pax([(b"path", b"clsA/" + b"p" * 120 + b".jpg")])
+                             + pax([(b"comment", b"global")], b"g")
+                             + member(b"clsA/short.jpg", b"bytes of the long name")
+                             + member(b"clsB/b.jpg", b"bee"))
+        self.assert_served_as_extracted(archive)
+
+    def test_members_of_unknown_types_are_regular_files(self):
+        archive = self.write("unknown.tar", member(b"clsA/z.jpg", b"zed", b"Z")
+                             + member(b"clsA/i.jpg", b"inode", b"I") + member(b"clsB/b", b"b"))
+        self.assert_served_as_extracted(archive)
+
+    def test_signed_checksums_are_accepted(self):
+        name = "clsA/\u00e9t\u00e9.jpg".encode()  # bytes past 0x7f: the sums differ
+        archive = self.write("signed.tar", member(name, b"summer", signed=True)
+                             + member(b"clsB/b.jpg", b"bee", signed=True))
+        with open(archive, "rb") as f:
+            self.assertNotEqual(f.read(512), header(name, size=6))
+        self.assert_served_as_extracted(archive)
+
+    def test_the_last_member_of_a_path_decides_what_it_is(self):
+        archive = self.write("last-wins.tar",
+                             member(b"clsA/sym.jpg", b"gone") + member(b"clsA/sym.jpg", b"", b"2",
+                                                                       b"t.jpg")
+                             + member(b"clsA/fifo.jpg", b"gone") + member(b"clsA/fifo.jpg",
+                                                                          typeflag=b"6")
+                             + member(b"clsA/dir", b"gone") + member(b"clsA/dir/", typeflag=b"0")
+                             + member(b"clsA/t.jpg", b"target")
+                             + member(b"clsA/s.jpg", typeflag=b"2", linkname=b"t.jpg")
+                             + member(b"clsA/h.jpg", typeflag=b"1", linkname=b"clsA/s.jpg")
+                             + member(b"clsB/b.jpg", b"bee"))
+        log = self.assert_served_as_extracted(archive)
+        self.assertIn("3 members of the archive are replaced by a later member", log)
+
+    def test_v7_folder_entries_are_folders(self):
+        archive = self.write("v7-folders.tar",
+                             member(b"clsA/", typeflag=b"\0") + member(b"clsA/sub/", typeflag=b"0")
+                             + member(b"clsA/sub/a.jpg", b"a", b"\0")
+                             + member(b"clsB/", typeflag=b"0") + member(b"clsB/b.jpg", b"b"))
+        log = self.assert_served_as_extracted(archive)
+        self.assertNotIn("outside class folders", log)
+
+    def test_a_wrapper_folder_is_named_in_the_log(self):
+        archive = self.path("wrapped.tar")
+        with tarfile.open(archive, "w", format=tarfile.PAX_FORMAT) as tar:
+            tar.add(self.plain, arcname="dataset")
+        log = self.assert_served_as_extracted(archive, wrapper="dataset/")
+        self.assertIn("all files of the archive lie in the folder dataset/", log)
+        self.assertNotIn("replaced", log)
+
+
+if __name__ == "__main__":
+    lib.exit_unless_fuse_usable()
+    unittest.main(verbosity=2)
