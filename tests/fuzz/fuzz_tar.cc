@@ -78,15 +78,23 @@ void SealHeaders(std::vector<uint8_t>& bytes, uint64_t begin, uint64_t end, int 
     std::snprintf(field, sizeof(field), "%06o", static_cast<unsigned>(sum & 0777777));
     std::memcpy(block + 148, field, 7);  // six digits and a NUL
     block[155] = ' ';
-    std::optional<uint64_t> size = pax_size ? pax_size : HeaderSize(block);
-    pax_size.reset();
+    // A pax size is the next member's: the extended headers before it keep their own.
+    // Links, devices, fifos and folders carry no data.
+    const char type = static_cast<char>(block[156]);
+    const bool extended = type == 'L' || type == 'K' || type == 'x' || type == 'X' || type == 'g';
+    std::optional<uint64_t> size = HeaderSize(block);
+    if (size && !extended) {
+      if (pax_size) size = pax_size;
+      if (type >= '1' && type <= '6') size = 0;
+    }
+    if (!extended) pax_size.reset();
     const uint64_t data = pos + kBlock;
     if (!size || *size > end - data) return;
-    const char type = static_cast<char>(block[156]);
     const std::string_view name(reinterpret_cast<const char*>(block),
                                 strnlen(reinterpret_cast<const char*>(block), 100));
-    if (type == 'x') {
-      pax_size = PaxSize({reinterpret_cast<const char*>(bytes.data() + data), *size});
+    if (type == 'x' || type == 'X') {
+      const auto records = PaxSize({reinterpret_cast<const char*>(bytes.data() + data), *size});
+      if (records) pax_size = records;
     } else if (depth == 0 && name.ends_with(".tar")) {
       SealHeaders(bytes, data, data + *size, depth + 1);
     }

@@ -7,8 +7,10 @@ mytar/    metadata.txt texts: subfolders, commas and spaces in class names, CRLF
           folder in the dataset root
 native_index/  indexes written by the real packer (`gpufsd pack`, with and without splits
           and alignment) and by `gpufsd index` of a mytar folder
-tar/      archives written by Python's tarfile: ustar, GNU and pax, long names, a tar of
-          per-class tars, hard and symbolic links, a replaced entry, a base-256 size
+tar/      archives written by Python's tarfile: ustar, GNU and pax, long names and link
+          targets, a tar of per-class tars, hard and symbolic links, a replaced entry, a
+          base-256 size; and header by header: signed checksums, v7 folders, unknown types,
+          a pax header before a global one, a file replaced by a symbolic link, pax sparse
 control/  request lines of the control protocol (fs/control.h)
 s3_response/  what S3 stores answer: ListObjectsV2 pages (plain and url-encoded keys,
           entities, truncated), error documents, Content-Range values
@@ -161,6 +163,65 @@ def with_base256_size(archive):
     return bytes(block) + archive[512:]
 
 
+def long_links(tar):
+    target = "cls/" + "t" * 96
+    add_file(tar, target[:100], b"namesake of the first 100 bytes")
+    add_file(tar, target + "-target.jpg", b"target")
+    add_file(tar, "cls/link.jpg", b"", tarfile.LNKTYPE, target + "-target.jpg")
+
+
+def header(name, typeflag=b"0", size=0, linkname=b"", signed=False):
+    """A ustar header block, its checksum the sum of unsigned or (old writers) signed bytes."""
+    block = bytearray(512)
+    block[0:len(name)] = name
+    block[100:108] = b"0000644\0"
+    block[124:136] = b"%011o\0" % size
+    block[156:157] = typeflag
+    block[157:157 + len(linkname)] = linkname
+    block[257:265] = b"ustar\x0000"
+    block[148:156] = b" " * 8
+    total = sum((b - 256 if b > 127 else b) for b in block) if signed else sum(block)
+    block[148:156] = b"%06o\0 " % total
+    return bytes(block)
+
+
+def member(name, data=b"", typeflag=b"0", linkname=b"", signed=False):
+    padded = data.ljust((len(data) + 511) // 512 * 512, b"\0")
+    return header(name, typeflag, len(data), linkname, signed) + padded
+
+
+def pax(records, typeflag=b"x"):
+    text = b""
+    for key, value in records:
+        body = b" %s=%s\n" % (key, value)
+        length = len(body) + 1
+        while len(b"%d" % length) + len(body) != length:
+            length += 1
+        text += b"%d%s" % (length, body)
+    return member(b"PaxHeader", text, typeflag)
+
+
+HEADER_BY_HEADER = {
+    "signed_checksum.tar": member("cls/\u00e9t\u00e9.jpg".encode(), b"summer", signed=True)
+    + member(b"cls/b.jpg", b"bee", signed=True),
+    "v7_folders.tar": member(b"cls/", typeflag=b"\0") + member(b"cls/sub/", typeflag=b"0")
+    + member(b"cls/sub/a.jpg", b"a", b"\0") + member(b"cls/x", b"gone") + member(b"cls/x/"),
+    "unknown_types.tar": member(b"cls/z.jpg", b"zed", b"Z") + member(b"cls/n.jpg", b"n", b"N")
+    + member(b"cls/d", b"Nname\0\0", b"D"),
+    "x_then_g.tar": pax([(b"path", b"cls/" + b"p" * 120 + b".jpg"), (b"size", b"4")])
+    + pax([(b"comment", b"global")], b"g") + member(b"cls/short.jpg", b"real"),
+    "last_member_wins.tar": member(b"cls/a.jpg", b"gone")
+    + member(b"cls/a.jpg", typeflag=b"2", linkname=b"t.jpg") + member(b"cls/t.jpg", b"t")
+    + member(b"cls/s.jpg", typeflag=b"2", linkname=b"t.jpg")
+    + member(b"cls/h.jpg", typeflag=b"1", linkname=b"cls/s.jpg")
+    + member(b"cls/f.jpg", b"gone") + member(b"cls/f.jpg", typeflag=b"6"),
+    "pax_sparse.tar": pax([(b"GNU.sparse.major", b"1"), (b"GNU.sparse.minor", b"0"),
+                           (b"GNU.sparse.name", b"cls/holes.bin"),
+                           (b"GNU.sparse.realsize", b"4096")])
+    + member(b"cls/GNUSparseFile.0/holes.bin", b"1\n0\n1\n".ljust(512, b"\0") + b"d"),
+}
+
+
 def make_tars(out):
     archives = {
         "ustar_wrapped.tar": tar_bytes(tarfile.USTAR_FORMAT, wrapped_tree),
@@ -170,7 +231,10 @@ def make_tars(out):
         "pax_long_names.tar": tar_bytes(tarfile.PAX_FORMAT, long_names, {"comment": "global"}),
         "gnu_links.tar": tar_bytes(tarfile.GNU_FORMAT, links),
         "nested.tar": tar_bytes(tarfile.USTAR_FORMAT, nested),
+        "gnu_long_links.tar": tar_bytes(tarfile.GNU_FORMAT, long_links),
+        "pax_long_links.tar": tar_bytes(tarfile.PAX_FORMAT, long_links),
     }
+    archives.update({name: data + bytes(1024) for name, data in HEADER_BY_HEADER.items()})
     archives["gnu_base256_size.tar"] = with_base256_size(archives["gnu_links.tar"])
     for name, data in archives.items():
         write(os.path.join(out, name), data)
