@@ -41,6 +41,7 @@ struct Member {
   uint64_t offset = 0;
   uint64_t size = 0;
   Left left = Left::kFile;
+  bool replaced = false;  // a later member has the same path
 };
 
 // The members of one archive in order, and the latest member of each path: a hard link
@@ -50,7 +51,11 @@ class Members {
  public:
   void Add(Member m) {
     members_.push_back(std::move(m));
-    latest_[members_.back().path] = members_.size() - 1;
+    const auto [it, first] = latest_.try_emplace(members_.back().path, members_.size() - 1);
+    if (!first) {
+      members_[it->second].replaced = true;
+      it->second = members_.size() - 1;
+    }
   }
 
   const Member* Latest(std::string_view path) const {
@@ -61,12 +66,10 @@ class Members {
   // Moves the files the extraction leaves into `out`, in archive order, and counts the
   // rest. A folder replaced (by a file, after it was emptied) is not worth a word.
   void Settle(TarListing& out) {
-    std::vector<bool> last(members_.size());
-    for (const auto& [path, i] : latest_) last[i] = true;
     latest_.clear();  // its keys point into the paths about to move
-    for (size_t i = 0; i < members_.size(); ++i) {
-      Member& m = members_[i];
-      if (!last[i]) {
+    out.entries.reserve(out.entries.size() + members_.size());
+    for (Member& m : members_) {
+      if (m.replaced) {
         out.replaced += m.left != Left::kFolder;
       } else if (m.left == Left::kFile) {
         out.entries.push_back(TarEntry{std::move(m.path), m.offset, m.size});
