@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 
+#include "dataset/format/open_dataset.h"
 #include "dataset/format/tar_header.h"
 #include "tests/unit/temp_dir.h"
 
@@ -260,6 +261,22 @@ TEST_F(TarListingTest, RefusesSparseMembersNamingTheirRealName) {
   TarBuilder gnu;
   gnu.Add("cls/holes.bin", 'S', "1");
   EXPECT_THAT(Refusal(gnu), HasSubstr("'cls/holes.bin' is a sparse file"));
+}
+
+TEST(TarDataset, NotesCountEachKindApartAndNameTheWrapperFolder) {
+  TarListing listing;
+  listing.entries = {{"imagenette2/train/cat/1.jpg", 512, 3},
+                     {"imagenette2/val/cat/2.jpg", 1536, 4}};
+  listing.skipped = 2;
+  listing.replaced = 3;
+  auto d = TarDataset("/data/a.tar", listing, SourceStamp{4096, 0}, 1 << 20);
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  std::string notes;
+  for (const std::string& note : d->notes) notes += note + "\n";
+  EXPECT_THAT(notes, HasSubstr("2 symbolic links, devices or fifos"));
+  EXPECT_THAT(notes, HasSubstr("3 members of the archive are replaced by a later member"));
+  EXPECT_THAT(notes, HasSubstr("lie in the folder imagenette2/"));
+  EXPECT_EQ(d->notes.size(), 3u);
 }
 
 }  // namespace
