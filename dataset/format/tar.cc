@@ -146,6 +146,7 @@ class TarWalker {
     if (kind == TarKind::kLongName) pending.long_name = text->substr(0, text->find('\0'));
     if (kind == TarKind::kLongLink) pending.long_link = text->substr(0, text->find('\0'));
     if (kind == TarKind::kExtended) {
+      pending.pax = PaxValues{};  // a second one replaces the first, in GNU tar and bsdtar
       if (std::string why = ParsePax(*text, &pending.pax); !why.empty()) return Bad(header, why);
     }
     if (kind == TarKind::kGlobal) {

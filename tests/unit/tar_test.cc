@@ -178,6 +178,12 @@ TEST_F(TarListingTest, AppliesAnExtendedHeaderToTheMemberAfterAGlobalOne) {
   EXPECT_EQ(Listed(tar), (Files{{"cls/real.jpg", "real"}}));
 }
 
+TEST_F(TarListingTest, ASecondExtendedHeaderReplacesTheFirst) {
+  TarBuilder tar;
+  tar.Pax('x', {{"path", "cls/lost.jpg"}}).Pax('x', {{"comment", "second"}}).File("cls/a.jpg", "a");
+  EXPECT_EQ(Listed(tar), (Files{{"cls/a.jpg", "a"}}));
+}
+
 TEST_F(TarListingTest, RefusesAGlobalHeaderThatSetsEveryMembersPath) {
   TarBuilder tar;
   tar.Pax('g', {{"path", "cls/all.jpg"}}).File("cls/a.jpg", "a");
