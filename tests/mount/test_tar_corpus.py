@@ -11,6 +11,7 @@ header. Sparse members are refused, and the refusal must name the member.
 """
 import hashlib
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -123,6 +124,56 @@ def pax(records, typeflag=b"x"):
             length += 1
         text += b"%d%s" % (length, body)
     return member(b"PaxHeader", text, typeflag)
+
+
+RANDOM_PATHS = [b"cls/a", b"./cls/b", b"cls//c", b"/cls/d", b"cls/d/e", b"cls/7",
+                b"cls/" + b"L" * 110, b"cls/" + b"M" * 120]
+
+
+def random_member(rng, path, earlier):
+    """One member at path, of a random kind, behind the extended headers it needs; a hard
+    link points to one of the earlier paths."""
+    pre, name = b"", path
+    if len(path) > 100 or rng.random() < 0.15:
+        name = b"cls/header-name"
+        if rng.random() < 0.5:
+            pre = pax([(b"path", path)], rng.choice([b"x", b"X"]))
+        else:
+            pre = member(b"././@LongLink", path + b"\0", b"L")
+        if rng.random() < 0.3:
+            pre += pax([(b"comment", b"global")], b"g")
+    data = rng.randbytes(rng.randint(0, 700))
+    signed = rng.random() < 0.2
+    k = rng.random()
+    if k < 0.25:
+        return pre + member(name, data, rng.choice([b"0", b"\0", b"7"]), signed=signed)
+    if k < 0.32:
+        return pre + member(name, typeflag=b"2", linkname=b"nowhere")
+    if k < 0.47 and earlier:
+        target = rng.choice(earlier)
+        if len(target) > 100:
+            pre += (pax([(b"linkpath", target)]) if rng.random() < 0.5
+                    else member(b"././@LongLink", target + b"\0", b"K"))
+        return pre + member(name, typeflag=b"1", linkname=target[:100])
+    if k < 0.53:
+        return pre + member(name, typeflag=rng.choice([b"5", b"D"]))
+    if k < 0.60 and len(name) < 100:
+        return pre + member(name + b"/", typeflag=rng.choice([b"0", b"\0"]))
+    if k < 0.67:
+        return pre + member(name, typeflag=b"6")
+    if k < 0.72:
+        return member(b"label", typeflag=b"V")
+    return pre + member(name, data, rng.choice([b"Z", b"N", b"A", b"I"]), signed=signed)
+
+
+def random_archive(rng):
+    """A second class folder first, so that cls/ is never taken for a wrapper folder."""
+    out, earlier = member(b"other/x.jpg", b"x"), []
+    for _ in range(rng.randint(1, 9)):
+        path = rng.choice(RANDOM_PATHS)
+        out += random_member(rng, path, earlier)
+        earlier.append(path)
+    return out
 
 
 class TarCorpus(unittest.TestCase):
@@ -342,6 +393,23 @@ class TarCorpus(unittest.TestCase):
         log = self.assert_served_as_extracted(archive, wrapper="dataset/")
         self.assertIn("all files of the archive lie in the folder dataset/", log)
         self.assertNotIn("replaced", log)
+
+    def test_random_archives_are_served_as_tar_x_leaves_them(self):
+        """Members of every kind at a few paths, in a random order: each archive that
+        `tar -x` extracts without an error must be served alike."""
+        rng = random.Random(20261124)
+        served = 0
+        for i in range(60):
+            archive = self.write(f"random-{i}.tar", random_archive(rng))
+            dest = tempfile.mkdtemp(dir=self.work)
+            clean = subprocess.run(["tar", "-xf", archive, "-C", dest],
+                                   capture_output=True).returncode == 0
+            shutil.rmtree(dest)
+            if clean:
+                with self.subTest(archive=i):
+                    self.assert_served_as_extracted(archive)
+                served += 1
+        self.assertGreater(served, 20)
 
 
 if __name__ == "__main__":
