@@ -273,9 +273,12 @@ void DropReplaced(TarListing& listing) {
   entries = std::move(kept);
 }
 
+// Whether every file is an archive whose name, less ".tar", can name a folder ("a/.tar"
+// cannot).
 bool AllInnerTars(const std::vector<TarEntry>& entries) {
   return !entries.empty() && std::all_of(entries.begin(), entries.end(), [](const TarEntry& e) {
-    return e.path.size() > 4 && e.path.ends_with(".tar");
+    const std::string_view name = std::string_view(e.path).substr(e.path.rfind('/') + 1);
+    return name.size() > 4 && name.ends_with(".tar");
   });
 }
 

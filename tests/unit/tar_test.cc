@@ -269,6 +269,23 @@ TEST_F(TarListingTest, RefusesSparseMembersNamingTheirRealName) {
   EXPECT_THAT(Refusal(gnu), HasSubstr("'cls/holes.bin' is a sparse file"));
 }
 
+TEST_F(TarListingTest, ListsInnerArchivesOnlyWhenEachNamesAFolder) {
+  TarBuilder inner;
+  inner.File("a.JPEG", "a");
+  TarBuilder outer;
+  outer.File("n01.tar", inner.Bytes()).File("n02.tar", inner.Bytes());
+  auto listing = List(outer);
+  ASSERT_TRUE(listing.ok()) << listing.error().message;
+  EXPECT_TRUE(listing->nested);
+  EXPECT_EQ(listing->entries[1].path, "n02/a.JPEG");
+  TarBuilder unnamed;  // "n./.tar" less ".tar" is no folder's name
+  unnamed.File("n01.tar", inner.Bytes()).File("n./.tar", inner.Bytes());
+  listing = List(unnamed);
+  ASSERT_TRUE(listing.ok()) << listing.error().message;
+  EXPECT_FALSE(listing->nested);
+  EXPECT_EQ(listing->entries[1].path, "n./.tar");
+}
+
 TEST(TarDataset, NotesCountEachKindApartAndNameTheWrapperFolder) {
   TarListing listing;
   listing.entries = {{"imagenette2/train/cat/1.jpg", 512, 3},
