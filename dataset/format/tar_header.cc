@@ -71,12 +71,15 @@ bool ParseTarNumber(const char* p, size_t size, uint64_t* out) {
 bool TarChecksumOk(const char* block) {
   uint64_t stored = 0;
   if (!ParseTarNumber(block + 148, 8, &stored)) return false;
-  uint64_t unsigned_sum = 0;
-  int64_t signed_sum = 0;
-  for (size_t i = 0; i < kTarBlock; ++i) {
-    const bool in_field = i >= 148 && i < 156;
-    unsigned_sum += in_field ? ' ' : static_cast<unsigned char>(block[i]);
-    signed_sum += in_field ? ' ' : static_cast<signed char>(block[i]);
+  // The checksum field counts as eight spaces. Whole-block loops, then the field taken
+  // back out: every header of a 1.28 M-file archive goes through here.
+  uint64_t unsigned_sum = 8 * ' ';
+  int64_t signed_sum = 8 * ' ';
+  for (size_t i = 0; i < kTarBlock; ++i) unsigned_sum += static_cast<unsigned char>(block[i]);
+  for (size_t i = 0; i < kTarBlock; ++i) signed_sum += static_cast<signed char>(block[i]);
+  for (size_t i = 148; i < 156; ++i) {
+    unsigned_sum -= static_cast<unsigned char>(block[i]);
+    signed_sum -= static_cast<signed char>(block[i]);
   }
   return stored == unsigned_sum || (signed_sum >= 0 && stored == static_cast<uint64_t>(signed_sum));
 }
