@@ -4,10 +4,9 @@
 //
 // Extended headers ('L', 'K', 'x') describe the next real member only, a later one of the
 // same kind replacing an earlier; a global pax header ('g') is none of those and leaves
-// them for it. A regular type whose name ends in '/' is a
-// folder (v7 and BSD tar write folders so); a type tar does not know is a regular file, as
-// POSIX says. Links, devices, fifos and folders ('1' to '6') carry no data, whatever their
-// size field says.
+// them for it. A regular type whose name ends in '/' is a folder (v7 and BSD tar write
+// folders so); a type tar does not know is a regular file, as POSIX says. Links, devices,
+// fifos and folders ('1' to '6') carry no data, whatever their size field says.
 #pragma once
 
 #include <cstddef>
