@@ -38,6 +38,18 @@ std::string RandomTail() {
   return fmt::format("{:016x}", bits);
 }
 
+// Opens the folder `name` beneath `parent_fd` (AT_FDCWD: a path) for listing, never through
+// a link at its last step; a link there fails with ELOOP (O_DIRECTORY alone says ENOTDIR).
+int OpenFolderNoFollow(int parent_fd, const char* name) {
+  const int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st {};
+  if (fd < 0 && errno == ENOTDIR && fstatat(parent_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+      S_ISLNK(st.st_mode)) {
+    errno = ELOOP;
+  }
+  return fd;
+}
+
 Result<PrivateFolder> CheckedFolder(int fd, const std::filesystem::path& shown,
                                     const FolderRole& role) {
   if (fd < 0) {
@@ -99,7 +111,7 @@ Result<PrivateFolder> OpenPrivateFolder(const std::filesystem::path& dir_in,
                                         const FolderRole& role) {
   const std::filesystem::path dir = std::filesystem::absolute(dir_in).lexically_normal();
   MakeMissingLevels(dir);
-  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  const int fd = OpenFolderNoFollow(AT_FDCWD, dir.c_str());
   return CheckedFolder(fd, dir, role);
 }
 
@@ -107,19 +119,24 @@ Result<PrivateFolder> OpenPrivateFolderAt(int parent_fd, const std::string& name
                                           const std::filesystem::path& shown,
                                           const FolderRole& role) {
   mkdirat(parent_fd, name.c_str(), kPrivateFolderMode);
-  const int fd = openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  const int fd = OpenFolderNoFollow(parent_fd, name.c_str());
   return CheckedFolder(fd, shown, role);
+}
+
+Result<UniqueFd> CreateNew(int dir_fd, const std::string& name, mode_t mode,
+                           const std::filesystem::path& shown) {
+  const int fd =
+      openat(dir_fd, name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (fd < 0) return Fail(errno, "cannot create {}: {}", shown.string(), strerror(errno));
+  return UniqueFd(fd);
 }
 
 Result<UniqueFd> CreateExclusive(int dir_fd, std::string_view prefix, mode_t mode,
                                  std::string& name, const std::filesystem::path& shown_dir) {
   for (int attempt = 0;; ++attempt) {
     name = fmt::format("{}{}", prefix, RandomTail());
-    const int fd =
-        openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-    if (fd >= 0) return UniqueFd(fd);
-    if (errno == EEXIST && attempt < 8) continue;
-    return Fail(errno, "cannot create {}: {}", (shown_dir / name).string(), strerror(errno));
+    auto fd = CreateNew(dir_fd, name, mode, shown_dir / name);
+    if (fd || fd.error().code != EEXIST || attempt >= 8) return fd;
   }
 }
 

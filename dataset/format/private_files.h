@@ -69,6 +69,12 @@ Result<PrivateFolder> OpenPrivateFolderAt(int parent_fd, const std::string& name
 std::string PrivateFolderProblem(int fd, const std::filesystem::path& shown, const FolderRole& role,
                                  std::string& note);
 
+// Creates the file `name` (one segment) beneath `dir_fd`, O_CREAT|O_EXCL|O_NOFOLLOW, open
+// for reading and writing with `mode` (less the umask): any file or link already there is
+// refused (EEXIST). `shown` names it in messages.
+Result<UniqueFd> CreateNew(int dir_fd, const std::string& name, mode_t mode,
+                           const std::filesystem::path& shown);
+
 // Creates a new file beneath `dir_fd` named `prefix` and a random tail, O_EXCL|O_NOFOLLOW,
 // open for writing with `mode` (less the umask). Returns the descriptor and sets `name`.
 Result<UniqueFd> CreateExclusive(int dir_fd, std::string_view prefix, mode_t mode,
