@@ -111,14 +111,18 @@ Result<RemoteDataset> OpenNativeIndexObject(ObjectStore& store, const ObjectInfo
   std::vector<std::string> notes;
   if (Status s = OpenCacheDir(options.cache_dir, notes); !s) return s.error();
   std::error_code ec;
-  if (!std::filesystem::exists(std::filesystem::symlink_status(cached, ec))) {
+  const bool kept = std::filesystem::exists(std::filesystem::symlink_status(cached, ec));
+  auto opened = kept ? OpenNativeIndex(cached) : Result<OpenedIndex>(Error{ENOENT, ""});
+  if (!opened) {
+    // Missing, or a kept copy that cannot be used (damaged, or not a file: never followed
+    // if a link): fetched again, and renamed over whatever is there.
     auto bytes = store.GetWhole(index.name, kMaxIndexBytes);
     if (!bytes) return bytes.error();
     if (Status s = WriteFileAtomically(cached, *bytes, FileAccess::Private()); !s) {
       return s.error();
     }
+    opened = OpenNativeIndex(cached);
   }
-  auto opened = OpenNativeIndex(cached);
   if (!opened) {
     std::filesystem::remove(cached, ec);  // fetched again next time
     return Fail(opened.error().code, "cannot use {}: {}", url, opened.error().message);
