@@ -62,6 +62,17 @@ def next_pids(count=400):
     return range(last + 1, last + 1 + count)
 
 
+def plant_pid_links(target, prefix, count=2000):
+    """Links to target at prefix + each pid the next processes will most likely get, made
+    by nobody in one process (each process started here would take a pid)."""
+    code = ("import os, sys\n"
+            "last = int(open('/proc/sys/kernel/ns_last_pid').read())\n"
+            "for pid in range(last + 1, last + 1 + int(sys.argv[3])):\n"
+            "    os.symlink(sys.argv[1], sys.argv[2] + str(pid))\n")
+    result = as_user(NOBODY, "/usr/bin/python3", "-c", code, target, prefix, str(count))
+    assert result.returncode == 0, result.stderr
+
+
 def make_class_tar(path, classes, per_class=3, mtime=1_600_000_000):
     """An uncompressed tar of class folders, each member's bytes naming its class:
     {tree path: bytes} as the mount must show it."""
@@ -217,8 +228,7 @@ class Private(unittest.TestCase):
         os.chmod(folder, 0o777)  # as a folder a whole group may write
         index = archive + ".gpufs-index"
         plant_link(self.secret, index)
-        for pid in next_pids():
-            plant_link(self.secret, f"{index}.tmp-{pid}")
+        plant_pid_links(self.secret, f"{index}.tmp-")
         mount = lib.Mount(archive, env=self.env)
         with mount as mnt:
             self.assertEqual(files_below(mnt), expected)
@@ -236,8 +246,7 @@ class Private(unittest.TestCase):
         os.chmod(src, 0o777)
         index = os.path.join(src, "index.gpufs")
         plant_link(self.secret, index)
-        for pid in next_pids():
-            plant_link(self.secret, f"{index}.tmp-{pid}")
+        plant_pid_links(self.secret, f"{index}.tmp-")
         result = lib.run_gpufsd("index", src)
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertSecretKept()
