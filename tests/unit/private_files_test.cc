@@ -10,6 +10,9 @@
 #include <string>
 
 #include "dataset/format/file_io.h"
+#include "dataset/format/mytar.h"
+#include "dataset/format/native_index.h"
+#include "dataset/format/open_dataset.h"
 #include "tests/unit/temp_dir.h"
 
 namespace gpufs {
@@ -194,6 +197,30 @@ TEST(TrustedIndex, IsOwnedByTheUserOrTheDataOwnerAndWrittenByNoOneElse) {
   auto link = OpenTrustedIndex(dir.path() / "link", geteuid());
   ASSERT_FALSE(link.ok());
   EXPECT_EQ(link.error().message, "it is a symbolic link");
+}
+
+TEST(TrustedIndex, AMytarIndexOthersMayWriteIsIgnoredForTheText) {
+  TempDir dir;
+  WriteText(dir.path() / "metadata.txt",
+            "1\ncat\nfilegroup-0.mytar,1\n0,cat,0,4,/data/train/cat/a.jpg\n");
+  WriteText(dir.path() / "filegroup-0.mytar", "abcd");
+  auto text = OpenMytarText(dir.path());
+  ASSERT_TRUE(text.ok()) << text.error().message;
+  IndexInfo info;
+  info.source = *StampOf(dir.path() / "metadata.txt");
+  info.blobs = text->blobs;
+  const auto index = dir.path() / "index.gpufs";
+  ASSERT_TRUE(WriteNativeIndex(text->catalog, info, index, FileAccess::Shared(0644)).ok());
+  auto trusted = OpenDataset(dir.path(), {});
+  ASSERT_TRUE(trusted.ok()) << trusted.error().message;
+  EXPECT_EQ(trusted->format, "mytar+index");
+  ASSERT_EQ(chmod(index.c_str(), 0666), 0);
+  auto ignored = OpenDataset(dir.path(), {});
+  ASSERT_TRUE(ignored.ok()) << ignored.error().message;
+  EXPECT_EQ(ignored->format, "mytar");
+  ASSERT_FALSE(ignored->notes.empty());
+  EXPECT_THAT(ignored->notes.front(),
+              StartsWith("not using " + index.string() + ": others may write it (mode 0666)"));
 }
 
 }  // namespace
