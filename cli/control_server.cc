@@ -32,16 +32,16 @@ std::string NamedRuntimeFolder() {
   return fmt::format("/tmp/gpufs-{}", geteuid());
 }
 
-// A folder only this user can enter: the named one when it is ours (made 0700 if absent,
-// checked on its descriptor), refused when someone else owns it or may write into it (a
-// planted socket would then answer for us). Refused, a fresh folder of a random name under
-// /tmp takes its place: another user who made /tmp/gpufs-UID first cannot turn gpufs-stat
-// off, which finds the socket through the mount's user.gpufs.control, not this name.
 struct SocketPlace {
   std::string folder;
   bool fresh = false;  // made for this daemon alone
 };
 
+// A folder only this user can enter: the named one when it is ours (made 0700 if absent,
+// checked on its descriptor), refused when someone else owns it or may write into it (a
+// planted socket would then answer for us). Refused, a fresh folder of a random name under
+// /tmp takes its place: another user who made /tmp/gpufs-UID first cannot turn gpufs-stat
+// off, which finds the socket through the mount's user.gpufs.control, not this name.
 Result<SocketPlace> SocketFolder() {
   const std::string named = NamedRuntimeFolder();
   auto folder = OpenPrivateFolder(named, {"runtime folder", "remove it, or set XDG_RUNTIME_DIR"});
