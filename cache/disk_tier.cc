@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "dataset/format/checksums.h"
+#include "dataset/format/private_files.h"
 
 namespace gpufs {
 namespace {
@@ -91,12 +92,29 @@ uint64_t BlockChecksum(const char* payload, uint64_t length, size_t block) {
   return ChecksumOf(payload + start, std::min<uint64_t>(DiskTier::kBlock, length - start));
 }
 
-// One copy found by a count: where it is, how big, when it was last read.
+// One copy found by a count: where it is (a dataset folder under root, a name in it), how
+// big, when it was last read.
 struct Copy {
-  std::string path;
+  std::string dataset;
+  std::string name;
   uint64_t bytes = 0;
   timespec mtime{};
 };
+
+// A folder that is closed when it goes out of scope, read with readdir.
+struct DirCloser {
+  void operator()(DIR* d) const { closedir(d); }
+};
+using DirHandle = std::unique_ptr<DIR, DirCloser>;
+
+// The folder `name` beneath `parent_fd` for listing, never through a link.
+DirHandle OpenListing(int parent_fd, const char* name) {
+  const int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return nullptr;
+  DIR* d = fdopendir(fd);
+  if (!d) close(fd);
+  return DirHandle(d);
+}
 
 // Dataset folders are named by TierDatasetFolder: "<name>-<16 hex digits>". Anything else
 // under root is not the tier's, and is neither counted nor deleted.
@@ -110,31 +128,87 @@ bool Older(const Copy& a, const Copy& b) {
                                           : a.mtime.tv_nsec < b.mtime.tv_nsec;
 }
 
-// Every file under root's dataset folders: their bytes in all, and the copies among them.
-// Temporary files of dead writers are deleted on the way.
-uint64_t ScanRoot(const std::filesystem::path& root, std::vector<Copy>* copies) {
+// The files of one dataset folder (open as `dir`): their bytes in all, and the copies
+// among them. Temporary files of dead writers are deleted on the way.
+uint64_t ScanDataset(DIR* dir, const std::string& dataset, std::vector<Copy>* copies) {
   uint64_t used = 0;
   const auto stale_before = std::chrono::system_clock::now() - kStaleTemp;
-  std::error_code ec;
-  for (const auto& dataset : std::filesystem::directory_iterator(root, ec)) {
-    if (!dataset.is_directory(ec) || !IsDatasetFolder(dataset.path().filename().string())) continue;
-    for (const auto& file : std::filesystem::directory_iterator(dataset.path(), ec)) {
-      struct stat st {};
-      if (lstat(file.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-      const std::string name = file.path().filename().string();
-      if (name.starts_with(kTempPrefix) &&
-          std::chrono::system_clock::from_time_t(st.st_mtim.tv_sec) < stale_before) {
-        unlink(file.path().c_str());
-        continue;
-      }
-      used += static_cast<uint64_t>(st.st_size);
-      if (copies && name.ends_with(kSuffix)) {
-        copies->push_back(
-            Copy{file.path().string(), static_cast<uint64_t>(st.st_size), st.st_mtim});
-      }
+  const int fd = dirfd(dir);
+  while (const dirent* entry = readdir(dir)) {
+    struct stat st {};
+    if (fstatat(fd, entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
+      continue;
+    }
+    const std::string name = entry->d_name;
+    if (name.starts_with(kTempPrefix) &&
+        std::chrono::system_clock::from_time_t(st.st_mtim.tv_sec) < stale_before) {
+      unlinkat(fd, name.c_str(), 0);
+      continue;
+    }
+    used += static_cast<uint64_t>(st.st_size);
+    if (copies && name.ends_with(kSuffix)) {
+      copies->push_back(Copy{dataset, name, static_cast<uint64_t>(st.st_size), st.st_mtim});
     }
   }
   return used;
+}
+
+// Every file under root's dataset folders (root open at `root_fd`), each folder reached
+// beneath it without following a link: their bytes in all, and the copies among them.
+uint64_t ScanRoot(int root_fd, std::vector<Copy>* copies) {
+  uint64_t used = 0;
+  DirHandle root = OpenListing(root_fd, ".");
+  while (const dirent* entry = root ? readdir(root.get()) : nullptr) {
+    if (!IsDatasetFolder(entry->d_name)) continue;
+    if (DirHandle dataset = OpenListing(root_fd, entry->d_name)) {
+      used += ScanDataset(dataset.get(), entry->d_name, copies);
+    }
+  }
+  return used;
+}
+
+// The disk cache's root and dataset folders: private to the user who mounts.
+const FolderRole& TierRole() {
+  static const FolderRole role{"disk cache",
+                               "give each user a folder of their own (--disk-cache DIR)"};
+  return role;
+}
+
+// ROOT/.ledger, created 0600 exclusively or, when there, opened without following a link
+// and checked to be ours. Returns the descriptor, or -1 with `why` set.
+int OpenLedger(int root_fd, std::string& why) {
+  int fd = openat(root_fd, kLedger, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd >= 0) return fd;
+  if (errno == EEXIST) fd = openat(root_fd, kLedger, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  struct stat st {};
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    why = errno == ELOOP ? "it is a symbolic link" : strerror(errno);
+  } else if (!S_ISREG(st.st_mode)) {
+    why = "not a regular file";
+  } else if (st.st_uid != geteuid()) {
+    why =
+        fmt::format("owned by uid {}, not you (uid {}); {}", st.st_uid, geteuid(), TierRole().fix);
+  } else if ((st.st_mode & 077) != 0 && fchmod(fd, 0600) != 0) {
+    why = strerror(errno);
+  } else {
+    return fd;
+  }
+  if (fd >= 0) close(fd);
+  return -1;
+}
+
+void LogTightened(const std::string& note) {
+  if (!note.empty()) spdlog::warn("{}", note);
+}
+
+// Deletes `copy`, reaching its folder beneath root without following a link.
+bool RemoveCopy(int root_fd, const Copy& copy) {
+  const int dir_fd =
+      openat(root_fd, copy.dataset.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir_fd < 0) return false;
+  const bool removed = unlinkat(dir_fd, copy.name.c_str(), 0) == 0;
+  close(dir_fd);
+  return removed;
 }
 
 }  // namespace
@@ -146,37 +220,41 @@ struct DiskTier::Header {
 };
 
 Result<std::unique_ptr<DiskTier>> DiskTier::Open(DiskTierOptions options) {
-  const std::filesystem::path dir = options.root / options.dataset;
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return Fail(EIO, "cannot use disk cache {}: {}", options.root.string(), ec.message());
-  const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) return Fail(errno, "cannot use disk cache {}: {}", dir.string(), strerror(errno));
-  const std::filesystem::path ledger = options.root / kLedger;
-  const int ledger_fd = open(ledger.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  auto root = OpenPrivateFolder(options.root, TierRole());
+  if (!root) return root.error();
+  LogTightened(root->note);
+  auto dir = OpenPrivateFolderAt(root->fd.get(), options.dataset, options.root / options.dataset,
+                                 TierRole());
+  if (!dir) return dir.error();
+  LogTightened(dir->note);
+  std::string why;
+  const int ledger_fd = OpenLedger(root->fd.get(), why);
   if (ledger_fd < 0) {
-    const int error = errno;
-    close(dir_fd);
-    return Fail(error, "cannot use disk cache {}: cannot open {}: {}", options.root.string(),
-                ledger.string(), strerror(error));
+    return Fail(EPERM, "cannot use disk cache {}: cannot open {}: {}", options.root.string(),
+                (options.root / kLedger).string(), why);
   }
+  const int dir_fd = dir->fd.release();
   uint64_t keep_free = 0;
   if (options.keep_free) {
     keep_free = *options.keep_free;
   } else if (struct statvfs vfs{}; fstatvfs(dir_fd, &vfs) == 0) {
     keep_free = std::min<uint64_t>(uint64_t{vfs.f_blocks} * vfs.f_frsize / 10, 10ULL << 30);
   }
-  return std::unique_ptr<DiskTier>(new DiskTier(std::move(options), keep_free, dir_fd, ledger_fd));
+  return std::unique_ptr<DiskTier>(
+      new DiskTier(std::move(options), keep_free, root->fd.release(), dir_fd, ledger_fd));
 }
 
-DiskTier::DiskTier(DiskTierOptions options, uint64_t keep_free, int dir_fd, int ledger_fd)
+DiskTier::DiskTier(DiskTierOptions options, uint64_t keep_free, int root_fd, int dir_fd,
+                   int ledger_fd)
     : options_(std::move(options)),
       keep_free_(keep_free),
       dir_(options_.root / options_.dataset),
+      root_fd_(root_fd),
       dir_fd_(dir_fd),
       ledger_fd_(ledger_fd) {}
 
 DiskTier::~DiskTier() {
+  close(root_fd_);
   close(dir_fd_);
   close(ledger_fd_);
 }
@@ -184,7 +262,8 @@ DiskTier::~DiskTier() {
 int DiskTier::OpenCopy(const std::string& name) {
   for (;;) {
     const bool direct = direct_;
-    const int fd = openat(dir_fd_, name.c_str(), O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0));
+    const int fd =
+        openat(dir_fd_, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (direct ? O_DIRECT : 0));
     if (fd >= 0) return fd;
     if (!(direct && errno == EINVAL)) break;
     direct_ = false;  // a filesystem without O_DIRECT (tmpfs before 6.6)
@@ -319,7 +398,8 @@ bool DiskTier::Write(const std::string& name, const char* bytes, size_t length) 
   for (;;) {
     const bool direct = direct_;
     fd = openat(dir_fd_, temp.c_str(),
-                O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (direct ? O_DIRECT : 0), 0644);
+                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | (direct ? O_DIRECT : 0),
+                0600);
     if (fd >= 0 || !(direct && errno == EINVAL)) break;
     direct_ = false;
   }
@@ -391,7 +471,7 @@ uint64_t DiskTier::Room() const {
 }
 
 // Under the ledger lock: the bytes in use as this daemon and the others left them.
-uint64_t DiskTier::Recount() { return ScanRoot(options_.root, nullptr); }
+uint64_t DiskTier::Recount() { return ScanRoot(root_fd_, nullptr); }
 
 // Under the ledger lock: deletes the copies read least recently, of every dataset under
 // root, until `bytes` more fit with room to spare (a twentieth of the bound, or sixteen
@@ -399,12 +479,12 @@ uint64_t DiskTier::Recount() { return ScanRoot(options_.root, nullptr); }
 // do not count the folder again at once.
 void DiskTier::EvictFor(uint64_t& used, uint64_t bytes) {
   std::vector<Copy> copies;
-  used = ScanRoot(options_.root, &copies);
+  used = ScanRoot(root_fd_, &copies);
   std::sort(copies.begin(), copies.end(), Older);
   const uint64_t spare = std::min(std::max(options_.max_bytes / 20, 16 * bytes), used / 4);
   for (const Copy& copy : copies) {
     if (Fits(used, bytes, spare)) break;
-    if (unlink(copy.path.c_str()) != 0) continue;
+    if (!RemoveCopy(root_fd_, copy)) continue;
     used -= std::min(used, copy.bytes);
     ++counters_.evictions;
   }

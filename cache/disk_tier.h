@@ -6,6 +6,10 @@
 //   identity (ETag, checksum, size and time: BlobSource::Identity) and the byte range, so
 //   a changed dataset gets new names and never reads an old copy; old files age out by
 //   eviction. ROOT/.ledger holds the bytes in use by every daemon sharing ROOT.
+// - Private: ROOT belongs to one user. It and the dataset folders are 0700, the files 0600,
+//   and a ROOT of another uid, or one others may write into, is refused: a copy another user
+//   could read leaks the dataset, and one they could plant would be served. Everything
+//   beneath ROOT is reached from its descriptor without following links.
 // - A file is a header (magic, version, payload length, its own name and the XXH3-64 of
 //   each 64 KiB block of the payload), padded to 4 KiB, then the payload, padded to
 //   4 KiB. The blocks let one member be read and checked without reading its group.
@@ -13,7 +17,7 @@
 //   name never shows a half-written group. A crash can still leave a renamed file whose
 //   blocks never reached the disk: every read checks the blocks it returns, and a damaged
 //   file is deleted, logged and read from the source again.
-// - Shared: daemons of one node share ROOT. Each writes whole files under names of its
+// - Shared: daemons of one user on a node share ROOT. Each writes whole files under names of its
 //   own; the ledger, changed under flock, lets them keep the size bound together. When a
 //   write would pass the bound, or leave the disk with less than `keep_free`, the truth
 //   is counted again from the folder and the files read least recently (mtime, touched on
@@ -75,7 +79,8 @@ class DiskTier {
   static constexpr size_t kAlign = 4096;
   static constexpr size_t kBlock = 64 << 10;
 
-  // Creates root/dataset as needed; fails, naming the folder, when it cannot be used.
+  // Creates root/dataset as needed (0700); fails, naming the folder and the fix, when it
+  // cannot be used or is not private to this user (see private_files.h).
   static Result<std::unique_ptr<DiskTier>> Open(DiskTierOptions options);
   ~DiskTier();
   DiskTier(const DiskTier&) = delete;
@@ -104,7 +109,7 @@ class DiskTier {
   };
   struct Header;
 
-  DiskTier(DiskTierOptions options, uint64_t keep_free, int dir_fd, int ledger_fd);
+  DiskTier(DiskTierOptions options, uint64_t keep_free, int root_fd, int dir_fd, int ledger_fd);
   // A descriptor of `name`'s copy, or -1 (a miss, counted).
   int OpenCopy(const std::string& name);
   // Closes `fd` and settles a read of `name`: a damaged copy is deleted and logged, a good
@@ -125,6 +130,7 @@ class DiskTier {
   const DiskTierOptions options_;
   const uint64_t keep_free_;
   const std::filesystem::path dir_;  // root/dataset
+  const int root_fd_;                // checked private; all else is reached beneath it
   const int dir_fd_;
   const int ledger_fd_;
   std::atomic<bool> enabled_{true};

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "dataset/format/private_files.h"
 #include "fs/control.h"
 
 namespace gpufs {
@@ -21,26 +22,40 @@ namespace {
 constexpr size_t kMaxRequest = 64 * 1024;
 constexpr int kClientTimeoutS = 5;  // a stuck client must not hold the socket
 
-// A folder only this user can enter: made if absent, refused if someone else owns it or
-// others may write into it (a planted socket would then answer for us).
-Result<std::string> PrivateFolder() {
-  std::string dir;
-  if (getuid() == 0) {
-    dir = "/run/gpufs";
-  } else if (const char* runtime = getenv("XDG_RUNTIME_DIR"); runtime && *runtime) {
-    dir = fmt::format("{}/gpufs", runtime);
-  } else {
-    dir = fmt::format("/tmp/gpufs-{}", getuid());
+// The folder the socket goes in by name: /run/gpufs for root, else $XDG_RUNTIME_DIR/gpufs,
+// else /tmp/gpufs-UID (a name anyone could take first).
+std::string NamedRuntimeFolder() {
+  if (geteuid() == 0) return "/run/gpufs";
+  if (const char* runtime = getenv("XDG_RUNTIME_DIR"); runtime && *runtime) {
+    return fmt::format("{}/gpufs", runtime);
   }
-  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return Fail(errno, "cannot make {}: {}", dir, strerror(errno));
+  return fmt::format("/tmp/gpufs-{}", geteuid());
+}
+
+struct SocketPlace {
+  std::string folder;
+  bool fresh = false;  // made for this daemon alone
+};
+
+// A folder only this user can enter: the named one when it is ours (made 0700 if absent,
+// checked on its descriptor), refused when someone else owns it or may write into it (a
+// planted socket would then answer for us). Refused, a fresh folder of a random name under
+// /tmp takes its place: another user who made /tmp/gpufs-UID first cannot turn gpufs-stat
+// off, which finds the socket through the mount's user.gpufs.control, not this name.
+Result<SocketPlace> SocketFolder() {
+  const std::string named = NamedRuntimeFolder();
+  auto folder = OpenPrivateFolder(named, {"runtime folder", "remove it, or set XDG_RUNTIME_DIR"});
+  if (folder) {
+    if (!folder->note.empty()) spdlog::warn("{}", folder->note);
+    return SocketPlace{named, false};
   }
-  struct stat st {};
-  if (lstat(dir.c_str(), &st) != 0) return Fail(errno, "cannot stat {}: {}", dir, strerror(errno));
-  if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077) != 0) {
-    return Fail(EPERM, "cannot use {}: not a folder private to user {}", dir, getuid());
+  std::string fresh = fmt::format("/tmp/gpufs-{}-XXXXXX", geteuid());
+  if (mkdtemp(fresh.data()) == nullptr) {
+    return Fail(errno, "cannot make a control socket folder: {}; and cannot create {}: {}",
+                folder.error().message, fresh, strerror(errno));
   }
-  return dir;
+  spdlog::warn("{}; the control socket is in {} instead", folder.error().message, fresh);
+  return SocketPlace{fresh, true};
 }
 
 bool SendAll(int fd, std::string_view bytes) {
@@ -56,9 +71,10 @@ bool SendAll(int fd, std::string_view bytes) {
 }  // namespace
 
 Result<std::unique_ptr<ControlServer>> ControlServer::Start(const Filesystem& fs) {
-  auto dir = PrivateFolder();
+  auto dir = SocketFolder();
   if (!dir) return dir.error();
-  const std::string path = fmt::format("{}/{}.sock", *dir, getpid());
+  const std::string path = fmt::format("{}/{}.sock", dir->folder, getpid());
+  const std::string fresh = dir->fresh ? dir->folder : "";
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   if (path.size() >= sizeof(address.sun_path)) {
@@ -81,11 +97,16 @@ Result<std::unique_ptr<ControlServer>> ControlServer::Start(const Filesystem& fs
     unlink(path.c_str());
     return Fail(saved, "cannot make an eventfd: {}", strerror(saved));
   }
-  return std::unique_ptr<ControlServer>(new ControlServer(fs, path, fd, stop));
+  return std::unique_ptr<ControlServer>(new ControlServer(fs, path, fd, stop, fresh));
 }
 
-ControlServer::ControlServer(const Filesystem& fs, std::string path, int listen_fd, int stop_fd)
-    : fs_(fs), path_(std::move(path)), listen_fd_(listen_fd), stop_fd_(stop_fd) {
+ControlServer::ControlServer(const Filesystem& fs, std::string path, int listen_fd, int stop_fd,
+                             std::string fresh_folder)
+    : fs_(fs),
+      path_(std::move(path)),
+      listen_fd_(listen_fd),
+      stop_fd_(stop_fd),
+      fresh_folder_(std::move(fresh_folder)) {
   thread_ = std::thread([this] { Serve(); });
 }
 
@@ -96,6 +117,7 @@ ControlServer::~ControlServer() {
   close(listen_fd_);
   close(stop_fd_);
   unlink(path_.c_str());
+  if (!fresh_folder_.empty()) rmdir(fresh_folder_.c_str());
 }
 
 void ControlServer::Serve() {

@@ -88,7 +88,8 @@ int RunIndex(const std::string& source, std::optional<uint32_t> group_size, unsi
   }
   const Catalog catalog = WithFileChecksums(dataset->catalog, sums.files);
   const auto path = *dir / kNativeIndexName;
-  if (Status s = WriteNativeIndex(catalog, info, path); !s) return Refuse(s.error());
+  if (Status s = WriteNativeIndex(catalog, info, path, FileAccess::Shared()); !s)
+    return Refuse(s.error());
   fmt::print("indexed {} files in {} blobs: {}\n", catalog.file_count(), catalog.blobs().size(),
              path.string());
   return 0;

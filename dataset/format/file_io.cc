@@ -8,10 +8,15 @@
 
 #include <cstring>
 
+#include "dataset/format/private_files.h"
+
 namespace gpufs {
 
 Result<std::string> ReadWholeFile(const std::filesystem::path& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 && errno == ELOOP) {
+    return Fail(ELOOP, "cannot open {}: it is a symbolic link", path.string());
+  }
   if (fd < 0) return Fail(errno, "cannot open {}: {}", path.string(), strerror(errno));
   std::string text;
   struct stat st {};
@@ -52,26 +57,22 @@ Status SyncFolder(const std::filesystem::path& folder) {
   return Ok{};
 }
 
-Status WriteFileAtomically(const std::filesystem::path& path, std::string_view bytes) {
-  std::filesystem::path temp = path;
-  temp += fmt::format(".tmp-{}", getpid());
-  const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Fail(errno, "cannot create {}: {}", temp.string(), strerror(errno));
-  Status written = WriteAll(fd, bytes, temp);
-  if (written && fsync(fd) != 0) {
-    written = Fail(errno, "cannot sync {}: {}", temp.string(), strerror(errno));
-  }
-  close(fd);
-  if (written && rename(temp.c_str(), path.c_str()) != 0) {
-    written =
-        Fail(errno, "cannot rename {} to {}: {}", temp.string(), path.string(), strerror(errno));
-  }
-  if (!written) {
-    unlink(temp.c_str());
-    return written;
-  }
+Status WriteFileAtomically(const std::filesystem::path& path, std::string_view bytes,
+                           FileAccess access) {
   const std::filesystem::path folder = path.has_parent_path() ? path.parent_path() : ".";
-  return SyncFolder(folder);
+  UniqueFd dir_fd;
+  if (access.private_folder) {
+    auto opened =
+        OpenPrivateFolder(folder, {"cache folder", "give each user a folder of their own"});
+    if (!opened) return opened.error();
+    dir_fd = std::move(opened->fd);
+  } else {
+    dir_fd = UniqueFd(open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (dir_fd.get() < 0) {
+      return Fail(errno, "cannot open {}: {}", folder.string(), strerror(errno));
+    }
+  }
+  return ReplaceFileAt(dir_fd.get(), path.filename().string(), bytes, access.mode, path);
 }
 
 int OpenBeneath(int dir_fd, const std::string& name, int flags) {

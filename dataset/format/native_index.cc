@@ -276,7 +276,7 @@ std::vector<std::string> Strings(std::string_view names, std::span<const StrRef>
 }  // namespace
 
 Status WriteNativeIndex(const Catalog& catalog, const IndexInfo& info,
-                        const std::filesystem::path& path) {
+                        const std::filesystem::path& path, FileAccess access) {
   const CatalogTables& t = catalog.tables();
   if (info.blobs.size() != t.blobs.size()) {
     return Fail(EINVAL, "cannot write index {}: {} blob records for {} blobs", path.string(),
@@ -316,12 +316,19 @@ Status WriteNativeIndex(const Catalog& catalog, const IndexInfo& info,
   h.header_checksum = HeaderChecksum(h);
   std::string bytes(reinterpret_cast<const char*>(&h), sizeof(h));
   bytes += body;
-  return WriteFileAtomically(path, bytes);
+  return WriteFileAtomically(path, bytes, access);
 }
 
 Result<OpenedIndex> OpenNativeIndex(const std::filesystem::path& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 && errno == ELOOP) {
+    return Fail(ELOOP, "cannot open index {}: it is a symbolic link", path.string());
+  }
   if (fd < 0) return Fail(errno, "cannot open index {}: {}", path.string(), strerror(errno));
+  return OpenNativeIndexFd(fd, path);
+}
+
+Result<OpenedIndex> OpenNativeIndexFd(int fd, const std::filesystem::path& path) {
   struct stat st {};
   auto mapping = std::make_shared<Mapping>();
   if (fstat(fd, &st) == 0 && st.st_size > 0) {

@@ -29,6 +29,7 @@
 
 #include "dataset/catalog.h"
 #include "dataset/error.h"
+#include "dataset/format/file_io.h"
 
 namespace gpufs {
 
@@ -54,18 +55,23 @@ struct IndexInfo {
   std::vector<BlobInfo> blobs;  // indexed like Catalog::blobs()
 };
 
-// Writes `catalog` as a native index at `path`: to a temporary name, fsync, rename, so a
-// reader never sees a half-written index.
+// Writes `catalog` as a native index at `path`: to a file created exclusively under a
+// temporary name, fsync, rename, so a reader never sees a half-written index and a link
+// planted at `path` is replaced, not followed. `access`: a cache's or the user's output.
 Status WriteNativeIndex(const Catalog& catalog, const IndexInfo& info,
-                        const std::filesystem::path& path);
+                        const std::filesystem::path& path, FileAccess access);
 
 struct OpenedIndex {
   Catalog catalog;
   IndexInfo info;
 };
 
-// Maps and checks the index at `path`; the catalog views the mapping.
+// Maps and checks the index at `path` (a link at its last step is refused); the catalog
+// views the mapping.
 Result<OpenedIndex> OpenNativeIndex(const std::filesystem::path& path);
+
+// As OpenNativeIndex, of the index open at `fd` (closed on return), named `path` in errors.
+Result<OpenedIndex> OpenNativeIndexFd(int fd, const std::filesystem::path& path);
 
 // The stamp of the file at `path` as it is now.
 Result<SourceStamp> StampOf(const std::filesystem::path& path);

@@ -12,6 +12,7 @@
 #include "dataset/format/file_io.h"
 #include "dataset/format/mytar.h"
 #include "dataset/format/name_rules.h"
+#include "dataset/format/private_files.h"
 #include "dataset/format/tar.h"
 #include "dataset/format/tree_shape.h"
 
@@ -57,22 +58,29 @@ Status StampBlobFiles(Dataset& d) {
   return result;
 }
 
+Dataset FromIndex(const std::filesystem::path& dir, OpenedIndex&& opened, const std::string& format,
+                  const std::filesystem::path& index) {
+  return Dataset{
+      dir, std::move(opened.catalog), std::move(opened.info.blobs), format, index, MtimeOf(index),
+      {}};
+}
+
 Result<Dataset> OpenNative(const std::filesystem::path& dir, const std::string& format) {
   const std::filesystem::path index = dir / kNativeIndexName;
   auto opened = OpenNativeIndex(index);
   if (!opened) return opened.error();
-  Dataset d{
-      dir, std::move(opened->catalog), std::move(opened->info.blobs), format, index, MtimeOf(index),
-      {}};
-  return d;
+  return FromIndex(dir, std::move(*opened), format, index);
 }
 
-// The mytar folder's own index, when it describes metadata.txt as it is now.
+// The mytar folder's own index, when it may be trusted and describes metadata.txt as it is
+// now.
 std::optional<Result<Dataset>> OpenMytarIndex(const std::filesystem::path& dir,
                                               std::vector<std::string>& notes) {
   std::error_code ec;
-  if (!std::filesystem::exists(dir / kNativeIndexName, ec)) return std::nullopt;
-  auto opened = OpenNativeIndex(dir / kNativeIndexName);
+  const std::filesystem::path index = dir / kNativeIndexName;
+  if (!std::filesystem::exists(std::filesystem::symlink_status(index, ec))) return std::nullopt;
+  auto opened = OpenIndexAt(BesideData(dir / kMytarIndexName, index), notes);
+  if (!opened && opened.error().code == EPERM) return std::nullopt;  // untrusted: noted
   auto now = StampOf(dir / kMytarIndexName);
   if (!opened || !now || !(opened->info.source == *now)) {
     notes.push_back(fmt::format(
@@ -81,22 +89,39 @@ std::optional<Result<Dataset>> OpenMytarIndex(const std::filesystem::path& dir,
         (dir / kNativeIndexName).string(), (dir / kMytarIndexName).string(), dir.string()));
     return std::nullopt;
   }
-  return OpenNative(dir, "mytar+index");
+  return FromIndex(dir, std::move(*opened), "mytar+index", index);
 }
 
 std::string IndexNameFor(const std::filesystem::path& archive) {
   return archive.filename().string() + ".gpufs-index";
 }
 
+// Where a tar archive's index may be: beside it, then in the private cache (when that
+// folder can be used; else `notes` says why).
+std::vector<IndexPlace> TarIndexPlaces(const std::filesystem::path& archive,
+                                       const OpenOptions& options,
+                                       std::vector<std::string>& notes) {
+  std::vector<IndexPlace> places = {
+      BesideData(archive, archive.parent_path() / IndexNameFor(archive))};
+  if (options.cache_dir.empty()) return places;
+  if (Status s = OpenCacheDir(options.cache_dir, notes); !s) {
+    notes.push_back(s.error().message);
+    return places;
+  }
+  places.push_back(IndexPlace{options.cache_dir /
+                              fmt::format("{}-{:016x}.gpufs-index", archive.filename().string(),
+                                          ChecksumOf(archive.c_str(), archive.native().size()))});
+  return places;
+}
+
 Result<Dataset> OpenTar(const std::filesystem::path& archive, const OpenOptions& options) {
   auto stamp = StampOf(archive);
   if (!stamp) return stamp.error();
-  const std::vector<std::filesystem::path> candidates = {
-      archive.parent_path() / IndexNameFor(archive),
-      options.cache_dir / fmt::format("{}-{:016x}.gpufs-index", archive.filename().string(),
-                                      ChecksumOf(archive.c_str(), archive.native().size()))};
-  if (auto saved = OpenSavedTarIndex(archive, candidates, *stamp)) {
+  std::vector<std::string> notes;
+  const std::vector<IndexPlace> candidates = TarIndexPlaces(archive, options, notes);
+  if (auto saved = OpenSavedTarIndex(archive, candidates, *stamp, notes)) {
     saved->mtime = MtimeOf(archive);
+    saved->notes = std::move(notes);
     return std::move(*saved);
   }
   auto listing = ListTar(archive);
@@ -104,19 +129,47 @@ Result<Dataset> OpenTar(const std::filesystem::path& archive, const OpenOptions&
   auto d = TarDataset(archive, *listing, *stamp, options.tar_group_bytes);
   if (!d) return d.error();
   d->mtime = MtimeOf(archive);
+  d->notes.insert(d->notes.begin(), notes.begin(), notes.end());
   d->index = SaveTarIndex(*d, *stamp, candidates);
   return d;
 }
 
 }  // namespace
 
+IndexPlace BesideData(const std::filesystem::path& data, const std::filesystem::path& index) {
+  struct stat st {};
+  const bool known = stat(data.c_str(), &st) == 0;
+  // Written as readable as the data: an index shows every name the data holds.
+  return IndexPlace{index, true, known ? st.st_uid : geteuid(),
+                    known ? static_cast<mode_t>(st.st_mode & 0644) : mode_t{0600}};
+}
+
+Result<OpenedIndex> OpenIndexAt(const IndexPlace& place, std::vector<std::string>& notes) {
+  if (!place.beside) return OpenNativeIndex(place.path);
+  auto fd = OpenTrustedIndex(place.path, place.data_owner);
+  if (!fd) {
+    if (fd.error().code != EPERM) {
+      return Fail(fd.error().code, "cannot open index {}: {}", place.path.string(),
+                  fd.error().message);
+    }
+    notes.push_back(
+        fmt::format("not using {}: {}; it could show other files or labels than "
+                    "the data holds",
+                    place.path.string(), fd.error().message));
+    return Fail(EPERM, "cannot trust index {}: {}", place.path.string(), fd.error().message);
+  }
+  return OpenNativeIndexFd(fd->release(), place.path);
+}
+
 std::optional<Dataset> OpenSavedTarIndex(const std::filesystem::path& archive,
-                                         const std::vector<std::filesystem::path>& candidates,
-                                         const SourceStamp& stamp) {
+                                         const std::vector<IndexPlace>& candidates,
+                                         const SourceStamp& stamp,
+                                         std::vector<std::string>& notes) {
   std::error_code ec;
-  for (const auto& path : candidates) {
-    if (!std::filesystem::exists(path, ec)) continue;
-    auto opened = OpenNativeIndex(path);
+  for (const IndexPlace& place : candidates) {
+    const std::filesystem::path& path = place.path;
+    if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) continue;
+    auto opened = OpenIndexAt(place, notes);
     if (!opened || !(opened->info.source == stamp) || opened->catalog.blobs().size() != 1 ||
         opened->catalog.blobs()[0] != archive.filename().string()) {
       continue;  // stale or foreign: it will be rebuilt over
@@ -133,16 +186,15 @@ std::optional<Dataset> OpenSavedTarIndex(const std::filesystem::path& archive,
 }
 
 std::filesystem::path SaveTarIndex(Dataset& d, const SourceStamp& stamp,
-                                   const std::vector<std::filesystem::path>& candidates) {
+                                   const std::vector<IndexPlace>& candidates) {
   IndexInfo info;
   info.source = stamp;
   info.blobs = d.blobs;
   std::string failures;
-  for (const auto& path : candidates) {
-    std::error_code ec;
-    std::filesystem::create_directories(path.parent_path(), ec);
-    Status s = WriteNativeIndex(d.catalog, info, path);
-    if (s) return path;
+  for (const IndexPlace& place : candidates) {
+    const FileAccess access = place.beside ? FileAccess::Shared(place.mode) : FileAccess::Private();
+    Status s = WriteNativeIndex(d.catalog, info, place.path, access);
+    if (s) return place.path;
     failures += (failures.empty() ? "" : "; ") + s.error().message;
   }
   d.notes.push_back(
@@ -243,6 +295,14 @@ std::filesystem::path DefaultCacheDir() {
   }
   const char* home = std::getenv("HOME");
   return std::filesystem::path(home && *home ? home : "/tmp") / ".cache" / "gpufs";
+}
+
+Status OpenCacheDir(const std::filesystem::path& dir, std::vector<std::string>& notes) {
+  auto folder = OpenPrivateFolder(
+      dir, {"index cache", "give each user a cache folder of their own (XDG_CACHE_HOME)"});
+  if (!folder) return folder.error();
+  if (!folder->note.empty()) notes.push_back(folder->note);
+  return Ok{};
 }
 
 namespace {

@@ -51,17 +51,36 @@ Result<Dataset> OpenMytarText(const std::filesystem::path& dir);
 Result<Dataset> TarDataset(const std::filesystem::path& archive, const TarListing& listing,
                            const SourceStamp& stamp, uint64_t group_bytes);
 
+// A place for an archive's index: beside the archive, or in the user's private cache.
+struct IndexPlace {
+  std::filesystem::path path;
+  // Beside the data, where others may have put a file: read only when OpenTrustedIndex
+  // trusts it (owned by the user or by `data_owner`, written by no one else), and written
+  // readable as the data is (`mode`). Otherwise in the private cache: 0600.
+  bool beside = false;
+  uid_t data_owner = 0;
+  mode_t mode = 0600;
+};
+
+// The index beside the data at `data` (an archive, metadata.txt) named `index`.
+IndexPlace BesideData(const std::filesystem::path& data, const std::filesystem::path& index);
+
 // The first of `candidates` that holds an index of `archive` made from the archive as
-// `stamp` describes it now; none when all are missing, stale or of another archive.
+// `stamp` describes it now; none when all are missing, stale, of another archive or (beside
+// it) not to be trusted, which `notes` then says.
 std::optional<Dataset> OpenSavedTarIndex(const std::filesystem::path& archive,
-                                         const std::vector<std::filesystem::path>& candidates,
-                                         const SourceStamp& stamp);
+                                         const std::vector<IndexPlace>& candidates,
+                                         const SourceStamp& stamp, std::vector<std::string>& notes);
 
 // Saves `d`'s index at the first of `candidates` that takes it and returns where; when
 // none does, returns an empty path and says why in d.notes (the next mount lists the
 // archive again).
 std::filesystem::path SaveTarIndex(Dataset& d, const SourceStamp& stamp,
-                                   const std::vector<std::filesystem::path>& candidates);
+                                   const std::vector<IndexPlace>& candidates);
+
+// The index of `place` when it may be opened: beside the data, only a file OpenTrustedIndex
+// trusts (else why, in `notes`, and an error); in the cache, never through a link.
+Result<OpenedIndex> OpenIndexAt(const IndexPlace& place, std::vector<std::string>& notes);
 
 // What a tar listing holds, shaped as a tree, as a dataset: groups are runs of members
 // that lie next to each other in the archive, up to `group_bytes` each.
@@ -72,7 +91,11 @@ DatasetSpec TarSpec(const std::filesystem::path& archive, const TarListing& list
 Catalog WithFileChecksums(const Catalog& catalog, const std::vector<uint64_t>& checksums);
 
 // The default folder for indexes of read-only archives: $XDG_CACHE_HOME/gpufs, else
-// ~/.cache/gpufs.
+// ~/.cache/gpufs. Private to the user: see OpenCacheDir.
 std::filesystem::path DefaultCacheDir();
+
+// Opens (creating 0700) the index cache folder `dir` as a private folder; its note, when it
+// was tightened, goes to `notes`. An error names the folder and the fix.
+Status OpenCacheDir(const std::filesystem::path& dir, std::vector<std::string>& notes);
 
 }  // namespace gpufs

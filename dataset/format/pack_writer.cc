@@ -101,7 +101,7 @@ class BlobWriter {
   Status Write(size_t group_id) {
     const PlannedGroup& group = plan_.groups[group_id];
     const std::filesystem::path path = folder_ / BlobName(group_id);
-    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
     if (fd < 0) return Fail(errno, "cannot create {}: {}", path.string(), strerror(errno));
     ChecksumStream blob_hash;
     Status s = Ok{};
@@ -296,7 +296,7 @@ Result<PackSummary> Pack(const PackSource& source, const PackOptions& options,
     IndexInfo info;
     info.alignment = options.align;
     info.blobs = plan.blobs;
-    s = catalog ? WriteNativeIndex(*catalog, info, *temp / kNativeIndexName)
+    s = catalog ? WriteNativeIndex(*catalog, info, *temp / kNativeIndexName, FileAccess::Shared())
                 : Status(catalog.error());
   }
   if (s) s = Publish(*temp, out);

@@ -108,14 +108,21 @@ Result<RemoteDataset> OpenNativeIndexObject(ObjectStore& store, const ObjectInfo
       options.cache_dir / "remote" /
       fmt::format("{}-{:016x}.gpufs", CacheKey(store, index.name),
                   ChecksumOf(index.etag.data(), index.etag.size()));
+  std::vector<std::string> notes;
+  if (Status s = OpenCacheDir(options.cache_dir, notes); !s) return s.error();
   std::error_code ec;
-  if (!std::filesystem::exists(cached, ec)) {
+  const bool kept = std::filesystem::exists(std::filesystem::symlink_status(cached, ec));
+  auto opened = kept ? OpenNativeIndex(cached) : Result<OpenedIndex>(Error{ENOENT, ""});
+  if (!opened) {
+    // Missing, or a kept copy that cannot be used (damaged, or not a file: never followed
+    // if a link): fetched again, and renamed over whatever is there.
     auto bytes = store.GetWhole(index.name, kMaxIndexBytes);
     if (!bytes) return bytes.error();
-    std::filesystem::create_directories(cached.parent_path(), ec);
-    if (Status s = WriteFileAtomically(cached, *bytes); !s) return s.error();
+    if (Status s = WriteFileAtomically(cached, *bytes, FileAccess::Private()); !s) {
+      return s.error();
+    }
+    opened = OpenNativeIndex(cached);
   }
-  auto opened = OpenNativeIndex(cached);
   if (!opened) {
     std::filesystem::remove(cached, ec);  // fetched again next time
     return Fail(opened.error().code, "cannot use {}: {}", url, opened.error().message);
@@ -126,7 +133,7 @@ Result<RemoteDataset> OpenNativeIndexObject(ObjectStore& store, const ObjectInfo
                           "native",
                           cached,
                           Now(),
-                          {}},
+                          std::move(notes)},
                   {}};
   const std::string folder = index.name.substr(0, index.name.size() - kNativeIndexName.size());
   if (Status s = CheckBlobObjects(store, folder, d, url, true); !s) return s.error();
@@ -153,12 +160,19 @@ Result<RemoteDataset> OpenTarObject(ObjectStore& store, const ObjectInfo& archiv
                                     const OpenOptions& options) {
   const SourceStamp stamp = StampOfObject(archive);
   const std::filesystem::path name = archive.name;
-  const std::vector<std::filesystem::path> candidates = {
-      options.cache_dir / "remote" /
-      fmt::format("{}-{}.gpufs-index", name.filename().string(), CacheKey(store, archive.name))};
-  if (auto saved = OpenSavedTarIndex(name, candidates, stamp)) {
+  std::vector<std::string> notes;
+  std::vector<IndexPlace> candidates;
+  if (Status s = OpenCacheDir(options.cache_dir, notes); !s) {
+    notes.push_back(s.error().message);
+  } else {
+    candidates.push_back(IndexPlace{
+        options.cache_dir / "remote" /
+        fmt::format("{}-{}.gpufs-index", name.filename().string(), CacheKey(store, archive.name))});
+  }
+  if (auto saved = OpenSavedTarIndex(name, candidates, stamp, notes)) {
     saved->dir.clear();
     saved->mtime = Now();
+    saved->notes = std::move(notes);
     return RemoteDataset{std::move(*saved), {archive}};
   }
   const auto requests_before = store.Stats().value(source_stat::kRequests, uint64_t{0});
@@ -178,6 +192,7 @@ Result<RemoteDataset> OpenTarObject(ObjectStore& store, const ObjectInfo& archiv
   if (!d) return d.error();
   d->dir.clear();
   d->mtime = Now();
+  d->notes.insert(d->notes.begin(), notes.begin(), notes.end());
   d->index = SaveTarIndex(*d, stamp, candidates);
   d->notes.push_back(fmt::format(
       "listed {} entries of {} with {} requests; the index is kept at {}", listing->entries.size(),

@@ -159,8 +159,10 @@ class DiskTier(unittest.TestCase):
     def test_a_full_disk_keeps_reads_working(self):
         small = os.path.join(self.work, "small")
         os.makedirs(small, exist_ok=True)
-        # Smaller than the dataset: copies come and go within the folder's room.
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", small], check=True)
+        # Smaller than the dataset: copies come and go within the folder's room. Private
+        # (mode=0700): a tier root others may write into is refused.
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", small],
+                       check=True)
         try:
             with self.mount("--disk-cache", small, "--cache-size", "160KiB") as mnt:
                 for _ in range(2):

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -199,6 +200,97 @@ TEST_F(DiskTierTest, AnUnusableFolderIsRefusedNamingIt) {
   auto tier = DiskTier::Open(DiskTierOptions{dir_.path() / "file" / "tier", "d", 0, 0, true});
   ASSERT_FALSE(tier.ok());
   EXPECT_NE(tier.error().message.find((dir_.path() / "file" / "tier").string()), std::string::npos);
+}
+
+mode_t ModeOf(const fs::path& path) {
+  struct stat st {};
+  EXPECT_EQ(lstat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+TEST_F(DiskTierTest, ItsFoldersAre0700AndItsFiles0600) {
+  const fs::path root = dir_.path() / "cache" / "tier";
+  auto tier = DiskTier::Open(DiskTierOptions{root, "d-0123456789abcdef", 0, 0, true});
+  ASSERT_TRUE(tier.ok()) << tier.error().message;
+  Buffer group = Pattern(kGroup, 'm');
+  const std::string name = TierFileName(0, "b", "v1", 0, kGroup);
+  ASSERT_TRUE((*tier)->Write(name, group.get(), kGroup));
+  EXPECT_EQ(ModeOf(dir_.path() / "cache"), 0700);
+  EXPECT_EQ(ModeOf(root), 0700);
+  EXPECT_EQ(ModeOf(root / "d-0123456789abcdef"), 0700);
+  EXPECT_EQ(ModeOf(root / ".ledger"), 0600);
+  EXPECT_EQ(ModeOf(root / "d-0123456789abcdef" / name), 0600);
+}
+
+TEST_F(DiskTierTest, AnOlderTiersModesAreTightened) {
+  auto first = Open("old-0123456789abcdef");
+  first.reset();
+  fs::permissions(dir_.path() / "old-0123456789abcdef", fs::perms(0755));
+  fs::permissions(dir_.path() / ".ledger", fs::perms(0644));
+  Open("old-0123456789abcdef");
+  EXPECT_EQ(ModeOf(dir_.path() / "old-0123456789abcdef"), 0700);
+  EXPECT_EQ(ModeOf(dir_.path() / ".ledger"), 0600);
+}
+
+TEST_F(DiskTierTest, ARootOfAnotherUidIsRefusedNamingTheFix) {
+  if (geteuid() != 0) GTEST_SKIP() << "giving a folder to another uid needs root";
+  const fs::path root = dir_.path() / "theirs";
+  fs::create_directory(root);
+  ASSERT_EQ(chown(root.c_str(), 65534, 65534), 0);
+  auto tier = DiskTier::Open(DiskTierOptions{root, "d-0123456789abcdef", 0, 0, true});
+  ASSERT_FALSE(tier.ok());
+  EXPECT_EQ(tier.error().message,
+            "cannot use disk cache " + root.string() +
+                ": owned by uid 65534, not you (uid 0); give each user a folder of their own "
+                "(--disk-cache DIR)");
+  EXPECT_FALSE(fs::exists(root / "d-0123456789abcdef"));
+}
+
+TEST_F(DiskTierTest, AWorldWritableRootIsRefused) {
+  const fs::path root = dir_.path() / "open";
+  fs::create_directory(root);
+  fs::permissions(root, fs::perms(0777));
+  auto tier = DiskTier::Open(DiskTierOptions{root, "d-0123456789abcdef", 0, 0, true});
+  ASSERT_FALSE(tier.ok());
+  EXPECT_EQ(tier.error().message, "cannot use disk cache " + root.string() +
+                                      ": writable by others (mode 0777); chmod 700 " +
+                                      root.string());
+}
+
+TEST_F(DiskTierTest, LinksPlantedAtItsFolderOrLedgerLeadNowhere) {
+  TempDir outside;
+  const fs::path secret = outside.path() / "secret";
+  std::ofstream(secret) << "root only";
+  fs::permissions(secret, fs::perms(0600));
+  const fs::path root = dir_.path() / "root";
+  fs::create_directory(root);
+  fs::permissions(root, fs::perms(0700));
+  fs::create_symlink(outside.path(), root / "d-0123456789abcdef");
+  auto tier = DiskTier::Open(DiskTierOptions{root, "d-0123456789abcdef", 0, 0, true});
+  ASSERT_FALSE(tier.ok());
+  EXPECT_NE(tier.error().message.find("symbolic link"), std::string::npos);
+  fs::remove(root / "d-0123456789abcdef");
+  fs::create_symlink(secret, root / ".ledger");
+  tier = DiskTier::Open(DiskTierOptions{root, "d-0123456789abcdef", 0, 0, true});
+  ASSERT_FALSE(tier.ok());
+  EXPECT_NE(tier.error().message.find("symbolic link"), std::string::npos);
+  EXPECT_EQ(ModeOf(secret), 0600);
+  std::ifstream in(secret);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "root only");
+}
+
+TEST_F(DiskTierTest, EvictionNeverFollowsALinkedDatasetFolder) {
+  TempDir outside;
+  const fs::path kept = outside.path() / "g000000-0000000000000000.grp";
+  std::ofstream(kept) << std::string(400'000, 'k');
+  fs::last_write_time(kept, fs::file_time_type::clock::now() - std::chrono::hours(24));
+  Buffer group = Pattern(kGroup, 'e');
+  auto tier = Open("own-0123456789abcdef", 2 * (4096 + 303'104));
+  fs::create_symlink(outside.path(), dir_.path() / "out-0123456789abcdef");
+  for (uint32_t g = 0; g < 4; ++g)
+    tier->Write(TierFileName(g, "b", "v1", 0, kGroup), group.get(), kGroup);
+  EXPECT_TRUE(fs::exists(kept));
+  EXPECT_GT(tier->Stats()[tier_stat::kEvictions].get<uint64_t>(), 0u);
 }
 
 // The group cache over a fake source: two groups of four 5000-byte members.

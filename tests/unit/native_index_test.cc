@@ -36,7 +36,7 @@ class NativeIndexTest : public ::testing::Test {
     info.source = SourceStamp{1234, 5678};
     info.alignment = 4096;
     info.blobs = {BlobInfo{30, 77}, BlobInfo{20, 88}};
-    Status s = WriteNativeIndex(catalog, info, path);
+    Status s = WriteNativeIndex(catalog, info, path, FileAccess::Shared());
     EXPECT_TRUE(s.ok()) << s.error().message;
     return path;
   }
@@ -92,9 +92,9 @@ TEST_F(NativeIndexTest, WritesIdenticalBytesForIdenticalInput) {
 
 TEST_F(NativeIndexTest, RefusesAFileThatIsNotAnIndex) {
   const auto path = dir_.path() / "index.gpufs";
-  ASSERT_TRUE(WriteFileAtomically(path, std::string(400, 'x')).ok());
+  ASSERT_TRUE(WriteFileAtomically(path, std::string(400, 'x'), FileAccess::Shared()).ok());
   EXPECT_THAT(OpenError(path), HasSubstr("not a gpufs index"));
-  ASSERT_TRUE(WriteFileAtomically(path, "GPUFS").ok());
+  ASSERT_TRUE(WriteFileAtomically(path, "GPUFS", FileAccess::Shared()).ok());
   EXPECT_THAT(OpenError(path), HasSubstr("shorter than a header"));
   EXPECT_THAT(OpenError(dir_.path() / "missing"), HasSubstr("No such file"));
 }
@@ -105,12 +105,13 @@ TEST_F(NativeIndexTest, RefusesADamagedOrTruncatedIndex) {
   auto bytes = *ReadWholeFile(path);
   Patch(path, bytes.size() - 3, static_cast<char>(bytes[bytes.size() - 3] ^ 1));
   EXPECT_THAT(OpenError(path), HasSubstr("body checksum mismatch"));
-  ASSERT_TRUE(WriteFileAtomically(path, bytes.substr(0, bytes.size() - 8)).ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(path, bytes.substr(0, bytes.size() - 8), FileAccess::Shared()).ok());
   EXPECT_THAT(OpenError(path), HasSubstr("truncated"));
-  ASSERT_TRUE(WriteFileAtomically(path, bytes).ok());
+  ASSERT_TRUE(WriteFileAtomically(path, bytes, FileAccess::Shared()).ok());
   Patch(path, 8, 2);  // the version field
   EXPECT_THAT(OpenError(path), HasSubstr("version 2 is not supported"));
-  ASSERT_TRUE(WriteFileAtomically(path, bytes).ok());
+  ASSERT_TRUE(WriteFileAtomically(path, bytes, FileAccess::Shared()).ok());
   Patch(path, 40, 9);  // inside the header, not a field that is checked before the checksum
   EXPECT_THAT(OpenError(path), HasSubstr("header checksum mismatch"));
 }
