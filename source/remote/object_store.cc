@@ -269,6 +269,9 @@ void ObjectStore::GetFromPeer(std::shared_ptr<const Block> block, size_t rank, b
   Exchange exchange = Request(config_, block->object, "read", peers.url(peer) + path);
   exchange.headers.push_back("Host: " + authority);
   exchange.range = fmt::format("{}-{}", block->offset, block->offset + block->length - 1);
+  if (!peers.secret().empty()) {
+    exchange.cookie = fmt::format("{}={}", kPeerSecretCookie, peers.secret());
+  }
   exchange.max_attempts = 1;
   exchange.via_peer = true;
   exchange.buffer = block->buffer;

@@ -2,7 +2,12 @@
 
 #include <xxhash.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <array>
 #include <fstream>
 #include <numeric>
 #include <set>
@@ -87,6 +92,45 @@ Result<std::vector<std::string>> ReadPeerFile(const std::filesystem::path& path)
   if (!urls)
     return Fail(EINVAL, "cannot read peer file {}: {}", path.string(), urls.error().message);
   return urls;
+}
+
+Result<std::string> ReadPeerSecret(const std::filesystem::path& path) {
+  constexpr size_t kMinSecret = 16;
+  constexpr size_t kMaxSecret = 512;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0)
+    return Fail(errno, "cannot read peer secret file {}: {}", path.string(), strerror(errno));
+  struct stat st {};
+  std::array<char, kMaxSecret + 2> buffer{};
+  ssize_t n = -1;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 077) == 0) {
+    n = read(fd, buffer.data(), buffer.size());
+  }
+  const int read_errno = errno;
+  close(fd);
+  if (!S_ISREG(st.st_mode)) {
+    return Fail(EINVAL, "cannot use peer secret file {}: not a regular file", path.string());
+  }
+  if ((st.st_mode & 077) != 0) {
+    return Fail(EACCES,
+                "cannot use peer secret file {}: other users may read it (mode {:o}); chmod 600 it",
+                path.string(), st.st_mode & 07777);
+  }
+  if (n < 0)
+    return Fail(read_errno, "cannot read peer secret file {}: {}", path.string(),
+                strerror(read_errno));
+  std::string_view text(buffer.data(), static_cast<size_t>(n));
+  if (text.ends_with('\n')) text.remove_suffix(1);
+  const bool word = std::all_of(text.begin(), text.end(), [](unsigned char c) {
+    return std::isalnum(c) || c == '.' || c == '_' || c == '~' || c == '-';
+  });
+  if (!word || text.size() < kMinSecret || text.size() > kMaxSecret) {
+    return Fail(EINVAL,
+                "cannot use peer secret file {}: want one word of {} to {} letters, digits and "
+                "'._~-' (e.g. openssl rand -hex 32)",
+                path.string(), kMinSecret, kMaxSecret);
+  }
+  return std::string(text);
 }
 
 struct PeerSet::Peer {

@@ -367,7 +367,7 @@ TEST_F(S3Store, StoppedServerFailsWithinTheBudgetThenReadsAgain) {
   StoreConfig config = Config();
   config.max_attempts = 4;
   config.retry_budget = std::chrono::milliseconds(3'000);
-  config.connect_timeout = std::chrono::milliseconds(1'000);
+  config.deadlines.connect = std::chrono::milliseconds(1'000);
   ObjectStore store(config);
   Result<ObjectInfo> info = store.HeadSync("obj");
   ASSERT_TRUE(info.ok()) << info.error().message;
@@ -425,7 +425,7 @@ TEST_F(S3Store, StalledServerIsRetriedThenEio) {
   Put("obj", "x");
   StoreConfig config = Config("GPUFS_TEST_S3_PROXY");
   config.max_attempts = 2;
-  config.stall_timeout = std::chrono::milliseconds(1'000);
+  config.deadlines.idle = std::chrono::milliseconds(1'000);
   ObjectStore store(config);
   ASSERT_TRUE(Control("POST", "/proxy/set?delay_ms=4000").ok());
   std::string buffer(1, '\0');
