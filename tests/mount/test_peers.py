@@ -64,6 +64,8 @@ class Peers(unittest.TestCase):
         xdg = tempfile.mkdtemp(prefix="xdg-", dir=self.work)
         if "--peers-file" not in options:
             options += ("--peers", ",".join(p.url for p in (peers or self.peers)))
+        if "--peer-secret-file" not in options:
+            options += ("--peer-secret-file", nginx.default_job_secret())
         return lib.Mount(self.origin.url + "/pack/", "--cache-size", cache, "--no-disk-cache",
                          "--peer-block", str(BLOCK), *options,
                          env={**os.environ, "XDG_CACHE_HOME": xdg})
@@ -242,6 +244,7 @@ class S3Peers(unittest.TestCase):
                 env = {**os.environ, **self.s3.env(), "XDG_CACHE_HOME": xdg}
                 with lib.Mount(f"s3://{self.bucket}/pack/", "--no-disk-cache",
                                "--peers", f"{a.url},{b.url}", "--peer-block", str(BLOCK),
+                               "--peer-secret-file", a.secret_file,
                                env=env) as mnt:
                     self.assertEqual(files_below(mnt), self.expected)
                     ios.append(stats_of(mnt)["io"])
