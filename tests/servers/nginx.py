@@ -45,7 +45,8 @@ S3_ERRORS = {
 }
 
 ACCESS_LOG_FORMAT = ('$remote_addr [$time_local] "$request" $status $body_bytes_sent '
-                     'range="$http_range" rt=$request_time urt=$upstream_response_time '
+                     'range="$http_range" cookie="$http_cookie" rt=$request_time '
+                     'urt=$upstream_response_time '
                      'cache=$upstream_cache_status')
 ACCESS_LOG_LINE = re.compile(r'^\S+ \[[^]]*\] "(?P<request>[^"]*)" (?P<status>\d+) (?P<bytes>\d+) '
                              r'.*cache=(?P<cache>\S*)$')
