@@ -119,6 +119,11 @@ std::pair<std::string, std::string> SplitUrl(const std::string& url) {
 // times, then only counted: a changed object would log once per block.
 constexpr uint64_t kLoggedPeerAnswers = 10;
 
+// A peer's 401 or 403: the peer's nginx refuses a request without the job's secret. (A
+// store's own refusal passed on by the peer counts the same; the store then answers the
+// block itself.)
+bool IsRefusal(long status) { return status == 401 || status == 403; }
+
 }  // namespace
 
 // One block of a GET, on its way through the peers to the store.
@@ -281,6 +286,15 @@ void ObjectStore::GetFromPeer(std::shared_ptr<const Block> block, size_t rank, b
     PeerSet& peers = *impl_->peers;
     if (!reply.ok()) {
       peers.Failed(peer, reply.error().message, PeerSet::Clock::now());
+      return GetFromPeer(block, rank + 1, true);
+    }
+    // A peer that refuses this node (not the job's secret) fails as one that is down.
+    if (IsRefusal(reply->status)) {
+      peers.Failed(peer,
+                   fmt::format("it refused the request (HTTP {}): is --peer-secret-file the "
+                               "job's secret?",
+                               reply->status),
+                   PeerSet::Clock::now());
       return GetFromPeer(block, rank + 1, true);
     }
     Result<size_t> checked =
