@@ -410,6 +410,11 @@ class FaultProxy(_Nginx):
       # Set per request from the shared dict (0: no limit); applies to each response.
       set $fault_rate 0;
       limit_rate $fault_rate;
+      # The headers go at once, and each body byte the rate allows goes out as it may, not
+      # held for a packet's worth: at a few bytes a second the body trickles, which a
+      # client sees as bytes coming, not as a stall.
+      limit_rate_after 512;
+      postpone_output 0;
       access_by_lua_block {{
         local s = ngx.shared.fault
         s:incr("requests", 1)
