@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
+#include <cctype>
 #include <fstream>
 #include <numeric>
 #include <set>
@@ -94,43 +94,57 @@ Result<std::vector<std::string>> ReadPeerFile(const std::filesystem::path& path)
   return urls;
 }
 
-Result<std::string> ReadPeerSecret(const std::filesystem::path& path) {
-  constexpr size_t kMinSecret = 16;
-  constexpr size_t kMaxSecret = 512;
+namespace {
+
+constexpr size_t kMinSecret = 16;
+constexpr size_t kMaxSecret = 512;
+
+// Up to `most` bytes of a regular file no other user may read or write.
+Result<std::string> ReadPrivateFile(const std::filesystem::path& path, size_t most) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0)
-    return Fail(errno, "cannot read peer secret file {}: {}", path.string(), strerror(errno));
+  if (fd < 0) return Fail(errno, "cannot read {}: {}", path.string(), strerror(errno));
   struct stat st {};
-  std::array<char, kMaxSecret + 2> buffer{};
+  std::string text(most, '\0');
   ssize_t n = -1;
+  int error = 0;
   if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 077) == 0) {
-    n = read(fd, buffer.data(), buffer.size());
+    n = read(fd, text.data(), text.size());
+    error = errno;
   }
-  const int read_errno = errno;
   close(fd);
-  if (!S_ISREG(st.st_mode)) {
-    return Fail(EINVAL, "cannot use peer secret file {}: not a regular file", path.string());
-  }
+  if (!S_ISREG(st.st_mode)) return Fail(EINVAL, "cannot use {}: not a regular file", path.string());
   if ((st.st_mode & 077) != 0) {
-    return Fail(EACCES,
-                "cannot use peer secret file {}: other users may read it (mode {:o}); chmod 600 it",
+    return Fail(EACCES, "cannot use {}: other users may read it (mode {:o}); chmod 600 it",
                 path.string(), st.st_mode & 07777);
   }
-  if (n < 0)
-    return Fail(read_errno, "cannot read peer secret file {}: {}", path.string(),
-                strerror(read_errno));
-  std::string_view text(buffer.data(), static_cast<size_t>(n));
-  if (text.ends_with('\n')) text.remove_suffix(1);
-  const bool word = std::all_of(text.begin(), text.end(), [](unsigned char c) {
-    return std::isalnum(c) || c == '.' || c == '_' || c == '~' || c == '-';
-  });
-  if (!word || text.size() < kMinSecret || text.size() > kMaxSecret) {
+  if (n < 0) return Fail(error, "cannot read {}: {}", path.string(), strerror(error));
+  text.resize(static_cast<size_t>(n));
+  return text;
+}
+
+// What deploy/gpufs-peer-config accepts too: a word safe in a cookie and in nginx's config.
+bool IsSecretWord(std::string_view text) {
+  return text.size() >= kMinSecret && text.size() <= kMaxSecret &&
+         std::all_of(text.begin(), text.end(), [](unsigned char c) {
+           return std::isalnum(c) || c == '.' || c == '_' || c == '~' || c == '-';
+         });
+}
+
+}  // namespace
+
+Result<std::string> ReadPeerSecret(const std::filesystem::path& path) {
+  // One byte more than a secret and its newline: a longer file is refused, not cut.
+  auto text = ReadPrivateFile(path, kMaxSecret + 2);
+  if (!text) return Fail(text.error().code, "peer secret file: {}", text.error().message);
+  std::string_view word(*text);
+  if (word.ends_with('\n')) word.remove_suffix(1);
+  if (!IsSecretWord(word)) {
     return Fail(EINVAL,
                 "cannot use peer secret file {}: want one word of {} to {} letters, digits and "
                 "'._~-' (e.g. openssl rand -hex 32)",
                 path.string(), kMinSecret, kMaxSecret);
   }
-  return std::string(text);
+  return std::string(word);
 }
 
 struct PeerSet::Peer {
