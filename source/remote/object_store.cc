@@ -136,6 +136,9 @@ struct ObjectStore::Block {
   std::optional<ObjectInfo> expected;
   std::vector<uint32_t> order;  // the peers, the first choice first
   std::function<void(Result<size_t>)> done;
+  // After this, a peer's failure sends the block to the store rather than the next peer:
+  // peers that all trickle cost a read about two deadlines, not one per peer.
+  PeerSet::Clock::time_point peers_until{};
 };
 
 class ObjectStore::Impl {
@@ -237,6 +240,7 @@ void ObjectStore::Get(GetRequest request, std::function<void(Result<size_t>)> do
     block->expected = request.expected;
     block->order = impl_->peers->Order(
         fmt::format("{}\n{}\n{}\n{}", object, request.expected->etag, request.expected->size, b));
+    block->peers_until = PeerSet::Clock::now() + TotalDeadline(config_.deadlines, block->length);
     block->done = [gather](Result<size_t> outcome) { gather->BlockDone(outcome); };
     GetFromPeer(std::move(block), 0, false);
   }
@@ -263,6 +267,7 @@ void ObjectStore::GetDirect(const Block& block) {
 void ObjectStore::GetFromPeer(std::shared_ptr<const Block> block, size_t rank, bool failed_before) {
   PeerSet& peers = *impl_->peers;
   const auto now = PeerSet::Clock::now();
+  if (failed_before && now >= block->peers_until) rank = block->order.size();
   while (rank < block->order.size() && !peers.MayAsk(block->order[rank], now)) ++rank;
   if (rank == block->order.size()) {
     if (failed_before) impl_->counters.peer_fallbacks.fetch_add(1, std::memory_order_relaxed);
