@@ -109,6 +109,28 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
                   "read fails with EIO")
       ->check(CLI::Range(0.0, 3600.0))
       ->capture_default_str();
+  mount
+      .add_option("--connect-timeout", args.connect_timeout_s,
+                  "seconds a connection to the store or a peer may take to open")
+      ->check(CLI::Range(0.1, 600.0))
+      ->capture_default_str();
+  mount
+      .add_option("--idle-timeout", args.idle_timeout_s,
+                  "seconds a transfer may go without a byte before it counts as broken")
+      ->check(CLI::Range(1.0, 3600.0))
+      ->capture_default_str();
+  mount
+      .add_option("--min-rate", args.min_rate,
+                  "bytes per second a transfer must average, e.g. 1MiB: each attempt ends "
+                  "within --connect-timeout + --deadline-allowance + its size at this rate")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40))
+      ->capture_default_str();
+  mount
+      .add_option("--deadline-allowance", args.deadline_allowance_s,
+                  "seconds each attempt may take beyond its size at --min-rate")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str();
   auto* peers = mount.add_option(
       "--peers", args.peers,
       "the caching proxies of the job's nodes, http://HOST:PORT,...: each block of a blob is "
@@ -121,6 +143,9 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(uint64_t{4} << 10, uint64_t{1} << 30))
       ->capture_default_str();
+  mount.add_option("--peer-secret-file", args.peer_secret_file,
+                   "the job's secret (a file of mode 0600) that the peers ask of every request; "
+                   "sent to the peers only");
   mount
       .add_option("--world-size", args.world_size,
                   "nodes (mounts, not ranks) a sharded sampler splits each epoch between: when "

@@ -167,6 +167,10 @@ int Serve(fuse_session* se, const MountArgs& args) {
   return rc;
 }
 
+std::chrono::milliseconds Milliseconds(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
 // The store an s3:// or http(s):// source names, per the options and the AWS tools'
 // conventions. A URL that does not end in ".tar" names a folder.
 Result<remote::Location> LocateRemote(const MountArgs& args) {
@@ -182,14 +186,24 @@ Result<remote::Location> LocateRemote(const MountArgs& args) {
     location = remote::ResolveLocation(args.source + "/", options, env);
   }
   if (!location) return location;
-  location->config.retry_budget =
-      std::chrono::milliseconds(static_cast<int64_t>(args.retry_seconds * 1000));
+  location->config.retry_budget = Milliseconds(args.retry_seconds);
+  location->config.deadlines = remote::TransferDeadlines{
+      Milliseconds(args.connect_timeout_s), Milliseconds(args.idle_timeout_s),
+      Milliseconds(args.deadline_allowance_s), args.min_rate};
   if (!args.peers.empty() || !args.peers_file.empty()) {
     auto peers = args.peers_file.empty() ? remote::ParsePeerList(args.peers)
                                          : remote::ReadPeerFile(args.peers_file);
     if (!peers) return peers.error();
     location->config.peers.urls = std::move(*peers);
     location->config.peers.block = args.peer_block;
+    if (!args.peer_secret_file.empty()) {
+      auto secret = remote::ReadPeerSecret(args.peer_secret_file);
+      if (!secret) return secret.error();
+      location->config.peers.secret = std::move(*secret);
+    }
+  } else if (!args.peer_secret_file.empty()) {
+    return Fail(EINVAL, "cannot use --peer-secret-file {}: there are no --peers to send it to",
+                args.peer_secret_file);
   }
   return location;
 }

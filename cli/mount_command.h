@@ -8,8 +8,11 @@
 #include <vector>
 
 #include "fuse/fuse_ops.h"
+#include "source/remote/deadline.h"
 
 namespace gpufs {
+
+inline double Seconds(std::chrono::milliseconds d) { return d.count() / 1000.0; }
 
 struct MountArgs {
   std::string source;
@@ -43,10 +46,17 @@ struct MountArgs {
   bool no_sign_request = false;  // public buckets
   unsigned connections = 32;     // requests in flight to the store
   double retry_seconds = 20;     // a failing request is retried this long, then EIO
+  // Each attempt's limits (source/remote/deadline.h, whose defaults these are), in seconds
+  // and bytes per second as the options take them.
+  double connect_timeout_s = Seconds(remote::TransferDeadlines{}.connect);
+  double idle_timeout_s = Seconds(remote::TransferDeadlines{}.idle);
+  double deadline_allowance_s = Seconds(remote::TransferDeadlines{}.allowance);
+  uint64_t min_rate = remote::TransferDeadlines{}.floor_rate;
   // The caching proxies of the job's nodes (source/remote/peers.h)
   std::string peers;              // --peers URL,URL,...
   std::string peers_file;         // --peers-file FILE: one URL per line
   uint64_t peer_block = 4 << 20;  // the proxies' slice size
+  std::string peer_secret_file;   // the job's secret, sent to the peers only
   unsigned world_size = 1;        // nodes whose samplers split each epoch between them
 };
 

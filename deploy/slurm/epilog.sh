@@ -2,8 +2,27 @@
 # Slurm Epilog of gpufs: unmounts what prolog.sh mounted and stops the node's peer cache,
 # waiting until both daemons have exited. The peer's cache folder stays for the next job.
 # Nothing to undo is fine; a mount or nginx that will not go fails (Slurm drains the node).
+# The peer cache is signalled only while its pid still names the process the prolog started
+# (same start time and program, recorded by `epilog.sh --identity PID` in nginx.started):
+# a pid that has since been reused names someone else's process.
 set -u
 PATH=${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
+identity() { # PID: "PID START-TIME PROGRAM" (field 22 of /proc/PID/stat, /proc/PID/exe)
+  id_pid=$1
+  id_stat=$(cat "/proc/$id_pid/stat" 2>/dev/null) &&
+    id_exe=$(readlink "/proc/$id_pid/exe" 2>/dev/null) || return 1
+  # The fields after the command's name (which may hold blanks), from field 3 on.
+  # shellcheck disable=SC2086 # split on blanks on purpose
+  set -- ${id_stat##*) }
+  [ $# -ge 20 ] || return 1
+  shift 19
+  printf '%s %s %s\n' "$id_pid" "$1" "$id_exe"
+}
+if [ "${1:-}" = --identity ]; then
+  identity "${2:?usage: epilog.sh --identity PID}"
+  exit
+fi
 # shellcheck source=/dev/null # the settings: gpufs-slurm.conf
 . "${GPUFS_SLURM_CONF:-/etc/gpufs/slurm.conf}"
 GPUFSD=${GPUFSD:-gpufsd}
@@ -11,9 +30,11 @@ run=${GPUFS_RUN_DIR:-/run/gpufs-slurm}
 status=0
 
 mounted() { awk -v m="$1" '$5 == m { found = 1 } END { exit !found }' /proc/self/mountinfo; }
-running() { # a pid that has not exited (a zombie has)
+started='' # what the prolog recorded of the nginx it started: "PID START-TIME PROGRAM"
+running() { # the process the prolog started, still there (a zombie has exited)
   stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
   case ${stat##*) } in Z* | X*) return 1 ;; esac
+  [ -n "$started" ] && [ "$(identity "$1")" = "$started" ]
 }
 
 # As the mount table spells it (no stat of the mount itself: its daemon may be dead).
@@ -24,7 +45,8 @@ if mounted "$mnt" && ! "$GPUFSD" unmount "$mnt"; then
   status=1
 fi
 
-pid=$(cat "$run/nginx/nginx.pid" 2>/dev/null) || pid=''
+started=$(cat "$run/nginx.started" 2>/dev/null) || started=''
+pid=${started%% *}
 if [ -n "$pid" ] && running "$pid"; then
   kill -TERM "$pid"
   tries=0
@@ -37,6 +59,8 @@ if [ -n "$pid" ] && running "$pid"; then
     kill -KILL "$pid"
     status=1
   fi
+elif [ -n "$pid" ] && [ -d "/proc/$pid" ]; then
+  echo "gpufs epilog: pid $pid is no longer the peer cache the prolog started; left alone" >&2
 fi
 [ "$status" -ne 0 ] || rm -rf "$run"
 exit "$status"

@@ -22,6 +22,7 @@ PEER_CONFIG=${PEER_CONFIG:-gpufs-peer-config}
 run=${GPUFS_RUN_DIR:-/run/gpufs-slurm}
 port=${GPUFS_PEER_PORT:-3128}
 cache_dir=${GPUFS_PEER_CACHE_DIR:-/var/cache/gpufs-peer}
+key_file=${GPUFS_PEER_KEY_FILE:-/etc/gpufs/peer.key}
 node=${SLURMD_NODENAME:-$(hostname)}
 fail() { # clears what was started (epilog.sh), says why, and fails
   [ ! -f "$run/nginx/error.log" ] || tail -n 5 "$run/nginx/error.log" >&2
@@ -47,15 +48,36 @@ mkdir -p "$run/nginx" "$cache_dir" "$GPUFS_MOUNTPOINT"
   sed -n "s|^\([^ ]\{1,\}\)$|http://\1:$port|p" "$run/hosts"
 } >"$run/peers"
 
-"$PEER_CONFIG" --main --listen "$listen" --origin "$origin" --cache-dir "$cache_dir" \
-  --cache-size "${GPUFS_PEER_CACHE_SIZE:-100g}" >"$run/nginx/nginx.conf" ||
-  fail "cannot write the peer cache's config"
+# The job's secret, the same on every node of the job: a hash of the job's id and the
+# site's key (the key last, so that no hash of another id follows from this one). The
+# secret and nginx's config that holds it are root's alone.
+if ! { [ -r "$key_file" ] && [ -s "$key_file" ]; }; then
+  fail "cannot make the job's peer secret: no key in $key_file (openssl rand -hex 32, mode 0600, the same on every node)"
+fi
+(
+  umask 077
+  { printf 'gpufs peer secret of job %s\n' "${SLURM_JOB_ID:?}" && cat "$key_file"; } |
+    sha256sum | cut -d' ' -f1 >"$run/secret"
+) || fail "cannot write the job's peer secret"
+(
+  umask 077
+  "$PEER_CONFIG" --main --listen "$listen" --origin "$origin" --cache-dir "$cache_dir" \
+    --cache-size "${GPUFS_PEER_CACHE_SIZE:-100g}" --secret-file "$run/secret" \
+    >"$run/nginx/nginx.conf"
+) || fail "cannot write the peer cache's config"
 # nginx returns once it listens, running on in the background.
 "$nginx" -p "$run/nginx/" -c nginx.conf -e "$run/nginx/error.log" ||
   fail "cannot start the peer cache on $listen"
+# Who the epilog may signal: this nginx, by pid, start time and program. A pid alone could
+# by then name another process.
+if ! pid=$(cat "$run/nginx/nginx.pid") ||
+  ! "$(dirname "$0")/epilog.sh" --identity "$pid" >"$run/nginx.started"; then
+  fail "cannot record the peer cache's process"
+fi
 
 # shellcheck disable=SC2086 # GPUFS_MOUNT_OPTIONS is a list of options
-if ! "$GPUFSD" mount --peers-file "$run/peers" -o allow_other ${GPUFS_MOUNT_OPTIONS:-} \
+if ! "$GPUFSD" mount --peers-file "$run/peers" --peer-secret-file "$run/secret" \
+  -o allow_other ${GPUFS_MOUNT_OPTIONS:-} \
   "$GPUFS_SOURCE" "$GPUFS_MOUNTPOINT"; then
   fail "cannot mount $GPUFS_SOURCE at $GPUFS_MOUNTPOINT"
 fi

@@ -36,6 +36,8 @@ struct Exchange {
   // A byte range "FIRST-LAST" sent as curl's own Range header, which SigV4 leaves unsigned:
   // a caching proxy may then ask the store for a wider range with the same signature.
   std::string range;
+  // A Cookie header sent by curl itself, which SigV4 leaves unsigned (a peer's secret).
+  std::string cookie;
   unsigned max_attempts = 0;  // 0: the loop's; a peer gets one, then the next peer
   bool via_peer = false;      // counted as a peer's request and bytes, not the store's
   // Where a 2xx body goes: `capacity` bytes at `buffer`, or else Reply::text, up to

@@ -119,6 +119,11 @@ std::pair<std::string, std::string> SplitUrl(const std::string& url) {
 // times, then only counted: a changed object would log once per block.
 constexpr uint64_t kLoggedPeerAnswers = 10;
 
+// A peer's 401 or 403: the peer's nginx refuses a request without the job's secret. (A
+// store's own refusal passed on by the peer counts the same; the store then answers the
+// block itself.)
+bool IsRefusal(long status) { return status == 401 || status == 403; }
+
 }  // namespace
 
 // One block of a GET, on its way through the peers to the store.
@@ -131,6 +136,9 @@ struct ObjectStore::Block {
   std::optional<ObjectInfo> expected;
   std::vector<uint32_t> order;  // the peers, the first choice first
   std::function<void(Result<size_t>)> done;
+  // After this, a peer's failure sends the block to the store rather than the next peer:
+  // peers that all trickle cost a read about two deadlines, not one per peer.
+  PeerSet::Clock::time_point peers_until{};
 };
 
 class ObjectStore::Impl {
@@ -232,6 +240,7 @@ void ObjectStore::Get(GetRequest request, std::function<void(Result<size_t>)> do
     block->expected = request.expected;
     block->order = impl_->peers->Order(
         fmt::format("{}\n{}\n{}\n{}", object, request.expected->etag, request.expected->size, b));
+    block->peers_until = PeerSet::Clock::now() + TotalDeadline(config_.deadlines, block->length);
     block->done = [gather](Result<size_t> outcome) { gather->BlockDone(outcome); };
     GetFromPeer(std::move(block), 0, false);
   }
@@ -258,6 +267,7 @@ void ObjectStore::GetDirect(const Block& block) {
 void ObjectStore::GetFromPeer(std::shared_ptr<const Block> block, size_t rank, bool failed_before) {
   PeerSet& peers = *impl_->peers;
   const auto now = PeerSet::Clock::now();
+  if (failed_before && now >= block->peers_until) rank = block->order.size();
   while (rank < block->order.size() && !peers.MayAsk(block->order[rank], now)) ++rank;
   if (rank == block->order.size()) {
     if (failed_before) impl_->counters.peer_fallbacks.fetch_add(1, std::memory_order_relaxed);
@@ -269,6 +279,9 @@ void ObjectStore::GetFromPeer(std::shared_ptr<const Block> block, size_t rank, b
   Exchange exchange = Request(config_, block->object, "read", peers.url(peer) + path);
   exchange.headers.push_back("Host: " + authority);
   exchange.range = fmt::format("{}-{}", block->offset, block->offset + block->length - 1);
+  if (!peers.secret().empty()) {
+    exchange.cookie = fmt::format("{}={}", kPeerSecretCookie, peers.secret());
+  }
   exchange.max_attempts = 1;
   exchange.via_peer = true;
   exchange.buffer = block->buffer;
@@ -278,6 +291,15 @@ void ObjectStore::GetFromPeer(std::shared_ptr<const Block> block, size_t rank, b
     PeerSet& peers = *impl_->peers;
     if (!reply.ok()) {
       peers.Failed(peer, reply.error().message, PeerSet::Clock::now());
+      return GetFromPeer(block, rank + 1, true);
+    }
+    // A peer that refuses this node (not the job's secret) fails as one that is down.
+    if (IsRefusal(reply->status)) {
+      peers.Failed(peer,
+                   fmt::format("it refused the request (HTTP {}): is --peer-secret-file the "
+                               "job's secret?",
+                               reply->status),
+                   PeerSet::Clock::now());
       return GetFromPeer(block, rank + 1, true);
     }
     Result<size_t> checked =

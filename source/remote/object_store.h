@@ -19,6 +19,8 @@
 //   both); its answer is checked against the expected ETag like the store's. A peer that
 //   fails is skipped for the next; an answer about the object itself (a 4xx, another
 //   ETag) sends the block to the store.
+// - Every attempt has a deadline (deadline.h): a server that trickles fails the attempt as
+//   one that stalls does, so a read ends within the retry budget plus one deadline.
 #pragma once
 
 #include <chrono>
@@ -34,6 +36,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dataset/error.h"
+#include "source/remote/deadline.h"
 #include "source/remote/peers.h"
 
 namespace gpufs::remote {
@@ -61,8 +64,7 @@ struct StoreConfig {
   unsigned connections = 16;                       // requests in flight at most
   unsigned max_attempts = 5;                       // per request, the first included
   std::chrono::milliseconds retry_budget{20'000};  // time from first attempt to giving up
-  std::chrono::milliseconds connect_timeout{3'000};
-  std::chrono::milliseconds stall_timeout{10'000};  // no byte for this long: a broken transfer
+  TransferDeadlines deadlines;                     // of each attempt, a peer's included
   bool verify_tls = true;
   unsigned list_page_size = 0;  // s3: keys per listing page; 0: the store's default (1000)
   // Caching proxies that ranged GETs go through (no URLs: none); see peers.h. HEADs and

@@ -2,7 +2,12 @@
 
 #include <xxhash.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <numeric>
 #include <set>
@@ -87,6 +92,59 @@ Result<std::vector<std::string>> ReadPeerFile(const std::filesystem::path& path)
   if (!urls)
     return Fail(EINVAL, "cannot read peer file {}: {}", path.string(), urls.error().message);
   return urls;
+}
+
+namespace {
+
+constexpr size_t kMinSecret = 16;
+constexpr size_t kMaxSecret = 512;
+
+// Up to `most` bytes of a regular file no other user may read or write.
+Result<std::string> ReadPrivateFile(const std::filesystem::path& path, size_t most) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return Fail(errno, "cannot read {}: {}", path.string(), strerror(errno));
+  struct stat st {};
+  std::string text(most, '\0');
+  ssize_t n = -1;
+  int error = 0;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 077) == 0) {
+    n = read(fd, text.data(), text.size());
+    error = errno;
+  }
+  close(fd);
+  if (!S_ISREG(st.st_mode)) return Fail(EINVAL, "cannot use {}: not a regular file", path.string());
+  if ((st.st_mode & 077) != 0) {
+    return Fail(EACCES, "cannot use {}: other users may read it (mode {:o}); chmod 600 it",
+                path.string(), st.st_mode & 07777);
+  }
+  if (n < 0) return Fail(error, "cannot read {}: {}", path.string(), strerror(error));
+  text.resize(static_cast<size_t>(n));
+  return text;
+}
+
+// What deploy/gpufs-peer-config accepts too: a word safe in a cookie and in nginx's config.
+bool IsSecretWord(std::string_view text) {
+  return text.size() >= kMinSecret && text.size() <= kMaxSecret &&
+         std::all_of(text.begin(), text.end(), [](unsigned char c) {
+           return std::isalnum(c) || c == '.' || c == '_' || c == '~' || c == '-';
+         });
+}
+
+}  // namespace
+
+Result<std::string> ReadPeerSecret(const std::filesystem::path& path) {
+  // One byte more than a secret and its newline: a longer file is refused, not cut.
+  auto text = ReadPrivateFile(path, kMaxSecret + 2);
+  if (!text) return Fail(text.error().code, "peer secret file: {}", text.error().message);
+  std::string_view word(*text);
+  if (word.ends_with('\n')) word.remove_suffix(1);
+  if (!IsSecretWord(word)) {
+    return Fail(EINVAL,
+                "cannot use peer secret file {}: want one word of {} to {} letters, digits and "
+                "'._~-' (e.g. openssl rand -hex 32)",
+                path.string(), kMinSecret, kMaxSecret);
+  }
+  return std::string(word);
 }
 
 struct PeerSet::Peer {

@@ -31,7 +31,21 @@ struct PeerConfig {
   std::vector<std::string> urls;  // "http://host:port", as ParsePeerList checks them
   uint64_t block = 4 << 20;       // the routing unit, equal to the proxies' slice size
   std::chrono::milliseconds retry_after{5'000};
+  // The job's secret, which the peers' nginx asks of every request (403 without it);
+  // empty: none is sent. Never logged, and in no stat, xattr or message.
+  std::string secret{};
 };
+
+// The cookie that carries the secret to a peer. A cookie, not a header of its own: curl
+// signs every header it is given with SigV4, and the peer, which strips the secret before
+// it forwards a request to the store, would then break the signature. The peer's config
+// (deploy/nginx/gpufs-peer.conf) reads it as $cookie_gpufs_peer_secret.
+inline constexpr const char* kPeerSecretCookie = "gpufs_peer_secret";
+
+// The secret in a file: one word of 16 to 512 of [A-Za-z0-9._~-] (e.g. `openssl rand -hex
+// 32`), a final newline allowed. The file must be a regular file that no other user may
+// read or write (mode 0600 or 0400). Messages name the file, never its content.
+Result<std::string> ReadPeerSecret(const std::filesystem::path& path);
 
 // "URL,URL,..." (blanks around commas allowed) as peer URLs: http:// or https://, a host,
 // an optional port, no path beyond "/", no user, query or fragment; no URL twice.
@@ -50,6 +64,7 @@ class PeerSet {
   size_t size() const { return config_.urls.size(); }
   const std::string& url(size_t peer) const { return config_.urls[peer]; }
   uint64_t block() const { return config_.block; }
+  const std::string& secret() const { return config_.secret; }
 
   // Every peer, the first choice for `key` first.
   std::vector<uint32_t> Order(std::string_view key) const;

@@ -53,6 +53,22 @@ std::string_view TrimLine(std::string_view s) {
   return s;
 }
 
+// The most body bytes an attempt of `exchange` may move: what its sink holds.
+uint64_t BodyBound(const Exchange& exchange) {
+  if (exchange.head) return 0;
+  return exchange.buffer != nullptr ? exchange.capacity : exchange.max_text;
+}
+
+void SetDeadlines(CURL* easy, const TransferDeadlines& deadlines, uint64_t body_bound) {
+  curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(deadlines.connect.count()));
+  curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS,
+                   static_cast<long>(TotalDeadline(deadlines, body_bound).count()));
+  // No byte for the idle time is a broken transfer: curl counts it in whole seconds.
+  const long idle_s = std::max<long>(1, (deadlines.idle.count() + 999) / 1000);
+  curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME, idle_s);
+}
+
 }  // namespace
 
 LoopConfig LoopConfigFor(const StoreConfig& config) {
@@ -60,8 +76,7 @@ LoopConfig LoopConfigFor(const StoreConfig& config) {
   loop.connections = std::max(1u, config.connections);
   loop.max_attempts = std::max(1u, config.max_attempts);
   loop.retry_budget = config.retry_budget;
-  loop.connect_timeout = config.connect_timeout;
-  loop.stall_timeout = config.stall_timeout;
+  loop.deadlines = config.deadlines;
   loop.verify_tls = config.verify_tls;
   if (config.scheme == Scheme::kS3) loop.signing = config.credentials;
   loop.region = config.region;
@@ -266,17 +281,13 @@ void TransferLoop::Start(std::unique_ptr<Transfer> t) {
   curl_easy_setopt(easy, CURLOPT_NOBODY, ex.head ? 1L : 0L);
   curl_easy_setopt(easy, CURLOPT_HTTPHEADER, t->headers);
   if (!ex.range.empty()) curl_easy_setopt(easy, CURLOPT_RANGE, ex.range.c_str());
+  if (!ex.cookie.empty()) curl_easy_setopt(easy, CURLOPT_COOKIE, ex.cookie.c_str());
   curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, &Transfer::OnHeader);
   curl_easy_setopt(easy, CURLOPT_HEADERDATA, t.get());
   curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &Transfer::OnBody);
   curl_easy_setopt(easy, CURLOPT_WRITEDATA, t.get());
   curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, t->error);
-  curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
-                   static_cast<long>(config_.connect_timeout.count()));
-  // A transfer that moves no byte for the stall time is broken: curl counts in seconds.
-  const long stall_s = std::max<long>(1, (config_.stall_timeout.count() + 999) / 1000);
-  curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
-  curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME, stall_s);
+  SetDeadlines(easy, config_.deadlines, BodyBound(ex));
   curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, config_.verify_tls ? 1L : 0L);
   curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, config_.verify_tls ? 2L : 0L);
   if (config_.signing) {
@@ -325,7 +336,12 @@ void TransferLoop::Finish(std::unique_ptr<Transfer> t, CURLcode result) {
     RetryOrFail(std::move(t), reason);
     return;
   }
-  const std::string reason = t->error[0] != '\0' ? t->error : curl_easy_strerror(result);
+  std::string reason = t->error[0] != '\0' ? t->error : curl_easy_strerror(result);
+  if (result == CURLE_OPERATION_TIMEDOUT) {
+    reason += fmt::format(" (an attempt's deadline: {:.1f} s, or no byte for {:.1f} s)",
+                          TotalDeadline(config_.deadlines, BodyBound(t->exchange)).count() / 1e3,
+                          config_.deadlines.idle.count() / 1e3);
+  }
   if (!IsRetryableTransport(result)) {
     Error error = Fail(EIO, "cannot {} {}: {}", t->exchange.verb, t->exchange.object, reason);
     Deliver(std::move(t), std::move(error));

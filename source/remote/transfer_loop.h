@@ -1,12 +1,13 @@
 // The store's thread: one libcurl multi handle running every Exchange, at most
 // `connections` on the wire at once over reused connections, the rest queued in order.
 //
-// An attempt that fails in a way worth repeating (a refused, reset or stalled connection, a
-// timeout, a 5xx, 429 or SlowDown answer) is tried again after an exponential backoff with
-// full jitter, while attempts and the time budget last; then the exchange fails with EIO
-// and the last reason. Any other answer, 4xx included, goes back as a Reply for the caller
-// to judge (responses.h). The loop never reads a body it was not asked for: a sink that is
-// full, or a 200 where only a 206 may go, stops the transfer there.
+// Each attempt runs under the deadlines of deadline.h. An attempt that fails in a way worth
+// repeating (a refused, reset or stalled connection, a deadline passed, a 5xx, 429 or SlowDown
+// answer) is tried again after an exponential backoff with full jitter, while attempts and the time
+// budget last; then the exchange fails with EIO and the last reason. Any other answer, 4xx
+// included, goes back as a Reply for the caller to judge (responses.h). The loop never reads a body
+// it was not asked for: a sink that is full, or a 200 where only a 206 may go, stops the transfer
+// there.
 #pragma once
 
 #include <curl/curl.h>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "source/remote/backoff.h"
+#include "source/remote/deadline.h"
 #include "source/remote/exchange.h"
 #include "source/remote/object_store.h"
 #include "source/remote/store_stats.h"
@@ -34,8 +36,7 @@ struct LoopConfig {
   unsigned connections = 16;
   unsigned max_attempts = 5;
   std::chrono::milliseconds retry_budget{20'000};
-  std::chrono::milliseconds connect_timeout{3'000};
-  std::chrono::milliseconds stall_timeout{10'000};
+  TransferDeadlines deadlines;
   bool verify_tls = true;
   std::optional<Credentials> signing;  // SigV4 for S3 in `region`; none: unsigned
   std::string region;

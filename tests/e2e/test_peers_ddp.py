@@ -110,7 +110,8 @@ class FourNodes(unittest.TestCase):
         try:
             for p in peers:
                 p.start()
-            peer_option = ("--peers", ",".join(p.url for p in peers)) if with_peers else ()
+            peer_option = ("--peers", ",".join(p.url for p in peers), "--peer-secret-file",
+                           peers[0].secret_file) if with_peers else ()
             for r in range(RANKS):
                 env = {**os.environ, "XDG_CACHE_HOME": os.path.join(job, f"xdg{r}")}
                 mounts.append(lib.Mount(self.origin.url + "/pack/", "--peer-block", str(BLOCK),

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import shutil
 import tempfile
+import threading
 import time
 import unittest
 
@@ -117,6 +118,28 @@ def blob_bytes(pack):
     """Bytes in a pack's blobs, its index left out: what a full read fetches."""
     return sum(os.path.getsize(os.path.join(pack, n)) for n in os.listdir(pack)
                if n != "index.gpufs")
+
+
+def bounded(seconds, what, fn, *args):
+    """fn(*args), or an AssertionError when it has not returned within `seconds`: a test
+    that a read does not hang must not hang itself. (On a failure the call's thread is
+    left behind, a daemon thread.)"""
+    box = {}
+
+    def call():
+        try:
+            box["value"] = fn(*args)
+        except BaseException as e:  # raised again in the caller's thread
+            box["error"] = e
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise AssertionError(f"{what} did not finish within {seconds} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def run_gpufsd(*args, timeout=60, env=None):

@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 import unittest
+import urllib.error
 import urllib.request
 
 import gpufs_testlib as lib
@@ -208,6 +209,8 @@ class Slurm(unittest.TestCase):
             f.write(f'#!/bin/sh\n[ "$*" = "show hostnames {cls.NODELIST}" ] || exit 1\n'
                     f"printf '%s\\n' {' '.join(cls.NODES)}\n")
         os.chmod(cls.scontrol, 0o755)
+        # The site's peer key, the same on every node.
+        cls.key_file = nginx.write_job_secret(os.path.join(cls.work, "peer.key"))
 
     @classmethod
     def tearDownClass(cls):
@@ -236,7 +239,7 @@ class Slurm(unittest.TestCase):
             f.write(f"GPUFS_SOURCE={source}\nGPUFS_MOUNTPOINT={node['mnt']}\n"
                     f"GPUFS_MOUNT_OPTIONS='{options}'\nGPUFS_PEER_PORT={self.port}\n"
                     f"GPUFS_PEER_CACHE_DIR={node['cache']}\nGPUFS_PEER_CACHE_SIZE=1g\n"
-                    f"GPUFS_RUN_DIR={node['run']}\n")
+                    f"GPUFS_RUN_DIR={node['run']}\nGPUFS_PEER_KEY_FILE={self.key_file}\n")
         self.nodes.append(node)
         return node
 
@@ -249,14 +252,19 @@ class Slurm(unittest.TestCase):
             "PEER_CONFIG": PEER_CONFIG,
             "XDG_CACHE_HOME": os.path.join(node["dir"], "xdg"), **env})
 
-    def peer_get(self, host, path):
+    def peer_get(self, host, path, secret_file):
         """The peer cache status of a GET of `path` through the peer at host, sent as
-        gpufsd sends it: with the origin's Host."""
-        request = urllib.request.Request(f"http://{host}:{self.port}{path}",
-                                         headers={"Host": self.origin.url.split("//")[1]})
-        with urllib.request.urlopen(request, timeout=10) as r:
-            r.read()
-            return r.headers["X-Gpufs-Peer-Cache"]
+        gpufsd sends it: with the origin's Host and the job's secret (none: without)."""
+        headers = {"Host": self.origin.url.split("//")[1]}
+        if secret_file:
+            headers.update(nginx.secret_headers(secret_file))
+        request = urllib.request.Request(f"http://{host}:{self.port}{path}", headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=10) as r:
+                r.read()
+                return r.headers["X-Gpufs-Peer-Cache"]
+        except urllib.error.HTTPError as e:
+            return e.code
 
     def check_rendered(self, node):
         peers = [f"http://{n}:{self.port}" for n in self.NODES]
@@ -293,9 +301,16 @@ class Slurm(unittest.TestCase):
         for node in nodes:
             self.assertEqual(lib.files_below(node["mnt"]), self.expected)
         self.assertGreater(self.origin_slices(), 0)
+        secrets = [os.path.join(node["run"], "secret") for node in nodes]
+        with open(secrets[0]) as a, open(secrets[1]) as b:
+            self.assertEqual(a.read(), b.read(), "one secret for the job's nodes")
+        self.assertEqual(os.stat(secrets[0]).st_mode & 0o777, 0o600)
         for blob in self.blobs:  # each blob was read through one of the peers
-            statuses = [self.peer_get(n, f"/mytar/{blob}") for n in self.NODES]
+            statuses = [self.peer_get(n, f"/mytar/{blob}", secrets[0]) for n in self.NODES]
             self.assertIn("HIT", statuses, blob)
+            # Not for whoever else reaches the port: refused before the cache is read.
+            self.assertEqual([self.peer_get(n, f"/mytar/{blob}", None) for n in self.NODES],
+                             [403, 403])
 
         pids = []
         for node in nodes:
@@ -327,13 +342,135 @@ class Slurm(unittest.TestCase):
                       result.stderr)
         with open(record) as f:
             args, *peers, pid = f.read().splitlines()
-        self.assertEqual(args, f"mount --peers-file {node['run']}/peers -o allow_other "
+        self.assertEqual(args, f"mount --peers-file {node['run']}/peers --peer-secret-file "
+                         f"{node['run']}/secret -o allow_other "
                          f"--cache-size 16MiB --no-disk-cache {self.origin.url}/mytar/ "
                          f"{node['mnt']}")
         self.assertEqual(peers[1:], [f"http://{n}:{self.port}" for n in self.NODES])
         self.assertFalse(lib.is_running(int(pid)))
         self.assertFalse(os.path.exists(node["run"]))
         self.assertTrue(refused(node["name"], self.port))
+
+    def test_a_job_without_the_site_key_fails_the_prolog(self):
+        node = self.node(self.NODES[0], f"{self.origin.url}/mytar/")
+        with open(node["conf"], "a") as f:
+            f.write(f"GPUFS_PEER_KEY_FILE={node['dir']}/absent.key\n")
+        result = self.script(PROLOG, node)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("cannot make the job's peer secret", result.stderr)
+        self.assertFalse(lib.is_mounted(node["mnt"]))
+        self.assertTrue(refused(node["name"], self.port))
+
+    def test_the_epilog_leaves_alone_a_process_that_took_the_peers_pid(self):
+        node = self.node(self.NODES[0], f"{self.origin.url}/mytar/")
+        nginx_dir = os.path.join(node["run"], "nginx")
+        started = os.path.join(node["run"], "nginx.started")
+
+        def leave(record):
+            """The run folder as a prolog leaves it: nginx.pid, and what it recorded."""
+            os.makedirs(nginx_dir, exist_ok=True)
+            with open(os.path.join(nginx_dir, "nginx.pid"), "w") as f:
+                f.write(f"{bystander.pid}\n")
+            if record:
+                with open(started, "w") as f:
+                    f.write(record)
+
+        # The peer's nginx exited, and its pid now names an unrelated process.
+        bystander = subprocess.Popen(["sleep", "300"])
+        try:
+            for record in (None,  # only nginx.pid names it
+                           f"{bystander.pid} 1 {nginx.nginx_binary()}\n",  # started earlier
+                           f"{bystander.pid} {self.start_time(bystander.pid)} /usr/sbin/nginx\n"):
+                with self.subTest(record=record):
+                    leave(record)
+                    self.script(EPILOG, node)
+                    self.assertIsNone(bystander.poll(), "the epilog signalled a stranger")
+            # The process the record names is signalled.
+            identity = run([EPILOG, "--identity", str(bystander.pid)])
+            self.assertEqual(identity.returncode, 0, identity.stderr)
+            self.assertEqual(identity.stdout.split()[:2],
+                             [str(bystander.pid), self.start_time(bystander.pid)])
+            leave(identity.stdout)
+            result = self.script(EPILOG, node)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertEqual(bystander.wait(timeout=30), -15)
+        finally:
+            bystander.kill()
+            bystander.wait()
+
+    @staticmethod
+    def start_time(pid):
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(") ", 1)[1].split()[19]
+
+
+class PeerConfigValidation(unittest.TestCase):
+    """gpufs-peer-config checks each value before it goes into nginx's config: a value that
+    is not what it should be exits 2 naming the option, and prints and runs nothing."""
+
+    def setUp(self):
+        self.work = tempfile.mkdtemp(prefix="gpufs-peer-config-")
+        self.secret = nginx.write_job_secret(os.path.join(self.work, "secret"))
+        self.marker = os.path.join(self.work, "injected")
+        self.good = {"--listen": "127.0.0.1:3128", "--origin": "http://127.0.0.1:8080",
+                     "--cache-dir": os.path.join(self.work, "cache"),
+                     "--secret-file": self.secret}
+
+    def tearDown(self):
+        shutil.rmtree(self.work)
+
+    def config(self, **changes):
+        values = {**self.good, **{"--" + k.replace("_", "-"): v for k, v in changes.items()}}
+        return run([PEER_CONFIG, "--main", *(x for kv in values.items() for x in kv)])
+
+    def test_good_values_make_a_config(self):
+        result = self.config(cache_size="500g", slice="512k", listen="[::1]:3128",
+                             origin="https://s3.example.com")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("listen [::1]:3128;", result.stdout)
+        self.assertIn("server s3.example.com:443;", result.stdout)
+        self.assertIn("proxy_pass https://gpufs_store;", result.stdout)
+
+    def test_injections_and_bad_values_exit_2_and_run_nothing(self):
+        sed_e = f"|;e touch {self.marker};#"
+        cases = [("origin", "http://x;}"),
+                 ("origin", "http://x:80;} server { listen 9999; }"),
+                 ("origin", "http://a/b"),
+                 ("origin", "ftp://a"),
+                 ("origin", "http://user@a"),
+                 ("listen", "127.0.0.1:1" + sed_e),
+                 ("listen", "127.0.0.1"),
+                 ("listen", "127.0.0.1:99999"),
+                 ("cache_dir", "relative/cache"),
+                 ("cache_dir", "/var/cache/x" + sed_e),
+                 ("cache_dir", "/var/cache/x levels=1"),
+                 ("cache_size", "500q"),
+                 ("cache_size", "1g" + sed_e),
+                 ("cache_size", "0"),
+                 ("slice", "4m;"),
+                 ("secret_file", os.path.join(self.work, "absent"))]
+        for key, value in cases:
+            with self.subTest(option=key, value=value):
+                result = self.config(**{key: value})
+                self.assertEqual(result.returncode, 2, result.stdout)
+                self.assertIn(f"--{key.replace('_', '-')} '{value}'", result.stderr)
+                self.assertEqual(result.stdout, "")
+                self.assertFalse(os.path.exists(self.marker), "a value ran a command")
+
+    def test_a_secret_others_may_read_or_a_bad_secret_is_refused(self):
+        os.chmod(self.secret, 0o644)
+        result = self.config()
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("chmod 600", result.stderr)
+        for bad in ("", "short", "has a quote\" in it 0123456789", "x;}" * 10):
+            with self.subTest(secret=bad):
+                with open(self.secret, "w") as f:
+                    f.write(bad)
+                os.chmod(self.secret, 0o600)
+                result = self.config()
+                self.assertEqual(result.returncode, 2, result.stdout)
+                self.assertIn("--secret-file", result.stderr)
+                self.assertEqual(result.stdout, "")
 
 
 class PeerCacheConfig(unittest.TestCase):
@@ -351,8 +488,10 @@ class PeerCacheConfig(unittest.TestCase):
                 port = free_port()
                 prefix = os.path.join(work, "peer")
                 os.mkdir(prefix)
+                secret = nginx.write_job_secret(os.path.join(work, "secret"))
                 conf = run([PEER_CONFIG, "--main", "--listen", f"127.0.0.1:{port}", "--origin",
-                            origin.url, "--cache-dir", os.path.join(work, "cache")])
+                            origin.url, "--cache-dir", os.path.join(work, "cache"),
+                            "--secret-file", secret])
                 self.assertEqual(conf.returncode, 0, conf.stderr)
                 with open(os.path.join(prefix, "nginx.conf"), "w") as f:
                     f.write(conf.stdout)
@@ -361,15 +500,26 @@ class PeerCacheConfig(unittest.TestCase):
                 result = run(argv)  # returns once it listens
                 self.assertEqual(result.returncode, 0, result.stderr)
                 try:
-                    statuses = []
-                    for _ in range(2):
+                    def get(headers):
                         request = urllib.request.Request(
                             f"http://127.0.0.1:{port}/blob",
-                            headers={"Host": origin.url.split("//")[1], "Range": "bytes=10-"})
-                        with urllib.request.urlopen(request, timeout=10) as r:
-                            self.assertEqual(r.read(), blob[10:])
-                            statuses.append(r.headers["X-Gpufs-Peer-Cache"])
-                    self.assertEqual(statuses, ["MISS", "HIT"])
+                            headers={"Host": origin.url.split("//")[1], "Range": "bytes=10-",
+                                     **headers})
+                        try:
+                            with urllib.request.urlopen(request, timeout=10) as r:
+                                self.assertEqual(r.read(), blob[10:])
+                                return r.headers["X-Gpufs-Peer-Cache"]
+                        except urllib.error.HTTPError as e:
+                            return e.code
+                    job = nginx.secret_headers(secret)
+                    other = {"Cookie": f"{nginx.SECRET_COOKIE}={'0' * 64}"}
+                    self.assertEqual([get({}), get(other), get(job), get(job), get({})],
+                                     [403, 403, "MISS", "HIT", 403])
+                    # The secret went no further than the peer: the origin was asked twice
+                    # (two slices), and no request reached it without being the job's.
+                    self.assertEqual(origin.served("/blob")[0], 2)
+                    with open(origin.access_log) as f:
+                        self.assertNotIn(nginx.SECRET_COOKIE, f.read())
                 finally:
                     stop = run(argv + ["-s", "stop"])
                     self.assertEqual(stop.returncode, 0, stop.stderr)

@@ -60,10 +60,14 @@ class Peers(unittest.TestCase):
     def origin_bytes(self):
         return self.origin.served("/pack/")[1] - self.origin_before
 
-    def mount(self, *options, cache="64MiB", peers=None):
+    def mount(self, *options, cache="64MiB", peers=None, secret=True):
+        """A mount through the peers, sending them the job's secret unless `secret` is
+        false."""
         xdg = tempfile.mkdtemp(prefix="xdg-", dir=self.work)
         if "--peers-file" not in options:
             options += ("--peers", ",".join(p.url for p in (peers or self.peers)))
+        if secret and "--peer-secret-file" not in options:
+            options += ("--peer-secret-file", nginx.default_job_secret())
         return lib.Mount(self.origin.url + "/pack/", "--cache-size", cache, "--no-disk-cache",
                          "--peer-block", str(BLOCK), *options,
                          env={**os.environ, "XDG_CACHE_HOME": xdg})
@@ -149,6 +153,64 @@ class Peers(unittest.TestCase):
         finally:
             with open(changed, "wb") as f:
                 f.write(original)
+
+    def test_a_trickling_peer_is_left_for_the_store_within_the_deadline(self):
+        reason = nginx.FaultProxy.skip_reason()
+        if reason:
+            self.skipTest(reason)
+        # A peer that sends a byte every half second: never idle, never done.
+        with nginx.FaultProxy(self.origin.url, rate_bytes_per_s=2) as trickler:
+            m = self.mount("--connect-timeout", "1", "--deadline-allowance", "1",
+                           "--min-rate", "1MiB", peers=[trickler])
+            with m as mnt:
+                start = time.monotonic()
+                tree = lib.bounded(120, "reads past a trickling peer", files_below, mnt)
+                elapsed = time.monotonic() - start
+                io = stats_of(mnt)["io"]
+                log = m.stderr()
+        self.assertEqual(tree, self.expected)
+        self.assertLess(elapsed, 60)  # generous: this checks that no read hangs
+        self.assertGreater(io["peer_failures"], 0, io)
+        self.assertGreater(io["bytes"], 0, io)  # the store served the blocks
+        self.assertEqual(io["errors"], 0, io)
+        self.assertIn("timed out", log)
+
+    def test_peers_serve_only_mounts_with_the_jobs_secret(self):
+        wrong = nginx.write_job_secret(os.path.join(tempfile.mkdtemp(dir=self.work), "s"))
+        for options, secret in (((), False), (("--peer-secret-file", wrong), True)):
+            with self.subTest(options=options):
+                m = self.mount(*options, secret=secret)
+                with m as mnt:
+                    self.assertEqual(files_below(mnt), self.expected)
+                    io = stats_of(mnt)["io"]
+                    log = m.stderr()
+                self.assertEqual(io["peer_bytes"], 0, io)
+                self.assertGreater(io["peer_failures"], 0, io)
+                self.assertGreaterEqual(io["bytes"], self.data_bytes, io)
+                self.assertEqual(io["errors"], 0, io)
+                self.assertIn("refused the request (HTTP 403)", log)
+        with open(wrong) as f:
+            self.assertNotIn(f.read().strip(), log, "the secret is never logged")
+        # The job's secret opens them.
+        with self.mount() as mnt:
+            self.assertEqual(files_below(mnt), self.expected)
+            io = stats_of(mnt)["io"]
+        self.assertEqual((io["bytes"], io["peer_failures"]), (0, 0), io)
+
+    def test_the_secret_is_in_no_stat_xattr_or_command_line(self):
+        with open(nginx.default_job_secret()) as f:
+            secret = f.read().strip()
+        m = self.mount()
+        with m as mnt:
+            files_below(mnt)
+            seen = [m.stderr(), str(stats_of(mnt))]
+            seen += [os.getxattr(mnt, name).decode(errors="replace")
+                     for name in os.listxattr(mnt)]
+            pid = int(os.getxattr(mnt, "user.gpufs.pid"))
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                seen.append(f.read().decode(errors="replace"))
+        for text in seen:
+            self.assertNotIn(secret, text)
 
     def test_world_size_reads_files_alone_only_when_the_node_cannot_keep_the_dataset(self):
         for cache, whole in (("64MiB", True), ("256KiB", False)):
@@ -242,6 +304,7 @@ class S3Peers(unittest.TestCase):
                 env = {**os.environ, **self.s3.env(), "XDG_CACHE_HOME": xdg}
                 with lib.Mount(f"s3://{self.bucket}/pack/", "--no-disk-cache",
                                "--peers", f"{a.url},{b.url}", "--peer-block", str(BLOCK),
+                               "--peer-secret-file", a.secret_file,
                                env=env) as mnt:
                     self.assertEqual(files_below(mnt), self.expected)
                     ios.append(stats_of(mnt)["io"])

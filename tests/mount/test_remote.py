@@ -8,6 +8,7 @@ import shutil
 import sys
 import tarfile
 import tempfile
+import time
 import unittest
 
 import gpufs_testlib as lib
@@ -45,6 +46,11 @@ def make_datasets(work):
             outer.add(inner, arcname=cls + ".tar")
     return {"pack": (pack, expected), "mytar": (mytar, files_below(mtree)),
             "tar": (archive, expected), "nested": (nested, files_below(train))}
+
+
+def read_file(path):
+    with open(path, "rb") as f:
+        return f.read()
 
 
 class Remote(unittest.TestCase):
@@ -286,6 +292,32 @@ class Http(Remote):
             finally:
                 self.origin.start()
             self.assertEqual(files_below(mnt), expected)
+
+    def test_a_trickling_server_gives_eio_within_its_deadline_not_a_hang(self):
+        reason = nginx.FaultProxy.skip_reason()
+        if reason:
+            self.skipTest(reason)
+        expected = self.datasets["pack"][1]
+        rel = sorted(expected)[0]
+        # Each attempt: 1 s to connect, 1 s more, and its size (tens of KB) at 1 MiB/s.
+        retry_s, deadline_s = 2, 1 + 1 + 1
+        with nginx.FaultProxy(self.origin.url) as proxy:
+            with lib.Mount(f"{proxy.url}/pack/", "--cache-size", "0", "--retry-seconds",
+                           str(retry_s), "--connect-timeout", "1", "--deadline-allowance", "1",
+                           "--min-rate", "1MiB", env=self.env()) as mnt:
+                proxy.set(rate_bytes_per_s=2)  # a byte every half second: never idle
+                start = time.monotonic()
+                with self.assertRaises(OSError) as caught:
+                    lib.bounded(120, "a read from a trickling server", read_file,
+                                os.path.join(mnt, rel))
+                elapsed = time.monotonic() - start
+                self.assertEqual(caught.exception.errno, errno.EIO)
+                # Generous: this checks that the read ends, not how fast.
+                self.assertLess(elapsed, retry_s + deadline_s + 30)
+                proxy.set(rate_bytes_per_s=0)
+                self.assertEqual(files_below(mnt), expected)
+                io = stats_of(mnt)["io"]
+        self.assertGreater(io["errors"], 0)
 
     def test_a_folder_without_a_dataset_is_refused_naming_it(self):
         result = lib.run_gpufsd("mount", f"{self.origin.url}/nothing/",

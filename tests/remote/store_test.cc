@@ -367,7 +367,7 @@ TEST_F(S3Store, StoppedServerFailsWithinTheBudgetThenReadsAgain) {
   StoreConfig config = Config();
   config.max_attempts = 4;
   config.retry_budget = std::chrono::milliseconds(3'000);
-  config.connect_timeout = std::chrono::milliseconds(1'000);
+  config.deadlines.connect = std::chrono::milliseconds(1'000);
   ObjectStore store(config);
   Result<ObjectInfo> info = store.HeadSync("obj");
   ASSERT_TRUE(info.ok()) << info.error().message;
@@ -425,7 +425,7 @@ TEST_F(S3Store, StalledServerIsRetriedThenEio) {
   Put("obj", "x");
   StoreConfig config = Config("GPUFS_TEST_S3_PROXY");
   config.max_attempts = 2;
-  config.stall_timeout = std::chrono::milliseconds(1'000);
+  config.deadlines.idle = std::chrono::milliseconds(1'000);
   ObjectStore store(config);
   ASSERT_TRUE(Control("POST", "/proxy/set?delay_ms=4000").ok());
   std::string buffer(1, '\0');
@@ -437,6 +437,32 @@ TEST_F(S3Store, StalledServerIsRetriedThenEio) {
       << got.error().message;
   EXPECT_NE(got.error().message.find("2 attempts"), std::string::npos) << got.error().message;
   EXPECT_EQ(Stat(store, "retries"), 1u);
+}
+
+TEST_F(S3Store, TricklingServerMissesEachDeadlineThenEio) {
+  using namespace std::chrono_literals;
+  const std::string data = Pattern(20'000, 11);
+  Put("obj", data);
+  StoreConfig config = Config("GPUFS_TEST_S3_PROXY");
+  config.max_attempts = 2;
+  config.retry_budget = 3'000ms;
+  // Each attempt: 1 s to connect, 1 s more and 4 KB at 1 MiB/s, about 2 s in all; the
+  // server sends 2 bytes a second, never idle for the 10 s curl watches.
+  config.deadlines = TransferDeadlines{1'000ms, 10'000ms, 1'000ms, 1 << 20};
+  ObjectStore store(config);
+  ASSERT_TRUE(Control("POST", "/proxy/set?rate_bytes_per_s=2").ok());
+  std::string buffer(4'000, '\0');
+  const auto start = std::chrono::steady_clock::now();
+  Result<size_t> got = GetSync(store, {"obj", 0, 4'000, buffer.data(), std::nullopt});
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  Control("POST", "/proxy/set?rate_bytes_per_s=0");
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.error().code, EIO);
+  EXPECT_NE(got.error().message.find("deadline"), std::string::npos) << got.error().message;
+  EXPECT_NE(got.error().message.find("2 attempts"), std::string::npos) << got.error().message;
+  EXPECT_EQ(Stat(store, "retries"), 1u);
+  // Within the retry budget plus one attempt's deadline; generous, as it checks no hang.
+  EXPECT_LT(elapsed, 3s + 2s + 20s);
 }
 
 TEST_F(S3Store, ClosingFailsWhatIsInFlight) {

@@ -45,12 +45,40 @@ S3_ERRORS = {
 }
 
 ACCESS_LOG_FORMAT = ('$remote_addr [$time_local] "$request" $status $body_bytes_sent '
-                     'range="$http_range" rt=$request_time urt=$upstream_response_time '
+                     'range="$http_range" cookie="$http_cookie" rt=$request_time '
+                     'urt=$upstream_response_time '
                      'cache=$upstream_cache_status')
 ACCESS_LOG_LINE = re.compile(r'^\S+ \[[^]]*\] "(?P<request>[^"]*)" (?P<status>\d+) (?P<bytes>\d+) '
                              r'.*cache=(?P<cache>\S*)$')
 PEER_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "deploy",
                            "gpufs-peer-config")
+
+
+SECRET_COOKIE = "gpufs_peer_secret"  # how gpufsd sends the job's secret (source/remote/peers.h)
+
+
+def write_job_secret(path):
+    """Writes a fresh job secret to `path` (mode 0600, created anew), as the Slurm prolog
+    makes one; returns the path."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(os.urandom(32).hex() + "\n")
+    return path
+
+
+@functools.cache
+def default_job_secret():
+    """The secret file every NginxPeer of this process shares unless given another: the
+    peers of one test are one job's."""
+    folder = tempfile.mkdtemp(prefix="gpufs-job-secret-")
+    atexit.register(shutil.rmtree, folder, True)
+    return write_job_secret(os.path.join(folder, "secret"))
+
+
+def secret_headers(secret_file):
+    """The header that carries the job's secret in `secret_file` to a peer."""
+    with open(secret_file) as f:
+        return {"Cookie": f"{SECRET_COOKIE}={f.read().strip()}"}
 
 
 def nginx_binary():
@@ -257,20 +285,29 @@ class NginxPeer(_Nginx):
     """The peer cache gpufs ships (deploy/nginx/gpufs-peer.conf, filled in by
     deploy/gpufs-peer-config) at `url`, in front of `origin` ("http://HOST:PORT", an S3
     endpoint or a web server). Its cache folder lives in the prefix: stop()/start() keep
-    the cached slices, close() removes them."""
+    the cached slices, close() removes them. It answers only requests with the job's
+    secret, `secret_file` (gpufsd --peer-secret-file; default_job_secret() unless given),
+    which `headers` sends."""
 
     name = "nginx-peer"
 
     def __init__(self, origin, slice_bytes=4 << 20, cache_size="2g", port=None, workers=2,
-                 timeout=30):
+                 timeout=30, secret_file=None):
         super().__init__(port, workers, timeout)
         self.origin, self.slice_bytes, self.cache_size = origin, slice_bytes, cache_size
+        self.secret_file = secret_file or default_job_secret()
+
+    @property
+    def headers(self):
+        """The job's secret, as gpufsd sends it to a peer."""
+        return secret_headers(self.secret_file)
 
     def _http_body(self):
         r = subprocess.run([PEER_CONFIG, "--listen", f"{LOOPBACK}:{self.port}",
                             "--origin", self.origin,
                             "--cache-dir", os.path.join(self.prefix, "cache"),
-                            "--cache-size", self.cache_size, "--slice", f"{self.slice_bytes // 1024}k"],
+                            "--cache-size", self.cache_size, "--slice", f"{self.slice_bytes // 1024}k",
+                            "--secret-file", self.secret_file],
                            capture_output=True, text=True, check=True)
         return r.stdout
 
@@ -373,6 +410,11 @@ class FaultProxy(_Nginx):
       # Set per request from the shared dict (0: no limit); applies to each response.
       set $fault_rate 0;
       limit_rate $fault_rate;
+      # The headers go at once, and each body byte the rate allows goes out as it may, not
+      # held for a packet's worth: at a few bytes a second the body trickles, which a
+      # client sees as bytes coming, not as a stall.
+      limit_rate_after 512;
+      postpone_output 0;
       access_by_lua_block {{
         local s = ngx.shared.fault
         s:incr("requests", 1)

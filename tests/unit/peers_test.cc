@@ -135,5 +135,45 @@ TEST(PeerHealthTest, AFailedPeerIsSkippedThenTriedOnceMoreAfterRetryAfter) {
   EXPECT_EQ(stats[0]["bytes"], 100);
 }
 
+TEST(PeerSecretTest, ReadsOneWordFromAPrivateFile) {
+  TempDir dir;
+  const auto path = dir.path() / "secret";
+  std::ofstream(path) << "0123456789abcdef0123456789abcdef\n";
+  std::filesystem::permissions(
+      path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  auto secret = ReadPeerSecret(path);
+  ASSERT_TRUE(secret.ok()) << secret.error().message;
+  EXPECT_EQ(*secret, "0123456789abcdef0123456789abcdef");
+}
+
+TEST(PeerSecretTest, RefusesAFileOthersMayReadOrABadWordWithoutShowingIt) {
+  TempDir dir;
+  const auto path = dir.path() / "secret";
+  const std::string word = "0123456789abcdef0123456789abcdef";
+  std::ofstream(path) << word;
+  std::filesystem::permissions(path, std::filesystem::perms::owner_read |
+                                         std::filesystem::perms::group_read |
+                                         std::filesystem::perms::others_read);
+  auto open = ReadPeerSecret(path);
+  ASSERT_FALSE(open.ok());
+  EXPECT_NE(open.error().message.find("chmod 600"), std::string::npos) << open.error().message;
+  EXPECT_EQ(open.error().message.find(word), std::string::npos);
+  for (const std::string& bad :
+       std::vector<std::string>{"", "short", "has space in it 0123456789", "semi;colon0123456789",
+                                "0123456789abcdef\n\n", std::string(513, 'a')}) {
+    std::ofstream(path, std::ios::trunc) << bad;
+    std::filesystem::permissions(path, std::filesystem::perms::owner_read);
+    auto refused = ReadPeerSecret(path);
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_NE(refused.error().message.find("want one word"), std::string::npos)
+        << refused.error().message;
+    if (!bad.empty()) {
+      EXPECT_EQ(refused.error().message.find(bad), std::string::npos);
+    }
+  }
+  EXPECT_FALSE(ReadPeerSecret(dir.path() / "absent").ok());
+  EXPECT_FALSE(ReadPeerSecret(dir.path()).ok());
+}
+
 }  // namespace
 }  // namespace gpufs::remote

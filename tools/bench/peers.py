@@ -111,7 +111,8 @@ def probe_answers(peer, host, blob, size, count=200):
             first = rng.randrange(0, size - 200_000)
             last = first + rng.randrange(60_000, 200_000) - 1
             start = time.perf_counter()
-            conn.request("GET", blob, headers={"Host": host, "Range": f"bytes={first}-{last}"})
+            conn.request("GET", blob, headers={"Host": host, "Range": f"bytes={first}-{last}",
+                                               **peer.headers})
             resp = conn.getresponse()
             body = resp.read()
             if resp.status != 206 or len(body) != last - first + 1:
@@ -326,7 +327,8 @@ def run_mode(mode, n_round, args, work, origin, proxy, source):
             argv = [GPUFSD, "mount", "-f", proxy.url + "/pack/", mnt, "--no-disk-cache"]
             if peers:
                 argv += ["--peers", ",".join(p.url for p in peers),
-                         "--peer-block", str(args.peer_block)]
+                         "--peer-block", str(args.peer_block),
+                         "--peer-secret-file", peers[0].secret_file]
             if mode.startswith("peers-members"):
                 argv += ["--cache-size", "0"]
             env = dict(os.environ, XDG_CACHE_HOME=work.fresh(f"xdg-{mode}-{node}"))
