@@ -182,6 +182,9 @@ std::string MetricsText(const Filesystem& fs) {
   metric("source_peer_fallbacks_total", "counter",
          "Blocks read from the store after every peer cache failed them.",
          at(io, source_stat::kPeerFallbacks));
+  metric("source_peer_mismatches_total", "counter",
+         "Blocks a peer cache sent whose bytes did not match the index's SHA-256.",
+         at(io, source_stat::kPeerMismatches));
   PeerMetrics(io, out);
   const nlohmann::json& c = stats["cache"];
   if (c.is_null()) return out;

@@ -13,12 +13,17 @@
 //   timeouts, 5xx, 429 and S3's SlowDown, within a budget of attempts and time; then EIO
 //   with the last reason. 4xx answers are not retried: they carry the store's own message.
 // - Secrets are never logged, never put in a message, a URL or argv.
-// - With peers (StoreConfig::peers), a GET is cut at block boundaries and each block asks
-//   its peers in rendezvous order, then the store. A peer gets the store's URL path, Host
-//   and signature, with the range left unsigned and no If-Match (a caching proxy rewrites
-//   both); its answer is checked against the expected ETag like the store's. A peer that
-//   fails is skipped for the next; an answer about the object itself (a 4xx, another
-//   ETag) sends the block to the store.
+// - With peers (StoreConfig::peers), a GET that carries the digests of the object's
+//   members and covers whole members is cut into blocks (at block boundaries moved to the
+//   next member end), and each block asks its peers in rendezvous order, then the store.
+//   A peer gets the store's URL path, Host and signature, with the range left unsigned
+//   and no If-Match (a caching proxy rewrites both); its answer is checked against the
+//   expected ETag like the store's, then every member in it against its SHA-256 (a peer
+//   writes its own headers: only the digests prove its bytes). A peer that fails is
+//   skipped for the next; one whose bytes do not match is counted (peer_mismatches),
+//   logged by name and skipped like a failed one; an answer about the object itself (a
+//   4xx, another ETag) sends the block to the store. A GET without digests (an index, a
+//   listing, a tar's headers) goes to the store alone.
 #pragma once
 
 #include <chrono>
@@ -34,6 +39,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dataset/error.h"
+#include "source/member_digests.h"
 #include "source/remote/peers.h"
 
 namespace gpufs::remote {
@@ -108,6 +114,11 @@ struct GetRequest {
   size_t length = 0;                   // bytes wanted; the object must hold all of them
   char* buffer = nullptr;              // `length` bytes, untouched after `done` runs
   std::optional<ObjectInfo> expected;  // what the mount saw: checked on the response
+  // The digests of the object's members, it being their blob `blob`: only then may peers
+  // serve the read, and each block they send is checked against them. Null: the store
+  // alone serves it.
+  std::shared_ptr<const MemberDigests> digests;
+  uint32_t blob = 0;
 };
 
 // Counters of requests, kept by the store; Stats() reports them.
@@ -142,6 +153,12 @@ class ObjectStore {
   struct Block;
   void GetDirect(const Block& block);
   void GetFromPeer(std::shared_ptr<const Block> block, size_t rank, bool failed_before);
+  void GetThroughPeers(GetRequest request, const std::string& object,
+                       std::function<void(Result<size_t>)> finish);
+  // After `peer` answered `block` with the right headers: serves it when every member in
+  // it matches its digest, else counts, logs and asks the next peer.
+  void CheckPeerBytes(std::shared_ptr<const Block> block, size_t rank, uint32_t peer,
+                      uint64_t body_bytes);
   class Impl;
   StoreConfig config_;
   std::unique_ptr<Impl> impl_;

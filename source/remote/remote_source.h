@@ -3,8 +3,13 @@
 // fails the read instead of serving other bytes. Long reads go as parts of PartSize(),
 // all in flight at once, which is how one connection's rate limit stops being the
 // group's.
+//
+// With peers, a read is widened to whole members (into a buffer of its own, the asked-for
+// bytes copied out), so that the store may send it through peers and check every member
+// of it against its SHA-256 (member_digests.h) before the read is done.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "source/blob_source.h"
@@ -15,10 +20,10 @@ namespace gpufs::remote {
 class RemoteSource : public BlobSource {
  public:
   // `objects[b]` is blob b's object (name relative to the store's root, size and ETag
-  // seen at mount), `expected[b]` what the dataset's index says of it. `store` must
-  // outlive the source.
+  // seen at mount), `expected[b]` what the dataset's index says of it. `digests` (null:
+  // none) lets reads go through the store's peers. `store` must outlive the source.
   RemoteSource(ObjectStore& store, std::vector<ObjectInfo> objects, std::vector<BlobInfo> expected,
-               size_t part);
+               size_t part, std::shared_ptr<const MemberDigests> digests = nullptr);
 
   std::string_view kind() const override;
   size_t blob_count() const override { return objects_.size(); }
@@ -32,10 +37,14 @@ class RemoteSource : public BlobSource {
   nlohmann::json Stats() const override { return store_.Stats(); }
 
  private:
+  // Reads `length` bytes at `offset` of `blob` as whole members, which peers may serve.
+  void GetWidened(BlobRead& read, size_t length);
+
   ObjectStore& store_;
   const std::vector<ObjectInfo> objects_;
   const std::vector<BlobInfo> expected_;
   const size_t part_;
+  const std::shared_ptr<const MemberDigests> digests_;
 };
 
 }  // namespace gpufs::remote
