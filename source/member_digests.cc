@@ -51,27 +51,21 @@ std::pair<uint64_t, uint64_t> MemberDigests::Widen(uint32_t blob, uint64_t from,
   return {from, to};
 }
 
-uint64_t MemberDigests::CutAfter(uint32_t blob, uint64_t at) const {
-  const auto& members = MembersOf(blob);
-  auto holder = std::upper_bound(members.begin(), members.end(), at,
-                                 [](uint64_t a, const Member& m) { return a < m.end; });
-  return holder != members.end() && holder->offset < at ? holder->end : at;
-}
-
-std::optional<MemberDigests::Mismatch> MemberDigests::Check(uint32_t blob, uint64_t offset,
-                                                            const char* bytes,
-                                                            size_t length) const {
+std::vector<MemberDigests::Mismatch> MemberDigests::Mismatches(uint32_t blob, uint64_t offset,
+                                                               const char* bytes,
+                                                               size_t length) const {
   const auto& members = MembersOf(blob);
   const uint64_t end = offset + length;
+  std::vector<Mismatch> bad;
   auto m = std::lower_bound(members.begin(), members.end(), offset,
                             [](const Member& member, uint64_t at) { return member.offset < at; });
   for (; m != members.end() && m->end <= end; ++m) {
     const Sha256Digest got = Sha256Of(bytes + (m->offset - offset), m->end - m->offset);
     if (got != *catalog_.Sha256(m->file)) {
-      return Mismatch{m->offset, m->end - m->offset, PathOfFile(m->file)};
+      bad.push_back(Mismatch{m->offset, m->end - m->offset, m->file, PathOfFile(m->file)});
     }
   }
-  return std::nullopt;
+  return bad;
 }
 
 // A scan of the node table: only a mismatch, which is rare, names its member.

@@ -6,8 +6,8 @@
 // digests came from the store (the pack's index), so a peer can delay bytes but never
 // change them. A peer is therefore asked only for ranges made of whole members (and the
 // bytes between them, tar headers or padding, which are never served): the reader widens
-// its range to member bounds, the store cuts it into blocks at member ends, and every
-// member of a block is hashed when the block arrives, before the block is done.
+// its range to member bounds, and once every block of it is in, every member is hashed
+// before the read is done.
 //
 // Immutable after construction: thread-safe.
 #pragma once
@@ -32,23 +32,24 @@ class MemberDigests {
 
   // [from, to) grown to the smallest range that holds it and cuts no member.
   std::pair<uint64_t, uint64_t> Widen(uint32_t blob, uint64_t from, uint64_t to) const;
-  // `at`, or the end of the member `at` falls inside.
-  uint64_t CutAfter(uint32_t blob, uint64_t at) const;
   // Whether [from, to) cuts no member.
   bool WholeMembers(uint32_t blob, uint64_t from, uint64_t to) const {
     return Widen(blob, from, to) == std::pair{from, to};
   }
 
-  // A member whose bytes did not match: where it lies in its blob and its path.
+  // A member whose bytes did not match: where it lies in its blob, its file record and
+  // its path.
   struct Mismatch {
     uint64_t offset = 0;
     uint64_t size = 0;
+    uint32_t file = 0;
     std::string path;
   };
   // Hashes every member lying wholly in the `length` bytes at `bytes`, which are the
-  // blob's from `offset`; the first that does not match its digest, or none.
-  std::optional<Mismatch> Check(uint32_t blob, uint64_t offset, const char* bytes,
-                                size_t length) const;
+  // blob's from `offset`; those that do not match their digests.
+  std::vector<Mismatch> Mismatches(uint32_t blob, uint64_t offset, const char* bytes,
+                                   size_t length) const;
+  const Sha256Digest* Digest(uint32_t file) const { return catalog_.Sha256(file); }
 
  private:
   struct Member {

@@ -9,6 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "dataset/format/checksums.h"
 #include "source/blob_source.h"
 #include "source/remote/responses.h"
 #include "source/remote/s3_xml.h"
@@ -129,9 +130,10 @@ struct ObjectStore::Block {
   size_t length = 0;
   char* buffer = nullptr;
   std::optional<ObjectInfo> expected;
-  std::shared_ptr<const MemberDigests> digests;  // set for blocks peers may serve
-  uint32_t blob = 0;
   std::vector<uint32_t> order;  // the peers, the first choice first
+  // Of a read through peers: which peer served each of its blocks (-1: the store).
+  std::shared_ptr<std::vector<int>> served_by;
+  size_t index = 0;
   std::function<void(Result<size_t>)> done;
 };
 
@@ -218,45 +220,121 @@ void ObjectStore::Get(GetRequest request, std::function<void(Result<size_t>)> do
                     request.length,
                     request.buffer,
                     std::move(request.expected),
+                    {},
                     nullptr,
                     0,
-                    {},
                     std::move(finish)});
     return;
   }
   GetThroughPeers(std::move(request), object, std::move(finish));
 }
 
-// Blocks are the routing unit, cut further on at the end of the member a boundary falls
-// in, so that each block holds whole members and can be checked alone; a block is routed
-// by the unit it starts in.
+// A read through peers, once all its blocks are in: which peer sent which block, so that
+// a member whose bytes do not match its digest is blamed on the peer that sent them.
+struct ObjectStore::PeerRead {
+  GetRequest request;
+  std::string object;
+  std::vector<uint64_t> starts;                 // of each block, in order
+  std::shared_ptr<std::vector<int>> served_by;  // each block's peer, -1: the store
+  std::function<void(Result<size_t>)> done;
+};
+
+// Blocks are the routing unit, the proxies' slice, so that a slice leaves the store for
+// one peer only; a member may span two blocks and so two peers, and is checked once the
+// whole read is in.
 void ObjectStore::GetThroughPeers(GetRequest request, const std::string& object,
                                   std::function<void(Result<size_t>)> finish) {
   const uint64_t size = impl_->peers->block();
   const uint64_t end = request.offset + request.length;
-  std::vector<std::pair<uint64_t, uint64_t>> cuts;
-  for (uint64_t from = request.offset; from < end;) {
-    const uint64_t boundary = std::min(end, (from / size + 1) * size);
-    const uint64_t to = std::min(end, request.digests->CutAfter(request.blob, boundary));
-    cuts.emplace_back(from, to);
-    from = to;
-  }
-  auto gather = std::make_shared<Gather>(cuts.size(), request.length, std::move(finish));
-  for (const auto& [from, to] : cuts) {
+  const uint64_t first = request.offset / size;
+  const uint64_t last = (end - 1) / size;
+  auto read = std::make_shared<PeerRead>();
+  read->object = object;
+  read->served_by = std::make_shared<std::vector<int>>(last - first + 1, -1);
+  for (uint64_t b = first; b <= last; ++b)
+    read->starts.push_back(std::max(request.offset, b * size));
+  read->request = std::move(request);
+  read->done = std::move(finish);
+  const GetRequest& r = read->request;
+  auto gather =
+      std::make_shared<Gather>(last - first + 1, r.length, [this, read](Result<size_t> got) {
+        if (!got) return read->done(std::move(got));
+        CheckPeerRead(read);
+      });
+  for (uint64_t b = first; b <= last; ++b) {
+    const uint64_t from = std::max(r.offset, b * size);
+    const uint64_t to = std::min(end, (b + 1) * size);
     auto block = std::make_shared<Block>();
-    block->name = request.name;
+    block->name = r.name;
     block->object = object;
     block->offset = from;
     block->length = to - from;
-    block->buffer = request.buffer + (from - request.offset);
-    block->expected = request.expected;
-    block->digests = request.digests;
-    block->blob = request.blob;
-    block->order = impl_->peers->Order(fmt::format("{}\n{}\n{}\n{}", object, request.expected->etag,
-                                                   request.expected->size, from / size));
+    block->buffer = r.buffer + (from - r.offset);
+    block->expected = r.expected;
+    block->order = impl_->peers->Order(
+        fmt::format("{}\n{}\n{}\n{}", object, r.expected->etag, r.expected->size, b));
+    block->served_by = read->served_by;
+    block->index = b - first;
     block->done = [gather](Result<size_t> outcome) { gather->BlockDone(outcome); };
     GetFromPeer(std::move(block), 0, false);
   }
+}
+
+// On the store's thread, which hashes at about 2 GB/s a core with the CPU's SHA
+// instructions. Each member that does not match is read again from the store, into a
+// buffer of its own: comparing the two names the peer that sent the wrong bytes.
+void ObjectStore::CheckPeerRead(std::shared_ptr<PeerRead> read) {
+  const GetRequest& r = read->request;
+  auto bad = r.digests->Mismatches(r.blob, r.offset, r.buffer, r.length);
+  if (bad.empty()) return read->done(r.length);
+  impl_->counters.peer_mismatches.fetch_add(bad.size(), std::memory_order_relaxed);
+  auto gather = std::make_shared<Gather>(bad.size(), r.length, read->done);
+  for (MemberDigests::Mismatch& member : bad) {
+    auto scratch = std::shared_ptr<char[]>(new char[member.size]);
+    Block block{r.name,      read->object,  member.offset,
+                member.size, scratch.get(), r.expected,
+                {},          nullptr,       0};
+    block.done = [this, read, member, scratch, gather](Result<size_t> got) {
+      if (got) got = TakeStoreBytes(*read, member, scratch.get());
+      gather->BlockDone(got);
+    };
+    GetDirect(block);
+  }
+}
+
+// The store's bytes of `member` in place of the peers', once they match its digest; logs
+// and skips each peer whose part of the member differed.
+Result<size_t> ObjectStore::TakeStoreBytes(const PeerRead& read,
+                                           const MemberDigests::Mismatch& member,
+                                           const char* store_bytes) {
+  const GetRequest& r = read.request;
+  if (Sha256Of(store_bytes, member.size) != *r.digests->Digest(member.file)) {
+    return Fail(EIO,
+                "cannot read {}: the store's bytes of {} do not match the SHA-256 of its index",
+                read.object, member.path);
+  }
+  char* ours = r.buffer + (member.offset - r.offset);
+  for (size_t b = 0; b < read.starts.size(); ++b) {
+    const uint64_t from = std::max(read.starts[b], member.offset);
+    const uint64_t to =
+        std::min(b + 1 < read.starts.size() ? read.starts[b + 1] : r.offset + r.length,
+                 member.offset + member.size);
+    const int peer = (*read.served_by)[b];
+    if (from >= to || peer < 0) continue;
+    const uint64_t at = from - member.offset;
+    if (std::memcmp(ours + at, store_bytes + at, to - from) == 0) continue;
+    const std::string why = fmt::format(
+        "it sent bytes of {} ({} bytes at {} of {}) that do not match the SHA-256 of the index",
+        member.path, member.size, member.offset, read.object);
+    const uint64_t logged = impl_->mismatches_logged.fetch_add(1, std::memory_order_relaxed);
+    if (logged < kLoggedPeerAnswers || logged % 1000 == 0) {
+      spdlog::warn("peer {}: {}; read from the store instead ({} such parts)",
+                   impl_->peers->url(static_cast<uint32_t>(peer)), why, logged + 1);
+    }
+    impl_->peers->Failed(static_cast<uint32_t>(peer), why, PeerSet::Clock::now());
+  }
+  std::memcpy(ours, store_bytes, member.size);
+  return member.size;
 }
 
 void ObjectStore::GetDirect(const Block& block) {
@@ -304,8 +382,11 @@ void ObjectStore::GetFromPeer(std::shared_ptr<const Block> block, size_t rank, b
     }
     Result<size_t> checked =
         CheckRangeReply(*reply, block->object, block->offset, block->length, block->expected);
-    if (checked.ok()) return CheckPeerBytes(block, rank, peer, reply->body_bytes);
-    peers.Answered(peer, 0);
+    peers.Answered(peer, checked.ok() ? reply->body_bytes : 0);
+    if (checked.ok()) {
+      if (block->served_by) (*block->served_by)[block->index] = static_cast<int>(peer);
+      return block->done(std::move(checked));
+    }
     // The peer works; what it says is about the object, which the store decides.
     impl_->counters.peer_fallbacks.fetch_add(1, std::memory_order_relaxed);
     if (impl_->peer_answers_logged.fetch_add(1, std::memory_order_relaxed) < kLoggedPeerAnswers) {
@@ -315,29 +396,6 @@ void ObjectStore::GetFromPeer(std::shared_ptr<const Block> block, size_t rank, b
     GetDirect(*block);
   };
   impl_->loop.Submit(std::move(exchange));
-}
-
-// On the store's thread: SHA-256 runs at about 2 GB/s a core with the CPU's SHA
-// instructions, a few milliseconds a block.
-void ObjectStore::CheckPeerBytes(std::shared_ptr<const Block> block, size_t rank, uint32_t peer,
-                                 uint64_t body_bytes) {
-  PeerSet& peers = *impl_->peers;
-  const auto bad = block->digests->Check(block->blob, block->offset, block->buffer, block->length);
-  if (!bad) {
-    peers.Answered(peer, body_bytes);
-    return block->done(block->length);
-  }
-  impl_->counters.peer_mismatches.fetch_add(1, std::memory_order_relaxed);
-  const std::string why = fmt::format(
-      "it sent bytes of {} ({} bytes at {} of {}) that do not match the SHA-256 of the index",
-      bad->path, bad->size, bad->offset, block->object);
-  const uint64_t logged = impl_->mismatches_logged.fetch_add(1, std::memory_order_relaxed);
-  if (logged < kLoggedPeerAnswers || logged % 1000 == 0) {
-    spdlog::warn("peer {}: {}; asking the next peer or the store ({} such blocks)", peers.url(peer),
-                 why, logged + 1);
-  }
-  peers.Failed(peer, why, PeerSet::Clock::now());
-  GetFromPeer(std::move(block), rank + 1, true);
 }
 
 Result<std::string> ObjectStore::GetWhole(const std::string& name, size_t max_bytes) {

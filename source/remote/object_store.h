@@ -14,16 +14,17 @@
 //   with the last reason. 4xx answers are not retried: they carry the store's own message.
 // - Secrets are never logged, never put in a message, a URL or argv.
 // - With peers (StoreConfig::peers), a GET that carries the digests of the object's
-//   members and covers whole members is cut into blocks (at block boundaries moved to the
-//   next member end), and each block asks its peers in rendezvous order, then the store.
-//   A peer gets the store's URL path, Host and signature, with the range left unsigned
-//   and no If-Match (a caching proxy rewrites both); its answer is checked against the
-//   expected ETag like the store's, then every member in it against its SHA-256 (a peer
-//   writes its own headers: only the digests prove its bytes). A peer that fails is
-//   skipped for the next; one whose bytes do not match is counted (peer_mismatches),
-//   logged by name and skipped like a failed one; an answer about the object itself (a
-//   4xx, another ETag) sends the block to the store. A GET without digests (an index, a
-//   listing, a tar's headers) goes to the store alone.
+//   members and covers whole members is cut at block boundaries and each block asks its
+//   peers in rendezvous order, then the store. A peer gets the store's URL path, Host and
+//   signature, with the range left unsigned and no If-Match (a caching proxy rewrites
+//   both); its answer is checked against the expected ETag like the store's. A peer that
+//   fails is skipped for the next; an answer about the object itself (a 4xx, another
+//   ETag) sends the block to the store. Once every block is in, every member is checked
+//   against its SHA-256 (a peer writes its own headers: only the digests prove its
+//   bytes): a member that does not match is counted (peer_mismatches) and read from the
+//   store, and each peer whose part of it differed is logged by name and skipped like a
+//   failed one. A GET without digests (an index, a listing, a tar's headers) goes to the
+//   store alone.
 #pragma once
 
 #include <chrono>
@@ -153,12 +154,14 @@ class ObjectStore {
   struct Block;
   void GetDirect(const Block& block);
   void GetFromPeer(std::shared_ptr<const Block> block, size_t rank, bool failed_before);
+  struct PeerRead;
   void GetThroughPeers(GetRequest request, const std::string& object,
                        std::function<void(Result<size_t>)> finish);
-  // After `peer` answered `block` with the right headers: serves it when every member in
-  // it matches its digest, else counts, logs and asks the next peer.
-  void CheckPeerBytes(std::shared_ptr<const Block> block, size_t rank, uint32_t peer,
-                      uint64_t body_bytes);
+  // Once every block of `read` is in: done when every member matches its digest, else
+  // those that do not are read from the store.
+  void CheckPeerRead(std::shared_ptr<PeerRead> read);
+  Result<size_t> TakeStoreBytes(const PeerRead& read, const MemberDigests::Mismatch& member,
+                                const char* store_bytes);
   class Impl;
   StoreConfig config_;
   std::unique_ptr<Impl> impl_;

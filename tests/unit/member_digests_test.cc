@@ -52,25 +52,21 @@ TEST_F(MemberDigestsTest, WidensARangeToTheMembersItCuts) {
   EXPECT_FALSE(digests_->WholeMembers(0, 10, 89));
 }
 
-TEST_F(MemberDigestsTest, CutsOnlyAtTheEndOfTheMemberABoundaryFallsIn) {
-  EXPECT_EQ(digests_->CutAfter(0, 32), 60u);
-  EXPECT_EQ(digests_->CutAfter(0, 30), 30u);  // between a and b already
-  EXPECT_EQ(digests_->CutAfter(0, 65), 65u);  // padding
-}
-
 TEST_F(MemberDigestsTest, ChecksEveryWholeMemberOfABlock) {
-  EXPECT_FALSE(digests_->Check(0, 0, blob_.data(), 100));
-  EXPECT_FALSE(digests_->Check(0, 10, blob_.data() + 10, 50));
+  EXPECT_TRUE(digests_->Mismatches(0, 0, blob_.data(), 100).empty());
+  EXPECT_TRUE(digests_->Mismatches(0, 10, blob_.data() + 10, 50).empty());
   std::string peer = blob_;
   peer[5] ^= 1;  // a header byte: never served, never checked
-  EXPECT_FALSE(digests_->Check(0, 0, peer.data(), 100));
+  EXPECT_TRUE(digests_->Mismatches(0, 0, peer.data(), 100).empty());
   peer[45] ^= 1;  // in b
-  auto bad = digests_->Check(0, 0, peer.data(), 100);
-  ASSERT_TRUE(bad);
-  EXPECT_EQ(bad->path, "c/b");
-  EXPECT_EQ(bad->offset, 30u);
-  EXPECT_EQ(bad->size, 30u);
-  EXPECT_TRUE(digests_->Check(0, 30, peer.data() + 30, 30));
+  peer[80] ^= 1;  // in c
+  auto bad = digests_->Mismatches(0, 0, peer.data(), 100);
+  ASSERT_EQ(bad.size(), 2u);
+  EXPECT_EQ(bad[0].path, "c/b");
+  EXPECT_EQ(bad[0].offset, 30u);
+  EXPECT_EQ(bad[0].size, 30u);
+  EXPECT_EQ(bad[1].path, "c/c");
+  EXPECT_EQ(digests_->Mismatches(0, 30, peer.data() + 30, 30).size(), 1u);
 }
 
 TEST(MemberDigestsRefusal, ACatalogWithoutDigestsIsRefused) {
