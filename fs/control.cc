@@ -211,6 +211,8 @@ std::string MetricsText(const Filesystem& fs) {
         {kSliceHits, "counter", "Files read back alone from the disk tier."},
         {kMisses, "counter", "Disk tier reads that found no copy."},
         {kDamaged, "counter", "Disk tier copies found damaged and deleted."},
+        {kHashMismatches, "counter",
+         "Disk tier copies deleted because they did not match the index's SHA-256."},
         {kReadBytes, "counter", "Bytes read from the disk tier."},
         {kWrites, "counter", "Groups written to the disk tier."},
         {kWriteBytes, "counter", "Bytes written to the disk tier."},
