@@ -68,6 +68,15 @@ std::vector<MemberDigests::Mismatch> MemberDigests::Mismatches(uint32_t blob, ui
   return bad;
 }
 
+std::optional<std::pair<uint64_t, uint64_t>> MemberDigests::Straddling(uint32_t blob,
+                                                                       uint64_t at) const {
+  const auto& members = MembersOf(blob);
+  auto holder = std::upper_bound(members.begin(), members.end(), at,
+                                 [](uint64_t a, const Member& m) { return a < m.end; });
+  if (holder == members.end() || holder->offset >= at) return std::nullopt;
+  return std::pair{holder->offset, holder->end};
+}
+
 // A scan of the node table: only a mismatch, which is rare, names its member.
 std::string MemberDigests::PathOfFile(uint32_t file) const {
   for (NodeId id = 0; id < catalog_.node_count(); ++id) {

@@ -5,9 +5,9 @@
 // bytes with the right headers: the ETag and Content-Range it writes prove nothing. The
 // digests came from the store (the pack's index), so a peer can delay bytes but never
 // change them. A peer is therefore asked only for ranges made of whole members (and the
-// bytes between them, tar headers or padding, which are never served): the reader widens
-// its range to member bounds, and once every block of it is in, every member is hashed
-// before the read is done.
+// bytes between them, tar headers or padding, which are never served): the reader reads
+// the members that stick out of its range whole, and once every block of a read is in,
+// every member is hashed before the read is done.
 //
 // Immutable after construction: thread-safe.
 #pragma once
@@ -32,6 +32,9 @@ class MemberDigests {
 
   // [from, to) grown to the smallest range that holds it and cuts no member.
   std::pair<uint64_t, uint64_t> Widen(uint32_t blob, uint64_t from, uint64_t to) const;
+  // The bounds of the member that `at` falls strictly inside (it starts before `at` and
+  // ends after it), if any.
+  std::optional<std::pair<uint64_t, uint64_t>> Straddling(uint32_t blob, uint64_t at) const;
   // Whether [from, to) cuts no member.
   bool WholeMembers(uint32_t blob, uint64_t from, uint64_t to) const {
     return Widen(blob, from, to) == std::pair{from, to};

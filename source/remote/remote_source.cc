@@ -1,7 +1,10 @@
 #include "source/remote/remote_source.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <mutex>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -16,6 +19,31 @@ std::function<void(Result<size_t>)> AsReadError(std::function<void(Result<size_t
     done(std::move(r));
   };
 }
+
+// The parts of one read: the read is done, with its length or the first part's error,
+// once every part is.
+class Parts {
+ public:
+  Parts(size_t count, size_t length, std::function<void(Result<size_t>)> done)
+      : pending_(count), length_(length), done_(std::move(done)) {}
+
+  void Done(const Result<size_t>& part) {
+    if (!part) {
+      std::lock_guard lock(mu_);
+      if (!error_) error_ = part.error();
+    }
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    if (error_) return done_(*error_);
+    done_(length_);
+  }
+
+ private:
+  std::atomic<size_t> pending_;
+  const size_t length_;
+  std::function<void(Result<size_t>)> done_;
+  std::mutex mu_;
+  std::optional<Error> error_;  // guarded by mu_
+};
 
 }  // namespace
 
@@ -72,29 +100,46 @@ void RemoteSource::Submit(ReadKind, std::vector<BlobRead> reads) {
   }
 }
 
+// The range less the members that stick out at either end is read straight into the
+// buffer; each member that sticks out is read whole into a buffer of its own (checked like
+// the rest) and the asked-for part copied out. A read through peers thus never bounces
+// more than two members.
 void RemoteSource::GetWidened(BlobRead& read, size_t length) {
   const ObjectInfo& object = objects_[read.blob];
-  const auto [from, to] = digests_->Widen(read.blob, read.offset, read.offset + length);
-  if (from == read.offset && to == read.offset + length) {
-    store_.Get(
-        GetRequest{object.name, read.offset, length, read.buffer, object, digests_, read.blob},
-        AsReadError(std::move(read.done)));
+  const uint64_t start = read.offset;
+  const uint64_t end = start + length;
+  const auto head = digests_->Straddling(read.blob, start);
+  const auto tail = digests_->Straddling(read.blob, end);
+  if (!head && !tail) {
+    store_.Get(GetRequest{object.name, start, length, read.buffer, object, digests_, read.blob},
+               AsReadError(std::move(read.done)));
     return;
   }
-  // The members that stick out are fetched and checked too; only the asked-for bytes are
-  // copied out, once the whole range has been checked.
-  auto bounce = std::shared_ptr<char[]>(new char[to - from]);
-  const uint64_t skip = read.offset - from;
-  store_.Get(GetRequest{object.name, from, static_cast<size_t>(to - from), bounce.get(), object,
-                        digests_, read.blob},
-             [bounce, skip, length, buffer = read.buffer,
-              done = AsReadError(std::move(read.done))](Result<size_t> r) {
-               if (r) {
-                 std::memcpy(buffer, bounce.get() + skip, length);
-                 r = length;
-               }
-               done(std::move(r));
-             });
+  std::vector<std::pair<uint64_t, uint64_t>> sticking;
+  if (head) sticking.push_back(*head);
+  if (tail && tail != head) sticking.push_back(*tail);
+  const uint64_t middle_from = head ? std::min(head->second, end) : start;
+  const uint64_t middle_to = tail ? std::max(tail->first, middle_from) : end;
+  const bool middle = middle_from < middle_to;
+  auto parts = std::make_shared<Parts>(sticking.size() + (middle ? 1 : 0), length,
+                                       AsReadError(std::move(read.done)));
+  if (middle) {
+    store_.Get(GetRequest{object.name, middle_from, static_cast<size_t>(middle_to - middle_from),
+                          read.buffer + (middle_from - start), object, digests_, read.blob},
+               [parts](Result<size_t> r) { parts->Done(r); });
+  }
+  for (const auto& [from, to] : sticking) {
+    auto bounce = std::shared_ptr<char[]>(new char[to - from]);
+    const uint64_t copy_from = std::max(from, start);
+    const uint64_t copy_to = std::min(to, end);
+    store_.Get(GetRequest{object.name, from, static_cast<size_t>(to - from), bounce.get(), object,
+                          digests_, read.blob},
+               [parts, bounce, out = read.buffer + (copy_from - start), skip = copy_from - from,
+                n = copy_to - copy_from](Result<size_t> r) {
+                 if (r) std::memcpy(out, bounce.get() + skip, n);
+                 parts->Done(r);
+               });
+  }
 }
 
 }  // namespace gpufs::remote

@@ -4,9 +4,10 @@
 // all in flight at once, which is how one connection's rate limit stops being the
 // group's.
 //
-// With peers, a read is widened to whole members (into a buffer of its own, the asked-for
-// bytes copied out), so that the store may send it through peers and check every member
-// of it against its SHA-256 (member_digests.h) before the read is done.
+// With peers, a read covers whole members: a member that sticks out of it at either end is
+// read whole into a buffer of its own and the asked-for part copied out, so that the store
+// may send every part through peers and check each member against its SHA-256
+// (member_digests.h) before the read is done.
 #pragma once
 
 #include <memory>
@@ -37,7 +38,7 @@ class RemoteSource : public BlobSource {
   nlohmann::json Stats() const override { return store_.Stats(); }
 
  private:
-  // Reads `length` bytes at `offset` of `blob` as whole members, which peers may serve.
+  // Reads `length` bytes of `read` as parts of whole members, which peers may serve.
   void GetWidened(BlobRead& read, size_t length);
 
   ObjectStore& store_;

@@ -52,6 +52,15 @@ TEST_F(MemberDigestsTest, WidensARangeToTheMembersItCuts) {
   EXPECT_FALSE(digests_->WholeMembers(0, 10, 89));
 }
 
+TEST_F(MemberDigestsTest, FindsTheMemberAnOffsetFallsStrictlyInside) {
+  EXPECT_EQ(digests_->Straddling(0, 15), (std::pair<uint64_t, uint64_t>{10, 30}));
+  EXPECT_EQ(digests_->Straddling(0, 59), (std::pair<uint64_t, uint64_t>{30, 60}));
+  EXPECT_FALSE(digests_->Straddling(0, 30));  // a and b meet there
+  EXPECT_FALSE(digests_->Straddling(0, 10));
+  EXPECT_FALSE(digests_->Straddling(0, 65));  // padding
+  EXPECT_FALSE(digests_->Straddling(0, 100));
+}
+
 TEST_F(MemberDigestsTest, ChecksEveryWholeMemberOfABlock) {
   EXPECT_TRUE(digests_->Mismatches(0, 0, blob_.data(), 100).empty());
   EXPECT_TRUE(digests_->Mismatches(0, 10, blob_.data() + 10, 50).empty());
