@@ -11,6 +11,7 @@
 
 #include "dataset/format/checksums.h"
 #include "source/blob_source.h"
+#include "source/remote/hash_workers.h"
 #include "source/remote/responses.h"
 #include "source/remote/s3_xml.h"
 #include "source/remote/store_stats.h"
@@ -140,7 +141,14 @@ struct ObjectStore::Block {
 class ObjectStore::Impl {
  public:
   explicit Impl(const StoreConfig& config) : loop(LoopConfigFor(config), counters) {
-    if (!config.peers.urls.empty()) peers = std::make_unique<PeerSet>(config.peers);
+    if (config.peers.urls.empty()) return;
+    peers = std::make_unique<PeerSet>(config.peers);
+    hashers = std::make_unique<HashWorkers>(HashWorkers::DefaultThreads());
+  }
+  // The hashers finish their jobs while the loop still takes what they submit; a read that
+  // completes while the loop stops is then hashed on the loop's thread.
+  ~Impl() {
+    if (hashers) hashers->Stop();
   }
 
   // Wraps `done` so that the request counts as in flight until it runs, and as an error
@@ -179,7 +187,8 @@ class ObjectStore::Impl {
     return Fail(EDEADLK, "cannot {} {}: a blocking call from a store callback", verb, object);
   }
 
-  std::unique_ptr<PeerSet> peers;  // none without --peers
+  std::unique_ptr<PeerSet> peers;        // none without --peers
+  std::unique_ptr<HashWorkers> hashers;  // with peers; outlives the loop
   std::atomic<uint64_t> peer_answers_logged{0};
   std::atomic<uint64_t> mismatches_logged{0};
   StoreCounters counters;  // before the loop, which uses it until it stops
@@ -259,7 +268,7 @@ void ObjectStore::GetThroughPeers(GetRequest request, const std::string& object,
   auto gather =
       std::make_shared<Gather>(last - first + 1, r.length, [this, read](Result<size_t> got) {
         if (!got) return read->done(std::move(got));
-        CheckPeerRead(read);
+        impl_->hashers->Post([this, read] { CheckPeerRead(read); });
       });
   for (uint64_t b = first; b <= last; ++b) {
     const uint64_t from = std::max(r.offset, b * size);
@@ -280,9 +289,8 @@ void ObjectStore::GetThroughPeers(GetRequest request, const std::string& object,
   }
 }
 
-// On the store's thread, which hashes at about 2 GB/s a core with the CPU's SHA
-// instructions. Each member that does not match is read again from the store, into a
-// buffer of its own: comparing the two names the peer that sent the wrong bytes.
+// On a hasher's thread (hash_workers.h). Each member that does not match is read again from the
+// store, into a buffer of its own: comparing the two names the peer that sent the wrong bytes.
 void ObjectStore::CheckPeerRead(std::shared_ptr<PeerRead> read) {
   const GetRequest& r = read->request;
   auto bad = r.digests->Mismatches(r.blob, r.offset, r.buffer, r.length);
