@@ -23,7 +23,7 @@ import gpufs_testlib as lib
 from gpufs_testlib import files_below, stats_of
 
 sys.path.insert(0, lib.ROOT)
-from tests.servers import nginx  # noqa: E402
+from tests.servers import ceph_s3, nginx  # noqa: E402
 from tests.servers.procs import LOOPBACK  # noqa: E402
 
 GROUP_BYTES = "64KiB"
@@ -45,9 +45,11 @@ class FlippingPeer:
                 pass
 
             def do_GET(self):
+                # The node's request as it came (a store checks its signature), to the origin.
                 request = urllib.request.Request(origin + self.path)
-                if self.headers.get("Range"):
-                    request.add_header("Range", self.headers["Range"])
+                for name, value in self.headers.items():
+                    if name.lower() not in ("host", "connection"):
+                        request.add_header(name, value)
                 try:
                     with urllib.request.urlopen(request, timeout=10) as r:
                         status, headers, body = r.status, r.headers, r.read()
@@ -202,6 +204,39 @@ class LyingPeer(unittest.TestCase):
         self.assertIn("gpufsd pack", result.stderr)
         self.assertIn("gpufsd index", result.stderr)
         self.assertEqual(self.peer.flipped, 0)
+
+
+class LyingS3Peer(unittest.TestCase):
+    """The same through radosgw, which checks the SigV4 signature the peer passes on."""
+
+    def test_signed_reads_through_a_lying_peer_are_the_stores_bytes(self):
+        reason = ceph_s3.skip_reason()
+        if reason:
+            raise unittest.SkipTest(reason)
+        work = tempfile.mkdtemp(prefix="gpufs-s3untrusted-")
+        s3 = ceph_s3.shared()
+        peer = FlippingPeer(s3.endpoint)
+        try:
+            tree = lib.make_split_tree(os.path.join(work, "tree"), (3, 8), (2, 3))
+            expected = files_below(tree)
+            pack = lib.pack_to_serve(tree, work, GROUP_BYTES)
+            bucket = ceph_s3.unique_bucket("untrusted")
+            s3.make_bucket(bucket)
+            s3.upload_tree(pack, bucket, "pack/")
+            env = {**os.environ, **s3.env(), "XDG_CACHE_HOME": os.path.join(work, "xdg")}
+            for cache in ("0", "64MiB"):
+                m = lib.Mount(f"s3://{bucket}/pack/", "--cache-size", cache, "--no-disk-cache",
+                              "--peers", peer.url, "--peer-block", str(BLOCK), env=env)
+                with m as mnt:
+                    self.assertEqual(files_below(mnt), expected)
+                    io = stats_of(mnt)["io"]
+                    log = m.stderr()
+                self.assertGreater(io["peer_mismatches"], 0, io)
+                self.assertEqual(io["errors"], 0, io)
+                self.assertIn(f"peer {peer.url}: it sent bytes of ", log)
+        finally:
+            peer.close()
+            shutil.rmtree(work)
 
 
 class PlantedTierCopy(unittest.TestCase):
