@@ -11,6 +11,7 @@
 
 #include "dataset/format/checksums.h"
 #include "source/blob_source.h"
+#include "source/remote/gather.h"
 #include "source/remote/hash_workers.h"
 #include "source/remote/responses.h"
 #include "source/remote/s3_xml.h"
@@ -85,30 +86,6 @@ std::string ListQuery(const std::string& prefix, const std::string& token, unsig
   if (!prefix.empty()) query += "&prefix=" + EncodeQueryValue(prefix);
   return query;
 }
-
-// A read cut into blocks: the caller's `done` runs once, when every block is in.
-class Gather {
- public:
-  Gather(size_t blocks, size_t length, std::function<void(Result<size_t>)> done)
-      : pending_(blocks), length_(length), done_(std::move(done)) {}
-
-  void BlockDone(const Result<size_t>& outcome) {
-    if (!outcome.ok()) {
-      std::lock_guard lock(mu_);
-      if (!error_) error_ = outcome.error();
-    }
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    if (error_) return done_(*error_);
-    done_(length_);
-  }
-
- private:
-  std::atomic<size_t> pending_;
-  const size_t length_;
-  std::function<void(Result<size_t>)> done_;
-  std::mutex mu_;
-  std::optional<Error> error_;  // the first block's failure, guarded by mu_
-};
 
 // "http://host:port/path?query" as the authority ("host:port") and the rest ("/path?query").
 std::pair<std::string, std::string> SplitUrl(const std::string& url) {

@@ -1,12 +1,12 @@
 #include "source/remote/remote_source.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
-#include <mutex>
 #include <optional>
 
 #include <fmt/format.h>
+
+#include "source/remote/gather.h"
 
 namespace gpufs::remote {
 namespace {
@@ -19,31 +19,6 @@ std::function<void(Result<size_t>)> AsReadError(std::function<void(Result<size_t
     done(std::move(r));
   };
 }
-
-// The parts of one read: the read is done, with its length or the first part's error,
-// once every part is.
-class Parts {
- public:
-  Parts(size_t count, size_t length, std::function<void(Result<size_t>)> done)
-      : pending_(count), length_(length), done_(std::move(done)) {}
-
-  void Done(const Result<size_t>& part) {
-    if (!part) {
-      std::lock_guard lock(mu_);
-      if (!error_) error_ = part.error();
-    }
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    if (error_) return done_(*error_);
-    done_(length_);
-  }
-
- private:
-  std::atomic<size_t> pending_;
-  const size_t length_;
-  std::function<void(Result<size_t>)> done_;
-  std::mutex mu_;
-  std::optional<Error> error_;  // guarded by mu_
-};
 
 }  // namespace
 
@@ -121,12 +96,12 @@ void RemoteSource::GetWidened(BlobRead& read, size_t length) {
   const uint64_t middle_from = head ? std::min(head->second, end) : start;
   const uint64_t middle_to = tail ? std::max(tail->first, middle_from) : end;
   const bool middle = middle_from < middle_to;
-  auto parts = std::make_shared<Parts>(sticking.size() + (middle ? 1 : 0), length,
-                                       AsReadError(std::move(read.done)));
+  auto parts = std::make_shared<Gather>(sticking.size() + (middle ? 1 : 0), length,
+                                        AsReadError(std::move(read.done)));
   if (middle) {
     store_.Get(GetRequest{object.name, middle_from, static_cast<size_t>(middle_to - middle_from),
                           read.buffer + (middle_from - start), object, digests_, read.blob},
-               [parts](Result<size_t> r) { parts->Done(r); });
+               [parts](Result<size_t> r) { parts->BlockDone(r); });
   }
   for (const auto& [from, to] : sticking) {
     auto bounce = std::shared_ptr<char[]>(new char[to - from]);
@@ -137,7 +112,7 @@ void RemoteSource::GetWidened(BlobRead& read, size_t length) {
                [parts, bounce, out = read.buffer + (copy_from - start), skip = copy_from - from,
                 n = copy_to - copy_from](Result<size_t> r) {
                  if (r) std::memcpy(out, bounce.get() + skip, n);
-                 parts->Done(r);
+                 parts->BlockDone(r);
                });
   }
 }

@@ -33,7 +33,7 @@ BLOCK = 16 << 10  # --peer-block
 class FlippingPeer:
     """A peer that forwards each GET to `origin` with its Range and passes the answer on,
     status and headers (ETag, Content-Range) intact, every 97th byte of the body flipped:
-    what a compromised proxy sends. Counts the bodies it changed."""
+    what a compromised proxy sends. Counts the bodies it changed and keeps the paths."""
 
     def __init__(self, origin):
         peer = self
@@ -58,9 +58,9 @@ class FlippingPeer:
                 body = bytearray(body)
                 for i in range(0, len(body), 97):
                     body[i] ^= 0x5A
-                if body:
-                    with peer.lock:
-                        peer.flipped += 1
+                with peer.lock:
+                    peer.paths.append(self.path)
+                    peer.flipped += 1 if body else 0
                 self.send_response(status)
                 for name in ("ETag", "Content-Range", "Content-Type", "Last-Modified"):
                     if headers.get(name):
@@ -71,6 +71,7 @@ class FlippingPeer:
 
         self.lock = threading.Lock()
         self.flipped = 0
+        self.paths = []  # of every request
         self.server = http.server.ThreadingHTTPServer((LOOPBACK, 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://{LOOPBACK}:{self.server.server_address[1]}"
@@ -136,6 +137,8 @@ class LyingPeer(unittest.TestCase):
         lib.pack_to_serve(tree, cls.served, GROUP_BYTES)
         with tarfile.open(os.path.join(cls.served, "set.tar"), "w") as tar:
             tar.add(tree, arcname=".")
+        _, mytar = lib.make_dataset(os.path.join(cls.work, "m"), 2, 3, 2)
+        shutil.copytree(mytar, os.path.join(cls.served, "mytar"))
         cls.origin = nginx.NginxOrigin(cls.served).__enter__()
 
     @classmethod
@@ -181,6 +184,8 @@ class LyingPeer(unittest.TestCase):
             stats = wait_for_copies(mnt, tier)
             log = m.stderr()
         self.assert_caught(stats["io"], log)
+        # The index, which the digests come from, came from the store alone.
+        self.assertFalse([p for p in self.peer.paths if p.endswith("index.gpufs")])
         self.assertGreater(stats["groups_loaded"], 0, stats)
         self.assertGreater(len(copies_below(tier)), 0)
         # No peer at all now: the copies on disk are all a remount has, and each is checked
@@ -194,16 +199,16 @@ class LyingPeer(unittest.TestCase):
         self.assertGreater(stats["tier"]["hits"], 0, stats["tier"])
         self.assertEqual(stats["io"]["bytes"], 0, stats["io"])
 
-    def test_a_tar_source_is_refused_with_peers_naming_the_way_to_add_digests(self):
+    def test_sources_without_digests_are_refused_with_peers_naming_the_way_to_add_them(self):
         mnt = tempfile.mkdtemp(dir=self.work)
-        url = self.origin.url + "/set.tar"
-        result = lib.run_gpufsd("mount", url, mnt, "--peers", self.peer.url, env=self.env)
-        self.assertEqual(result.returncode, 1, result.stderr)
-        self.assertIn(f"cannot use --peers with {url}: its index has no SHA-256 of each file",
-                      result.stderr)
-        self.assertIn("gpufsd pack", result.stderr)
-        self.assertIn("gpufsd index", result.stderr)
-        self.assertEqual(self.peer.flipped, 0)
+        for url in (self.origin.url + "/set.tar", self.origin.url + "/mytar/"):
+            result = lib.run_gpufsd("mount", url, mnt, "--peers", self.peer.url, env=self.env)
+            self.assertEqual(result.returncode, 1, result.stderr)
+            self.assertIn(f"cannot use --peers with {url}: its index has no SHA-256 of each "
+                          "file, so a peer's bytes could not be checked", result.stderr)
+            self.assertIn("gpufsd pack", result.stderr)
+            self.assertIn("gpufsd index", result.stderr)
+        self.assertEqual(self.peer.paths, [])
 
 
 class LyingS3Peer(unittest.TestCase):
