@@ -11,6 +11,10 @@
 namespace gpufs::remote {
 namespace {
 
+// The largest member a read through peers fetches whole for a part of it: a 128 KiB read
+// of a 1 MiB member fetches eight times what it needs, once, where the peer can serve it.
+constexpr uint64_t kMaxWholeMember = 1 << 20;
+
 // Whatever went wrong (an object deleted or denied since the mount), the reader sees EIO,
 // the one error read() is expected to give; the message keeps the cause.
 std::function<void(Result<size_t>)> AsReadError(std::function<void(Result<size_t>)> done) {
@@ -78,7 +82,7 @@ void RemoteSource::Submit(ReadKind, std::vector<BlobRead> reads) {
 // The range less the members that stick out at either end is read straight into the
 // buffer; each member that sticks out is read whole into a buffer of its own (checked like
 // the rest) and the asked-for part copied out. A read through peers thus never bounces
-// more than two members.
+// more than two members, of kMaxWholeMember bytes at most.
 void RemoteSource::GetWidened(BlobRead& read, size_t length) {
   const ObjectInfo& object = objects_[read.blob];
   const uint64_t start = read.offset;
@@ -98,15 +102,24 @@ void RemoteSource::GetWidened(BlobRead& read, size_t length) {
   const bool middle = middle_from < middle_to;
   auto parts = std::make_shared<Gather>(sticking.size() + (middle ? 1 : 0), length,
                                         AsReadError(std::move(read.done)));
+  const auto done = [parts](Result<size_t> r) { parts->BlockDone(r); };
   if (middle) {
     store_.Get(GetRequest{object.name, middle_from, static_cast<size_t>(middle_to - middle_from),
                           read.buffer + (middle_from - start), object, digests_, read.blob},
-               [parts](Result<size_t> r) { parts->BlockDone(r); });
+               done);
   }
   for (const auto& [from, to] : sticking) {
-    auto bounce = std::shared_ptr<char[]>(new char[to - from]);
     const uint64_t copy_from = std::max(from, start);
     const uint64_t copy_to = std::min(to, end);
+    // A large member is not fetched whole for a small part of it: that part comes from the
+    // store, which needs no check.
+    if (to - from > kMaxWholeMember) {
+      store_.Get(GetRequest{object.name, copy_from, static_cast<size_t>(copy_to - copy_from),
+                            read.buffer + (copy_from - start), object},
+                 done);
+      continue;
+    }
+    auto bounce = std::shared_ptr<char[]>(new char[to - from]);
     store_.Get(GetRequest{object.name, from, static_cast<size_t>(to - from), bounce.get(), object,
                           digests_, read.blob},
                [parts, bounce, out = read.buffer + (copy_from - start), skip = copy_from - from,
