@@ -39,7 +39,7 @@ Status HashGroup(int fd, const Catalog& catalog, uint32_t group,
   const GroupExtent& g = catalog.Group(group);
   const auto& files = catalog.tables().files;
   std::vector<std::unique_ptr<ChecksumStream>> states(members.size());
-  std::vector<std::unique_ptr<Sha256Stream>> digests(members.size());
+  std::vector<std::unique_ptr<Sha256Stream>> digests(out.sha256.empty() ? 0 : members.size());
   for (auto& s : states) s = std::make_unique<ChecksumStream>();
   for (auto& d : digests) d = std::make_unique<Sha256Stream>();
   ChecksumStream blob;
@@ -57,7 +57,8 @@ Status HashGroup(int fd, const Catalog& catalog, uint32_t group,
       const uint64_t to = std::min(end, f.offset + f.size);
       if (from < to) {
         states[m]->Update(buffer + (from - pos), static_cast<size_t>(to - from));
-        digests[m]->Update(buffer + (from - pos), static_cast<size_t>(to - from));
+        if (!digests.empty())
+          digests[m]->Update(buffer + (from - pos), static_cast<size_t>(to - from));
       }
       if (m == first_open && f.offset + f.size <= end) ++first_open;
     }
@@ -67,7 +68,7 @@ Status HashGroup(int fd, const Catalog& catalog, uint32_t group,
   }
   for (size_t m = 0; m < members.size(); ++m) {
     out.files[members[m]] = states[m]->Digest();
-    out.sha256[members[m]] = digests[m]->Digest();
+    if (!digests.empty()) out.sha256[members[m]] = digests[m]->Digest();
   }
   if (whole_blob) out.blobs[g.blob] = blob.Digest();
   progress.files += members.size();
@@ -111,10 +112,10 @@ std::string HexOf(const Sha256Digest& digest) {
 }
 
 DatasetChecksums ComputeChecksums(const Catalog& catalog, const std::filesystem::path& dir,
-                                  unsigned threads, Progress& progress) {
+                                  unsigned threads, Progress& progress, bool sha256) {
   DatasetChecksums out;
   out.files.resize(catalog.file_count());
-  out.sha256.resize(catalog.file_count());
+  if (sha256) out.sha256.resize(catalog.file_count());
   out.blobs.resize(catalog.blobs().size());
   out.blob_sizes.resize(catalog.blobs().size());
   const auto members = MembersByGroup(catalog);

@@ -56,7 +56,7 @@ Result<IndexedDataset> IndexDataset(const std::string& source, std::optional<uin
                                     unsigned threads, Progress& progress) {
   auto target = FindIndexTarget(source, group_size);
   if (!target) return target.error();
-  DatasetChecksums sums = ComputeChecksums(target->catalog, target->dir, threads, progress);
+  DatasetChecksums sums = ComputeChecksums(target->catalog, target->dir, threads, progress, true);
   if (progress.cancel) return Fail(EINTR, "interrupted; no index written");
   if (!sums.unreadable.empty()) {
     return Fail(EIO, "cannot index {}: cannot read {}", target->dir.string(), sums.unreadable[0]);
