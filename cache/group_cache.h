@@ -74,6 +74,9 @@ struct CacheOptions {
   // False: a read that misses serves its member alone and no group is loaded, prefetched
   // or fetched to the disk tier (a node of a sharded job that cannot keep the dataset).
   bool whole_groups = true;
+  // What disk tier copies are checked against (the source's, shared); null: made from the
+  // catalog when it has SHA-256 digests.
+  std::shared_ptr<const MemberDigests> digests;
 };
 
 struct CacheCounters {

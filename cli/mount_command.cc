@@ -405,6 +405,7 @@ Result<CacheStack> MakeCacheStack(const MountArgs& args, const Opened& opened) {
   options.reads_in_flight =
       args.reads_in_flight ? args.reads_in_flight : stack.source->PartsInFlight();
   options.verify = args.verify;
+  options.digests = opened.digests;
   auto tier = OpenTier(args, opened);
   if (!tier) return tier.error();
   stack.tier = std::move(*tier);
