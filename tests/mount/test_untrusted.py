@@ -81,6 +81,10 @@ class LyingPeer(unittest.TestCase):
             tar.add(tree, arcname=".")
         _, mytar = lib.make_dataset(os.path.join(cls.work, "m"), 2, 3, 2)
         shutil.copytree(mytar, os.path.join(cls.served, "mytar"))
+        indexed = os.path.join(cls.served, "mytar-indexed")
+        shutil.copytree(mytar, indexed)
+        result = lib.run_gpufsd("index", indexed)
+        assert result.returncode == 0, result.stderr
         cls.origin = nginx.NginxOrigin(cls.served).__enter__()
 
     @classmethod
@@ -151,6 +155,19 @@ class LyingPeer(unittest.TestCase):
             self.assertIn("gpufsd pack", result.stderr)
             self.assertIn("gpufsd index", result.stderr)
         self.assertEqual(self.peer.paths, [])
+
+
+    def test_a_mytar_folder_with_digests_from_gpufsd_index_reads_through_peers(self):
+        with lib.Mount(os.path.join(self.served, "mytar-indexed"), env=self.env) as mnt:
+            expected = files_below(mnt)  # the folder mounted where it lies
+        url = self.origin.url + "/mytar-indexed/"
+        m = lib.Mount(url, "--cache-size", "0", "--peers", self.peer.url, env=self.env)
+        with m as mnt:
+            self.assertEqual(files_below(mnt), expected)
+            self.assertEqual(os.getxattr(mnt, "user.gpufs.format"), b"mytar+index")
+            io = stats_of(mnt)["io"]
+            log = m.stderr()
+        self.assert_caught(io, log)
 
 
 class LyingS3Peer(unittest.TestCase):
