@@ -201,8 +201,8 @@ Result<remote::Location> LocateRemote(const MountArgs& args) {
 // bytes (source/member_digests.h): a dataset without them is not read through peers.
 Error RefusePeers(const std::string& source, const std::string& why) {
   return Error{EINVAL, fmt::format("cannot use --peers with {}: {}, so a peer's bytes could not "
-                                   "be checked; pack it with `gpufsd pack` (or give an older "
-                                   "pack the digests with `gpufsd index`)",
+                                   "be checked; pack it with `gpufsd pack` (or add SHA-256 "
+                                   "digests to a pack or a mytar folder with `gpufsd index`)",
                                    source, why)};
 }
 
