@@ -364,10 +364,22 @@ bool DiskTier::Settle(int fd, const std::string& name, const std::string& damage
   return true;
 }
 
-void DiskTier::Damaged(const std::string& name, std::string_view why) {
+void DiskTier::Delete(const std::string& name) {
   struct stat st {};
   const bool there = fstatat(dir_fd_, name.c_str(), &st, 0) == 0;
   if (there && unlinkat(dir_fd_, name.c_str(), 0) == 0) Release(static_cast<uint64_t>(st.st_size));
+}
+
+void DiskTier::Reject(const std::string& name, std::string_view why) {
+  Delete(name);
+  ++counters_.hash_mismatches;
+  spdlog::warn(
+      "disk cache copy {} is not the dataset's ({}): deleted; the group is read from the source",
+      (dir_ / name).string(), why);
+}
+
+void DiskTier::Damaged(const std::string& name, std::string_view why) {
+  Delete(name);
   ++counters_.damaged;
   spdlog::warn("disk cache copy {} is damaged ({}): deleted; the group is read from the source",
                (dir_ / name).string(), why);
@@ -529,6 +541,7 @@ nlohmann::json DiskTier::Stats() const {
           {tier_stat::kSliceHits, c.slice_hits.load()},
           {tier_stat::kMisses, c.misses.load()},
           {tier_stat::kDamaged, c.damaged.load()},
+          {tier_stat::kHashMismatches, c.hash_mismatches.load()},
           {tier_stat::kReadBytes, c.read_bytes.load()},
           {tier_stat::kWrites, c.writes.load()},
           {tier_stat::kWriteBytes, c.write_bytes.load()},

@@ -54,6 +54,8 @@ inline constexpr const char* kHits = "hits";                 // groups read back
 inline constexpr const char* kSliceHits = "slice_hits";      // members read back alone
 inline constexpr const char* kMisses = "misses";             // reads that found no copy
 inline constexpr const char* kDamaged = "damaged";           // copies deleted as damaged
+// Copies deleted because their bytes did not match the index's SHA-256 (planted or stale).
+inline constexpr const char* kHashMismatches = "hash_mismatches";
 inline constexpr const char* kReadBytes = "read_bytes";
 inline constexpr const char* kWrites = "writes";  // groups kept
 inline constexpr const char* kWriteBytes = "write_bytes";
@@ -94,6 +96,10 @@ class DiskTier {
   // Keeps `length` bytes at `bytes` (aligned to kAlign, readable up to length rounded up
   // to kAlign) as `name`. False when not kept (no room, an error, the tier off).
   bool Write(const std::string& name, const char* bytes, size_t length);
+  // Deletes the copy `name`, whose bytes were read back intact but are not the dataset's
+  // (they do not match the index's SHA-256: planted by whoever could write the folder);
+  // counts and logs it, naming `why`.
+  void Reject(const std::string& name, std::string_view why);
   // Whether `name` is on disk now (any daemon's copy).
   bool Present(const std::string& name) const;
   bool enabled() const { return enabled_; }
@@ -105,6 +111,7 @@ class DiskTier {
  private:
   struct Counters {
     std::atomic<uint64_t> hits{0}, slice_hits{0}, misses{0}, damaged{0}, read_bytes{0};
+    std::atomic<uint64_t> hash_mismatches{0};
     std::atomic<uint64_t> writes{0}, write_bytes{0}, skipped{0}, write_errors{0}, evictions{0};
   };
   struct Header;
@@ -118,6 +125,7 @@ class DiskTier {
               std::atomic<uint64_t>& hits, uint64_t bytes);
   Result<Header> ReadHeader(int fd, const std::string& name, size_t length);
   void Damaged(const std::string& name, std::string_view why);
+  void Delete(const std::string& name);
   bool Reserve(uint64_t bytes);
   void Release(uint64_t bytes);
   uint64_t Recount();

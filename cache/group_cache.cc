@@ -38,6 +38,12 @@ GroupCache::GroupCache(const Catalog& catalog, BlobSource& source, PinnedArena& 
     tier_names_.push_back(
         TierFileName(g, source.Describe(blob), source.Identity(blob), start, length));
   }
+  tier_digests_ = options_.digests;
+  if (!tier_digests_ && catalog.has_sha256()) {
+    auto digests = MemberDigests::FromCatalog(catalog);
+    if (digests) tier_digests_ = std::move(*digests);
+    if (!digests) spdlog::warn("disk cache copies are not served: {}", digests.error().message);
+  }
   for (unsigned i = 0; i < kTierWorkers; ++i) tier_workers_.emplace_back([this] { TierLoop(); });
 }
 

@@ -32,7 +32,12 @@
 //   copy on disk when there is one; otherwise the group is fetched to disk in the
 //   background, so that a budget smaller than the dataset still leaves the next epoch
 //   with every group on local disk. Consume-once thus drops a consumed group from RAM
-//   first while its copy stays on disk; pin keeps both tiers once full.
+//   first while its copy stays on disk; pin keeps both tiers once full. The tier's own
+//   block checksums catch damage only (anyone who can write the folder can recompute
+//   them): where the index has SHA-256 digests, a copy read back is checked against the
+//   digests of its members before it is served, once per fill of the pinned tier (a
+//   member read from disk alone, each time), and a copy that does not match is deleted,
+//   counted and read from the source.
 // Every decision is counted; Stats() reports the counters.
 #pragma once
 
@@ -56,6 +61,7 @@
 #include "dataset/catalog.h"
 #include "dataset/error.h"
 #include "source/blob_source.h"
+#include "source/member_digests.h"
 
 namespace gpufs {
 
@@ -68,6 +74,9 @@ struct CacheOptions {
   // False: a read that misses serves its member alone and no group is loaded, prefetched
   // or fetched to the disk tier (a node of a sharded job that cannot keep the dataset).
   bool whole_groups = true;
+  // What disk tier copies are checked against (the source's, shared); null: made from the
+  // catalog when it has SHA-256 digests.
+  std::shared_ptr<const MemberDigests> digests;
 };
 
 struct CacheCounters {
@@ -167,6 +176,9 @@ class GroupCache {
   void TierLoop();
   void FillTier(uint32_t group);
   bool IntactGroup(uint32_t group, const char* bytes) const;
+  // Whether the tier's copy of `length` bytes of blob `blob` at `offset` (a group, or a
+  // member) matches the digests of the members in it; a copy that does not is deleted.
+  bool TierCopyTrusted(uint32_t group, uint64_t offset, const char* bytes, size_t length);
 
   const Catalog& catalog_;
   BlobSource& source_;
@@ -200,10 +212,12 @@ class GroupCache {
   static constexpr unsigned kTierWorkers = 2;
   DiskTier* const tier_;
   std::vector<std::string> tier_names_;  // by group; empty: not kept on disk
-  std::condition_variable tier_wake_;    // a tier job was queued, or tier_stop_
-  bool tier_stop_ = false;               // set once no load can finish any more; guarded by mu_
-  std::deque<TierJob> tier_jobs_;        // guarded by mu_
-  std::vector<bool> tier_queued_;        // a job for the group is queued or running; guarded by mu_
+  // What copies read back are checked against; null when the index has no digests.
+  std::shared_ptr<const MemberDigests> tier_digests_;
+  std::condition_variable tier_wake_;  // a tier job was queued, or tier_stop_
+  bool tier_stop_ = false;             // set once no load can finish any more; guarded by mu_
+  std::deque<TierJob> tier_jobs_;      // guarded by mu_
+  std::vector<bool> tier_queued_;      // a job for the group is queued or running; guarded by mu_
   std::vector<std::thread> tier_workers_;
 };
 

@@ -2,6 +2,8 @@
 // disk, and the background work that fills the tier (see group_cache.h).
 #include <cstdlib>
 
+#include <fmt/format.h>
+
 #include "cache/group_cache.h"
 #include "dataset/format/checksums.h"
 
@@ -27,12 +29,14 @@ std::optional<Result<CachedBytes>> GroupCache::ReadMemberFromTier(NodeId file, u
   const std::string& name = tier_names_[f.group];
   if (name.empty()) return std::nullopt;
   const bool verify = checks_ && !checks_->Verified(catalog_.FileIndex(file));
-  const uint64_t from = verify ? 0 : offset;  // to verify, the whole member
-  const size_t length = verify ? static_cast<size_t>(f.size) : size;
+  const bool whole = verify || catalog_.has_sha256();  // to check, the whole member
+  const uint64_t from = whole ? 0 : offset;
+  const size_t length = whole ? static_cast<size_t>(f.size) : size;
   uint64_t start = 0;
   SpanOf(f.group, &start);
   auto bytes = std::make_unique<char[]>(std::max<size_t>(length, 1));
-  if (!tier_->ReadSlice(name, f.offset + from - start, length, bytes.get())) {
+  if (!tier_->ReadSlice(name, f.offset + from - start, length, bytes.get()) ||
+      (whole && !TierCopyTrusted(f.group, f.offset, bytes.get(), length))) {
     if (options_.whole_groups) {
       std::lock_guard lock(mu_);
       QueueTierJob(f.group, false);
@@ -133,6 +137,18 @@ bool GroupCache::IntactGroup(uint32_t group, const char* bytes) const {
   if (!HasBlobCheck(group)) return true;
   const GroupExtent& g = catalog_.Group(group);
   return ChecksumOf(bytes, g.size) == source_.Expected(g.blob)->checksum;
+}
+
+bool GroupCache::TierCopyTrusted(uint32_t group, uint64_t offset, const char* bytes,
+                                 size_t length) {
+  if (!catalog_.has_sha256()) return true;  // nothing stronger than the tier's own sums
+  const std::string& name = tier_names_[group];
+  if (!tier_digests_) return false;
+  const auto bad = tier_digests_->Mismatches(catalog_.Group(group).blob, offset, bytes, length);
+  if (bad.empty()) return true;
+  tier_->Reject(name, fmt::format("{} of its files do not match the SHA-256 of the index, {} first",
+                                  bad.size(), bad.front().path));
+  return false;
 }
 
 std::vector<bool> GroupCache::TierGroups() const {

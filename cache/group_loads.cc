@@ -36,11 +36,12 @@ bool GroupCache::LoadFromTier(Entry& entry, std::unique_lock<std::mutex>& lock) 
   const uint32_t group = entry.group;
   char* target = arena_.base() + entry.arena_offset;
   lock.unlock();
-  const bool kept = tier_->ReadWhole(tier_names_[group], target, entry.arena_bytes);
+  const GroupExtent& g = catalog_.Group(group);
+  const char* bytes = target + (g.offset - entry.data_start);
+  const bool kept = tier_->ReadWhole(tier_names_[group], target, entry.arena_bytes) &&
+                    TierCopyTrusted(group, g.offset, bytes, g.size);
   std::vector<uint32_t> damaged;
-  Status s = kept ? CheckWholeBlob(
-                        group, target + (catalog_.Group(group).offset - entry.data_start), &damaged)
-                  : Status(Ok{});
+  Status s = kept ? CheckWholeBlob(group, bytes, &damaged) : Status(Ok{});
   lock.lock();
   if (!kept) return false;
   entry.from_tier = true;

@@ -7,6 +7,7 @@
 #include "dataset/format/mytar.h"
 #include "dataset/format/native_index.h"
 #include "dataset/format/open_dataset.h"
+#include "dataset/format/reindex.h"
 
 namespace gpufs {
 namespace {
@@ -64,34 +65,16 @@ int RunPack(PackArgs args) {
 }
 
 int RunIndex(const std::string& source, std::optional<uint32_t> group_size, unsigned threads) {
-  auto dir = ResolveMytarDir(source, group_size);
-  if (!dir) return Refuse(dir.error());
-  auto dataset = OpenMytarText(*dir);
-  if (!dataset) return Refuse(dataset.error());
-  auto stamp = StampOf(*dir / kMytarIndexName);
-  if (!stamp) return Refuse(stamp.error());
   Progress progress;
-  DatasetChecksums sums;
+  Result<IndexedDataset> indexed = Error{};
   {
     CancelOnSignal cancel(progress);
     ProgressBar bar("hashing", progress);
-    sums = ComputeChecksums(dataset->catalog, *dir, threads, progress);
+    indexed = IndexDataset(source, group_size, threads, progress);
   }
-  if (progress.cancel) return Refuse(Fail(EINTR, "interrupted; no index written"));
-  if (!sums.unreadable.empty()) {
-    return Refuse(Fail(EIO, "cannot index {}: cannot read {}", dir->string(), sums.unreadable[0]));
-  }
-  IndexInfo info;
-  info.source = *stamp;
-  for (size_t b = 0; b < sums.blobs.size(); ++b) {
-    info.blobs.push_back(BlobInfo{sums.blob_sizes[b], sums.blobs[b]});
-  }
-  const Catalog catalog = WithFileChecksums(dataset->catalog, sums.files);
-  const auto path = *dir / kNativeIndexName;
-  if (Status s = WriteNativeIndex(catalog, info, path, FileAccess::Shared()); !s)
-    return Refuse(s.error());
-  fmt::print("indexed {} files in {} blobs: {}\n", catalog.file_count(), catalog.blobs().size(),
-             path.string());
+  if (!indexed) return Refuse(indexed.error());
+  fmt::print("indexed {} files in {} blobs, with SHA-256 digests: {}\n", indexed->files,
+             indexed->blobs, indexed->path.string());
   return 0;
 }
 

@@ -219,7 +219,9 @@ int main(int argc, char** argv) {
   std::optional<uint32_t> group_size;
   unsigned threads = DefaultThreads();
   CLI::App* index = app.add_subcommand(
-      "index", "write a native index beside a mytar dataset (its blobs stay as they are)");
+      "index",
+      "write a native index beside a mytar dataset, or add SHA-256 digests to a pack's "
+      "(blobs stay as they are)");
   CLI::App* verify =
       app.add_subcommand("verify", "check every member and blob against its checksum");
   for (CLI::App* sub : {index, verify}) {

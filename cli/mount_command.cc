@@ -37,6 +37,7 @@
 #include "source/blob_files.h"
 #include "source/io_engine.h"
 #include "source/local_source.h"
+#include "source/member_digests.h"
 #include "source/remote/object_store.h"
 #include "source/remote/remote_dataset.h"
 #include "source/remote/remote_source.h"
@@ -93,6 +94,8 @@ struct Opened {
   Dataset dataset;
   std::optional<remote::Location> location;
   std::vector<remote::ObjectInfo> objects;
+  // With --peers: what every byte a peer sends is checked against.
+  std::shared_ptr<const MemberDigests> digests;
   // What mount tables, logs and user.gpufs.source call it: its folder, or its URL
   // (which holds no secret).
   std::string Label() const { return location ? location->url : dataset.dir.string(); }
@@ -208,6 +211,15 @@ Result<remote::Location> LocateRemote(const MountArgs& args) {
   return location;
 }
 
+// A peer writes its own headers, so only digests from the store's index can prove its
+// bytes (source/member_digests.h): a dataset without them is not read through peers.
+Error RefusePeers(const std::string& source, const std::string& why) {
+  return Error{EINVAL, fmt::format("cannot use --peers with {}: {}, so a peer's bytes could not "
+                                   "be checked; pack it with `gpufsd pack` (or add SHA-256 "
+                                   "digests to a pack or a mytar folder with `gpufsd index`)",
+                                   source, why)};
+}
+
 Result<Opened> OpenAnySource(const MountArgs& args, const OpenOptions& open_options) {
   if (!remote::IsRemoteUrl(args.source)) {
     if (!args.peers.empty() || !args.peers_file.empty()) {
@@ -218,16 +230,27 @@ Result<Opened> OpenAnySource(const MountArgs& args, const OpenOptions& open_opti
     }
     auto dataset = OpenDataset(args.source, open_options);
     if (!dataset) return dataset.error();
-    return Opened{std::move(*dataset), std::nullopt, {}};
+    return Opened{std::move(*dataset), std::nullopt, {}, nullptr};
   }
   auto location = LocateRemote(args);
   if (!location) return location.error();
+  const bool peers = !location->config.peers.urls.empty();
+  if (peers && !location->leaf.empty()) {  // a tar archive, refused before it is listed
+    return RefusePeers(args.source, "its index has no SHA-256 of each file");
+  }
   // This store's thread ends here: threads do not survive the fork that detaches the
   // daemon, which opens its own.
   remote::ObjectStore store(location->config);
   auto opened = remote::OpenRemoteDataset(store, location->leaf, open_options);
   if (!opened) return opened.error();
-  return Opened{std::move(opened->dataset), std::move(*location), std::move(opened->objects)};
+  std::shared_ptr<const MemberDigests> digests;
+  if (peers) {
+    auto made = MemberDigests::FromCatalog(opened->dataset.catalog);
+    if (!made) return RefusePeers(args.source, made.error().message);
+    digests = std::move(*made);
+  }
+  return Opened{std::move(opened->dataset), std::move(*location), std::move(opened->objects),
+                std::move(digests)};
 }
 
 // The disk tier a mount asked for, or an s3:// or http(s):// source gets by default;
@@ -348,7 +371,8 @@ void MakeSource(const MountArgs& args, const Opened& opened, CacheStack& stack) 
   if (opened.location) {
     stack.store = std::make_unique<remote::ObjectStore>(opened.location->config);
     stack.source = std::make_unique<remote::RemoteSource>(
-        *stack.store, opened.objects, dataset.blobs, args.io_size ? args.io_size : kRemotePart);
+        *stack.store, opened.objects, dataset.blobs, args.io_size ? args.io_size : kRemotePart,
+        opened.digests);
     return;
   }
   stack.blobs = std::make_unique<BlobFiles>(dataset.dir, dataset.catalog.blobs(), dataset.blobs);
@@ -395,6 +419,7 @@ Result<CacheStack> MakeCacheStack(const MountArgs& args, const Opened& opened) {
   options.reads_in_flight =
       args.reads_in_flight ? args.reads_in_flight : stack.source->PartsInFlight();
   options.verify = args.verify;
+  options.digests = opened.digests;
   auto tier = OpenTier(args, opened);
   if (!tier) return tier.error();
   stack.tier = std::move(*tier);

@@ -248,9 +248,9 @@ std::string PeerFields(const nlohmann::json& io, const Rates& r) {
   for (const nlohmann::json& p : io[kPeers]) up += p.value("up", true) ? 1 : 0;
   return fmt::format(
       " peers={} peers_up={} peer_mb_per_s={:.1f} store_mb_per_s={:.1f} peer_failures={} "
-      "peer_fallbacks={}",
+      "peer_fallbacks={} peer_mismatches={}",
       io[kPeers].size(), up, r.peer_mb_s, r.store_mb_s, At(io, {kPeerFailures}),
-      At(io, {kPeerFallbacks}));
+      At(io, {kPeerFallbacks}), At(io, {kPeerMismatches}));
 }
 
 }  // namespace

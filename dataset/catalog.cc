@@ -75,7 +75,7 @@ class CatalogBuilder {
 
   Catalog Build(const DatasetSpec& spec) && {
     auto owned = std::make_shared<OwnedTables>();
-    Flatten(*owned);
+    Flatten(*owned, spec.has_sha256);
     AddGroups(spec, *owned);
     CatalogTables tables;
     tables.nodes = owned->nodes;
@@ -85,6 +85,7 @@ class CatalogBuilder {
     tables.classes = spec.classes;
     tables.blobs = std::move(owned->blobs);
     tables.has_checksums = spec.has_checksums;
+    if (spec.has_sha256) tables.sha256 = owned->sha256;
     return Catalog(std::move(tables), std::move(owned));
   }
 
@@ -92,13 +93,14 @@ class CatalogBuilder {
   struct OwnedTables {
     std::vector<CatalogNode> nodes;
     std::vector<FileExtent> files;
+    std::vector<Sha256Digest> sha256;  // beside files, when the spec has them
     std::vector<GroupExtent> groups;
     std::string names;
     std::vector<std::string> blobs;
   };
 
   // Numbers the nodes breadth-first, so that each folder's children are contiguous.
-  void Flatten(OwnedTables& out) const {
+  void Flatten(OwnedTables& out, bool sha256) const {
     // Reserved up front: `flat` below refers into out.nodes while children are appended.
     out.nodes.reserve(nodes_.size());
     out.nodes.push_back(CatalogNode{});
@@ -117,6 +119,7 @@ class CatalogBuilder {
         const MemberSpec& m = *node.member;
         flat.first = static_cast<uint32_t>(out.files.size());
         out.files.push_back(FileExtent{m.group, m.class_id, m.offset, m.size, m.checksum});
+        if (sha256) out.sha256.push_back(m.sha256);
         continue;
       }
       flat.first = static_cast<uint32_t>(out.nodes.size());

@@ -10,6 +10,7 @@
 // every method is safe from any thread without locking.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -46,6 +47,12 @@ struct FileExtent {
 };
 static_assert(sizeof(FileExtent) == 32);
 
+// A SHA-256 of a member's bytes: what bytes that crossed a trust boundary (a peer, a
+// shared disk cache) are checked against. Unlike the XXH3-64 checksums, which catch
+// damage, no one can make other bytes with the same digest.
+using Sha256Digest = std::array<uint8_t, 32>;
+static_assert(sizeof(Sha256Digest) == 32);
+
 // The unit read together: a byte range of one blob.
 struct GroupExtent {
   uint32_t blob = 0;
@@ -64,6 +71,7 @@ struct CatalogTables {
   std::vector<std::string> classes;
   std::vector<std::string> blobs;
   bool has_checksums = false;
+  std::span<const Sha256Digest> sha256;  // indexed like files; empty when not recorded
 };
 
 class Catalog {
@@ -82,6 +90,7 @@ class Catalog {
   size_t group_count() const { return t_.groups.size(); }
   uint64_t total_bytes() const { return total_bytes_; }
   bool has_checksums() const { return t_.has_checksums; }
+  bool has_sha256() const { return !t_.sha256.empty(); }
 
   bool Contains(NodeId id) const { return id < t_.nodes.size(); }
   bool IsDir(NodeId id) const { return t_.nodes[id].is_dir != 0; }
@@ -95,6 +104,10 @@ class Catalog {
   uint32_t FileIndex(NodeId file) const { return t_.nodes[file].first; }
   const FileExtent& Extent(NodeId file) const { return t_.files[FileIndex(file)]; }
   const GroupExtent& Group(uint32_t group) const { return t_.groups[group]; }
+  // The SHA-256 of file record `file_index`; null when the catalog has none.
+  const Sha256Digest* Sha256(uint32_t file_index) const {
+    return t_.sha256.empty() ? nullptr : &t_.sha256[file_index];
+  }
 
   std::optional<NodeId> Find(NodeId dir, std::string_view name) const;
   // Resolves a '/'-separated path from the root; for tests and tools, not the hot path.

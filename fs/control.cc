@@ -182,6 +182,9 @@ std::string MetricsText(const Filesystem& fs) {
   metric("source_peer_fallbacks_total", "counter",
          "Blocks read from the store after every peer cache failed them.",
          at(io, source_stat::kPeerFallbacks));
+  metric("source_peer_mismatches_total", "counter",
+         "Blocks a peer cache sent whose bytes did not match the index's SHA-256.",
+         at(io, source_stat::kPeerMismatches));
   PeerMetrics(io, out);
   const nlohmann::json& c = stats["cache"];
   if (c.is_null()) return out;
@@ -208,6 +211,8 @@ std::string MetricsText(const Filesystem& fs) {
         {kSliceHits, "counter", "Files read back alone from the disk tier."},
         {kMisses, "counter", "Disk tier reads that found no copy."},
         {kDamaged, "counter", "Disk tier copies found damaged and deleted."},
+        {kHashMismatches, "counter",
+         "Disk tier copies deleted because they did not match the index's SHA-256."},
         {kReadBytes, "counter", "Bytes read from the disk tier."},
         {kWrites, "counter", "Groups written to the disk tier."},
         {kWriteBytes, "counter", "Bytes written to the disk tier."},

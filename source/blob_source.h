@@ -35,11 +35,13 @@ inline constexpr const char* kInFlight = "in_flight";
 inline constexpr const char* kLatencyP50 = "latency_ms_p50";
 inline constexpr const char* kLatencyP99 = "latency_ms_p99";
 // Object stores read through peer caches (--peers): requests and bytes served by peers,
-// peer failures, reads the store served after the peers failed, and each peer's counts.
+// peer failures, reads the store served after the peers failed, blocks a peer sent whose
+// bytes did not match the index's SHA-256 (read again elsewhere), and each peer's counts.
 inline constexpr const char* kPeerRequests = "peer_requests";
 inline constexpr const char* kPeerBytes = "peer_bytes";
 inline constexpr const char* kPeerFailures = "peer_failures";
 inline constexpr const char* kPeerFallbacks = "peer_fallbacks";
+inline constexpr const char* kPeerMismatches = "peer_mismatches";
 inline constexpr const char* kPeers = "peers";
 }  // namespace source_stat
 

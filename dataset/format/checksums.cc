@@ -1,6 +1,7 @@
 #include "dataset/format/checksums.h"
 
 #include <fcntl.h>
+#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -38,7 +39,9 @@ Status HashGroup(int fd, const Catalog& catalog, uint32_t group,
   const GroupExtent& g = catalog.Group(group);
   const auto& files = catalog.tables().files;
   std::vector<std::unique_ptr<ChecksumStream>> states(members.size());
+  std::vector<std::unique_ptr<Sha256Stream>> digests(out.sha256.empty() ? 0 : members.size());
   for (auto& s : states) s = std::make_unique<ChecksumStream>();
+  for (auto& d : digests) d = std::make_unique<Sha256Stream>();
   ChecksumStream blob;
   size_t first_open = 0;  // members before this one are complete
   for (uint64_t pos = g.offset; pos < g.offset + g.size;) {
@@ -52,14 +55,21 @@ Status HashGroup(int fd, const Catalog& catalog, uint32_t group,
       const FileExtent& f = files[members[m]];
       const uint64_t from = std::max(pos, f.offset);
       const uint64_t to = std::min(end, f.offset + f.size);
-      if (from < to) states[m]->Update(buffer + (from - pos), static_cast<size_t>(to - from));
+      if (from < to) {
+        states[m]->Update(buffer + (from - pos), static_cast<size_t>(to - from));
+        if (!digests.empty())
+          digests[m]->Update(buffer + (from - pos), static_cast<size_t>(to - from));
+      }
       if (m == first_open && f.offset + f.size <= end) ++first_open;
     }
     progress.bytes += static_cast<uint64_t>(n);
     pos = end;
     if (progress.cancel) return Fail(EINTR, "interrupted");
   }
-  for (size_t m = 0; m < members.size(); ++m) out.files[members[m]] = states[m]->Digest();
+  for (size_t m = 0; m < members.size(); ++m) {
+    out.files[members[m]] = states[m]->Digest();
+    if (!digests.empty()) out.sha256[members[m]] = digests[m]->Digest();
+  }
   if (whole_blob) out.blobs[g.blob] = blob.Digest();
   progress.files += members.size();
   return Ok{};
@@ -76,10 +86,36 @@ void ChecksumStream::Update(const char* data, size_t size) {
 }
 uint64_t ChecksumStream::Digest() const { return XXH3_64bits_digest(state_); }
 
+Sha256Digest Sha256Of(const void* data, size_t size) {
+  Sha256Digest digest{};
+  unsigned int length = 0;
+  EVP_Digest(data, size, digest.data(), &length, EVP_sha256(), nullptr);
+  return digest;
+}
+
+Sha256Stream::Sha256Stream() : context_(EVP_MD_CTX_new()) {
+  EVP_DigestInit_ex(context_, EVP_sha256(), nullptr);
+}
+Sha256Stream::~Sha256Stream() { EVP_MD_CTX_free(context_); }
+void Sha256Stream::Update(const char* data, size_t size) { EVP_DigestUpdate(context_, data, size); }
+Sha256Digest Sha256Stream::Digest() {
+  Sha256Digest digest{};
+  unsigned int length = 0;
+  EVP_DigestFinal_ex(context_, digest.data(), &length);
+  return digest;
+}
+
+std::string HexOf(const Sha256Digest& digest) {
+  std::string hex;
+  for (uint8_t b : digest) hex += fmt::format("{:02x}", b);
+  return hex;
+}
+
 DatasetChecksums ComputeChecksums(const Catalog& catalog, const std::filesystem::path& dir,
-                                  unsigned threads, Progress& progress) {
+                                  unsigned threads, Progress& progress, bool sha256) {
   DatasetChecksums out;
   out.files.resize(catalog.file_count());
+  if (sha256) out.sha256.resize(catalog.file_count());
   out.blobs.resize(catalog.blobs().size());
   out.blob_sizes.resize(catalog.blobs().size());
   const auto members = MembersByGroup(catalog);

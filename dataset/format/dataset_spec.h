@@ -3,6 +3,7 @@
 // of each record kept so later checks can still name the line at fault.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -27,6 +28,7 @@ struct MemberSpec {
   uint64_t size = 0;
   uint64_t checksum = 0;  // XXH3-64 of the member's bytes; 0 when the format has none
   uint32_t line = 0;
+  std::array<uint8_t, 32> sha256{};  // of the member's bytes, when DatasetSpec::has_sha256
 };
 
 struct DatasetSpec {
@@ -37,6 +39,7 @@ struct DatasetSpec {
   // with splits. When empty, each class is a folder at the root.
   std::vector<std::string> folders;
   bool has_checksums = false;
+  bool has_sha256 = false;
   std::vector<GroupSpec> groups;
   std::vector<MemberSpec> members;
 };

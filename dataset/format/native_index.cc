@@ -10,6 +10,7 @@
 #include <array>
 #include <bit>
 #include <cstring>
+#include <type_traits>
 
 #include "dataset/format/file_io.h"
 #include "dataset/format/name_rules.h"
@@ -21,15 +22,18 @@ static_assert(std::endian::native == std::endian::little, "the index is little-e
 
 constexpr char kMagic[8] = {'G', 'P', 'U', 'F', 'S', 'I', 'D', 'X'};
 constexpr uint32_t kHasChecksums = 1;
+constexpr uint32_t kHasSha256 = 2;
 
 struct Section {
   uint64_t offset = 0;
   uint64_t count = 0;
 };
 
-enum SectionId { kNames, kClasses, kBlobs, kGroups, kNodes, kFiles, kSectionCount };
+enum SectionId { kNames, kClasses, kBlobs, kGroups, kNodes, kFiles, kSha256, kSectionCount };
 
-struct Header {
+// Version 1 has every section but kSha256; version 2 has them all.
+template <int kSections>
+struct HeaderOf {
   char magic[8];
   uint32_t version;
   uint32_t header_size;
@@ -39,10 +43,13 @@ struct Header {
   uint32_t alignment;
   uint64_t source_size;
   int64_t source_mtime_ns;
-  Section sections[kSectionCount];
+  Section sections[kSections];
   uint64_t header_checksum;  // XXH3-64 of the header with this field zero
 };
-static_assert(sizeof(Header) == 160);
+using HeaderV1 = HeaderOf<kSha256>;
+using Header = HeaderOf<kSectionCount>;  // what the reader works with, whatever the version
+static_assert(sizeof(HeaderV1) == 160);
+static_assert(sizeof(Header) == 176);
 
 struct StrRef {
   uint32_t offset;
@@ -61,13 +68,55 @@ constexpr std::array<size_t, kSectionCount> kRecordSize = {1,
                                                            sizeof(BlobRecord),
                                                            sizeof(GroupExtent),
                                                            sizeof(CatalogNode),
-                                                           sizeof(FileExtent)};
+                                                           sizeof(FileExtent),
+                                                           sizeof(Sha256Digest)};
 
 uint64_t Align8(uint64_t n) { return (n + 7) & ~uint64_t{7}; }
 
-uint64_t HeaderChecksum(Header header) {
+template <typename H>
+uint64_t HeaderChecksum(H header) {
   header.header_checksum = 0;
   return XXH3_64bits(&header, sizeof(header));
+}
+
+// Every field but the sections and the header's own checksum.
+template <typename To, typename From>
+void CopyFields(To& to, const From& from) {
+  std::memcpy(to.magic, from.magic, sizeof(to.magic));
+  to.version = from.version;
+  to.header_size = from.header_size;
+  to.file_size = from.file_size;
+  to.body_checksum = from.body_checksum;
+  to.flags = from.flags;
+  to.alignment = from.alignment;
+  to.source_size = from.source_size;
+  to.source_mtime_ns = from.source_mtime_ns;
+}
+
+// A version 1 header as the reader's: no digests.
+Header FromV1(const HeaderV1& v1) {
+  Header h{};
+  CopyFields(h, v1);
+  std::copy(std::begin(v1.sections), std::end(v1.sections), h.sections);
+  h.sections[kSha256] = Section{sizeof(HeaderV1), 0};
+  h.flags &= ~kHasSha256;
+  return h;
+}
+
+// The header as `version` writes it, its checksum set, as bytes.
+std::string HeaderBytes(Header h, uint32_t version) {
+  h.version = version;
+  if (version >= 2) {
+    h.header_size = sizeof(Header);
+    h.header_checksum = HeaderChecksum(h);
+    return std::string(reinterpret_cast<const char*>(&h), sizeof(h));
+  }
+  HeaderV1 v1{};
+  CopyFields(v1, h);
+  std::copy(h.sections, h.sections + kSha256, v1.sections);
+  v1.header_size = sizeof(HeaderV1);
+  v1.header_checksum = HeaderChecksum(v1);
+  return std::string(reinterpret_cast<const char*>(&v1), sizeof(v1));
 }
 
 // The bytes of an index, section by section, before they are written.
@@ -99,31 +148,52 @@ class IndexChecker {
       : path_(path.string()), base_(base), size_(size) {}
 
   Result<Header> CheckHeader() {
-    if (size_ < sizeof(Header)) return Bad("the file is {} bytes, shorter than a header", size_);
-    Header h;
-    std::memcpy(&h, base_, sizeof(h));
-    if (std::memcmp(h.magic, kMagic, sizeof(kMagic)) != 0) return Bad("not a gpufs index");
-    if (h.version != kNativeIndexVersion) {
-      return Bad("index version {} is not supported (this gpufsd reads version {}); rebuild it",
-                 h.version, kNativeIndexVersion);
+    if (size_ < sizeof(HeaderV1)) return Bad("the file is {} bytes, shorter than a header", size_);
+    if (std::memcmp(base_, kMagic, sizeof(kMagic)) != 0) return Bad("not a gpufs index");
+    uint32_t version = 0;
+    std::memcpy(&version, base_ + sizeof(kMagic), sizeof(version));
+    if (version < 1 || version > kNativeIndexVersion) {
+      return Bad(
+          "index version {} is not supported (this gpufsd reads versions 1 to {}); rebuild it",
+          version, kNativeIndexVersion);
     }
-    if (h.header_size != sizeof(Header)) return Bad("header size {} is wrong", h.header_size);
-    if (HeaderChecksum(h) != h.header_checksum) return Bad("header checksum mismatch");
+    auto header = version == 1 ? ReadHeader<HeaderV1>() : ReadHeader<Header>();
+    if (!header) return header;
+    Header& h = *header;
     if (h.file_size != size_) {
       return Bad("the file is {} bytes but its header says {}: truncated or extended", size_,
                  h.file_size);
     }
     for (int i = 0; i < kSectionCount; ++i) {
       const Section& s = h.sections[i];
-      if (s.offset % 8 != 0 || s.offset < sizeof(Header) || s.offset > size_ ||
+      if (s.offset % 8 != 0 || s.offset < h.header_size || s.offset > size_ ||
           s.count > (size_ - s.offset) / kRecordSize[i]) {
         return Bad("section {} lies outside the file", i);
       }
     }
-    if (XXH3_64bits(base_ + sizeof(Header), size_ - sizeof(Header)) != h.body_checksum) {
+    if (XXH3_64bits(base_ + h.header_size, size_ - h.header_size) != h.body_checksum) {
       return Bad("body checksum mismatch: the index is damaged");
     }
+    const uint64_t digests = (h.flags & kHasSha256) ? h.sections[kFiles].count : 0;
+    if (h.sections[kSha256].count != digests) {
+      return Bad("{} SHA-256 digests for {} files", h.sections[kSha256].count, digests);
+    }
     return h;
+  }
+
+  // The header of its version, as the reader's; refused when its size or checksum is off.
+  template <typename H>
+  Result<Header> ReadHeader() {
+    if (size_ < sizeof(H)) return Bad("the file is {} bytes, shorter than a header", size_);
+    H h;
+    std::memcpy(&h, base_, sizeof(h));
+    if (h.header_size != sizeof(H)) return Bad("header size {} is wrong", h.header_size);
+    if (HeaderChecksum(h) != h.header_checksum) return Bad("header checksum mismatch");
+    if constexpr (std::is_same_v<H, HeaderV1>) {
+      return FromV1(h);
+    } else {
+      return h;
+    }
   }
 
   template <typename T>
@@ -296,25 +366,30 @@ Status WriteNativeIndex(const Catalog& catalog, const IndexInfo& info,
       {t.groups.data(), t.groups.size()},
       {t.nodes.data(), t.nodes.size()},
       {t.files.data(), t.files.size()},
+      {t.sha256.data(), t.sha256.size()},
   }};
+  if (!t.sha256.empty() && t.sha256.size() != t.files.size()) {
+    return Fail(EINVAL, "cannot write index {}: {} SHA-256 digests for {} files", path.string(),
+                t.sha256.size(), t.files.size());
+  }
+  const uint32_t version = t.sha256.empty() ? 1 : kNativeIndexVersion;
+  const uint64_t header_size = version == 1 ? sizeof(HeaderV1) : sizeof(Header);
+  const int sections = version == 1 ? kSha256 : kSectionCount;
   Header h{};
   std::memcpy(h.magic, kMagic, sizeof(kMagic));
-  h.version = kNativeIndexVersion;
-  h.header_size = sizeof(Header);
-  h.flags = t.has_checksums ? kHasChecksums : 0;
+  h.flags = (t.has_checksums ? kHasChecksums : 0) | (t.sha256.empty() ? 0 : kHasSha256);
   h.alignment = info.alignment;
   h.source_size = info.source.size;
   h.source_mtime_ns = info.source.mtime_ns;
   std::string body;
-  for (int i = 0; i < kSectionCount; ++i) {
+  for (int i = 0; i < sections; ++i) {
     body.resize(Align8(body.size()), '\0');
-    h.sections[i] = Section{sizeof(Header) + body.size(), parts[i].second};
+    h.sections[i] = Section{header_size + body.size(), parts[i].second};
     body.append(static_cast<const char*>(parts[i].first), parts[i].second * kRecordSize[i]);
   }
-  h.file_size = sizeof(Header) + body.size();
+  h.file_size = header_size + body.size();
   h.body_checksum = XXH3_64bits(body.data(), body.size());
-  h.header_checksum = HeaderChecksum(h);
-  std::string bytes(reinterpret_cast<const char*>(&h), sizeof(h));
+  std::string bytes = HeaderBytes(h, version);
   bytes += body;
   return WriteFileAtomically(path, bytes, access);
 }
@@ -355,6 +430,7 @@ Result<OpenedIndex> OpenNativeIndexFd(int fd, const std::filesystem::path& path)
   t.groups = check.View<GroupExtent>(h, kGroups);
   t.nodes = check.View<CatalogNode>(h, kNodes);
   t.files = check.View<FileExtent>(h, kFiles);
+  t.sha256 = check.View<Sha256Digest>(h, kSha256);
   std::vector<StrRef> blob_names;
   for (const BlobRecord& b : blobs) blob_names.push_back(b.name);
   if (Status s = check.CheckNames(t.names, classes, "class"); !s) return s.error();

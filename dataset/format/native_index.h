@@ -1,8 +1,8 @@
 // The native index: one binary file describing a whole dataset, which the daemon maps
 // rather than parses, so that a mount of 1.28 M files is ready in well under a second.
 //
-// The file is a 160-byte header followed by six sections, each an array of fixed-size
-// little-endian records starting at an 8-byte boundary:
+// The file is a header followed by six sections (seven in version 2), each an array of
+// fixed-size little-endian records starting at an 8-byte boundary:
 //
 //   names    bytes: every node, class and blob name, back to back
 //   classes  {u32 offset, u32 size} into names, indexed by class id
@@ -12,10 +12,17 @@
 //   nodes    the catalog's nodes, breadth-first: a folder's children are one contiguous,
 //            name-sorted run, so lookup is a binary search and readdir a walk
 //   files    {u32 group, u32 class, u64 offset in blob, u64 size, u64 XXH3-64 or 0}
+//   sha256   version 2: the 32-byte SHA-256 of each member, indexed like files (empty
+//            unless the header's flags say the members carry them)
+//
+// Version 1 (a 160-byte header, six sections) is what an index without SHA-256 digests
+// is still written as, so older daemons keep reading those; version 2 (a 176-byte header,
+// seven sections) is written when the members carry digests, which `gpufsd pack` always
+// records and `gpufsd index` adds to a pack or a mytar folder without rewriting its blobs.
 //
 // The header holds a magic, a version, the size of every section, flags (whether members
-// carry checksums), the size and mtime of the source an index was made from (so a stale
-// index of a mytar or tar source is noticed), an XXH3-64 of the body and one of itself.
+// carry checksums, and SHA-256 digests), the size and mtime of the source an index was made from
+// (so a stale index of a mytar or tar source is noticed), an XXH3-64 of the body and one of itself.
 // Opening checks both checksums and every reference between records before anything is
 // served, so a damaged or truncated index is refused instead of crashing the daemon. The
 // sections are exactly the catalog's in-memory arrays: serving from the mapping needs no
@@ -34,7 +41,8 @@
 namespace gpufs {
 
 inline constexpr std::string_view kNativeIndexName = "index.gpufs";
-inline constexpr uint32_t kNativeIndexVersion = 1;
+// The newest version this daemon reads and writes; it reads every version from 1.
+inline constexpr uint32_t kNativeIndexVersion = 2;
 
 // Size and modification time of the file an index describes (metadata.txt, a tar).
 struct SourceStamp {

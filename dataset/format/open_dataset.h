@@ -87,8 +87,10 @@ Result<OpenedIndex> OpenIndexAt(const IndexPlace& place, std::vector<std::string
 DatasetSpec TarSpec(const std::filesystem::path& archive, const TarListing& listing,
                     TreeShape& shape, uint64_t group_bytes);
 
-// A copy of `catalog` whose members carry `checksums` (indexed like its file table).
-Catalog WithFileChecksums(const Catalog& catalog, const std::vector<uint64_t>& checksums);
+// A copy of `catalog` whose members carry `checksums` and `sha256` (each indexed like its
+// file table; no digests when `sha256` is empty).
+Catalog WithFileChecksums(const Catalog& catalog, const std::vector<uint64_t>& checksums,
+                          std::vector<Sha256Digest> sha256 = {});
 
 // The default folder for indexes of read-only archives: $XDG_CACHE_HOME/gpufs, else
 // ~/.cache/gpufs. Private to the user: see OpenCacheDir.

@@ -52,9 +52,10 @@ struct PlannedGroup {
 
 // Everything decided before a byte is written: order, groups and offsets.
 struct Plan {
-  std::vector<size_t> order;        // position -> index into shape.files
-  std::vector<uint64_t> offsets;    // position -> offset in its blob
-  std::vector<uint64_t> checksums;  // position -> XXH3-64, filled by the writers
+  std::vector<size_t> order;         // position -> index into shape.files
+  std::vector<uint64_t> offsets;     // position -> offset in its blob
+  std::vector<uint64_t> checksums;   // position -> XXH3-64, filled by the writers
+  std::vector<Sha256Digest> sha256;  // position -> SHA-256, likewise
   std::vector<PlannedGroup> groups;
   std::vector<BlobInfo> blobs;  // group -> size and checksum, filled by the writers
 };
@@ -64,6 +65,7 @@ Plan MakePlan(const TreeShape& shape, const PackSource& source, const PackOption
   plan.order = MemberOrder(shape, options);
   plan.offsets.resize(plan.order.size());
   plan.checksums.resize(plan.order.size());
+  plan.sha256.resize(plan.order.size());
   PlannedGroup group;
   for (size_t pos = 0; pos < plan.order.size(); ++pos) {
     const uint64_t size = source.entries[shape.files[plan.order[pos]].input].size;
@@ -132,6 +134,7 @@ class BlobWriter {
     auto in = SourceFd(entry.file);
     if (!in) return in.error();
     ChecksumStream member;
+    Sha256Stream digest;
     Status s = Ok{};
     for (uint64_t done = 0; s && done < entry.size;) {
       const size_t want = static_cast<size_t>(std::min<uint64_t>(kChunk, entry.size - done));
@@ -143,11 +146,13 @@ class BlobWriter {
         break;
       }
       member.Update(buffer_.get(), static_cast<size_t>(n));
+      digest.Update(buffer_.get(), static_cast<size_t>(n));
       blob.Update(buffer_.get(), static_cast<size_t>(n));
       s = WriteAll(fd, std::string_view(buffer_.get(), static_cast<size_t>(n)), path);
       done += static_cast<uint64_t>(n);
     }
     plan_.checksums[pos] = member.Digest();
+    plan_.sha256[pos] = digest.Digest();
     progress_.files.fetch_add(1);
     progress_.bytes.fetch_add(entry.size);
     return s;
@@ -209,13 +214,15 @@ DatasetSpec SpecOf(const TreeShape& shape, const PackSource& source, const Plan&
   spec.classes = shape.classes;
   spec.folders = shape.folders;
   spec.has_checksums = true;
+  spec.has_sha256 = true;
   for (size_t g = 0; g < plan.groups.size(); ++g) {
     spec.groups.push_back(GroupSpec{BlobName(g), 0, plan.blobs[g].size, 0});
     for (size_t pos = plan.groups[g].begin; pos < plan.groups[g].end; ++pos) {
       const ShapedFile& file = shape.files[plan.order[pos]];
       spec.members.push_back(MemberSpec{file.tree_path, file.class_id, static_cast<uint32_t>(g),
                                         plan.offsets[pos], source.entries[file.input].size,
-                                        plan.checksums[pos], static_cast<uint32_t>(pos + 1)});
+                                        plan.checksums[pos], static_cast<uint32_t>(pos + 1),
+                                        plan.sha256[pos]});
     }
   }
   return spec;

@@ -9,7 +9,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include "dataset/format/checksums.h"
 #include "source/blob_source.h"
+#include "source/remote/gather.h"
+#include "source/remote/hash_workers.h"
 #include "source/remote/responses.h"
 #include "source/remote/s3_xml.h"
 #include "source/remote/store_stats.h"
@@ -84,30 +87,6 @@ std::string ListQuery(const std::string& prefix, const std::string& token, unsig
   return query;
 }
 
-// A read cut into blocks: the caller's `done` runs once, when every block is in.
-class Gather {
- public:
-  Gather(size_t blocks, size_t length, std::function<void(Result<size_t>)> done)
-      : pending_(blocks), length_(length), done_(std::move(done)) {}
-
-  void BlockDone(const Result<size_t>& outcome) {
-    if (!outcome.ok()) {
-      std::lock_guard lock(mu_);
-      if (!error_) error_ = outcome.error();
-    }
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    if (error_) return done_(*error_);
-    done_(length_);
-  }
-
- private:
-  std::atomic<size_t> pending_;
-  const size_t length_;
-  std::function<void(Result<size_t>)> done_;
-  std::mutex mu_;
-  std::optional<Error> error_;  // the first block's failure, guarded by mu_
-};
-
 // "http://host:port/path?query" as the authority ("host:port") and the rest ("/path?query").
 std::pair<std::string, std::string> SplitUrl(const std::string& url) {
   const size_t authority = url.find("://") + 3;
@@ -135,6 +114,9 @@ struct ObjectStore::Block {
   char* buffer = nullptr;
   std::optional<ObjectInfo> expected;
   std::vector<uint32_t> order;  // the peers, the first choice first
+  // Of a read through peers: which peer served each of its blocks (-1: the store).
+  std::shared_ptr<std::vector<int>> served_by;
+  size_t index = 0;
   std::function<void(Result<size_t>)> done;
   // After this, a peer's failure sends the block to the store rather than the next peer:
   // peers that all trickle cost a read about two deadlines, not one per peer.
@@ -144,7 +126,14 @@ struct ObjectStore::Block {
 class ObjectStore::Impl {
  public:
   explicit Impl(const StoreConfig& config) : loop(LoopConfigFor(config), counters) {
-    if (!config.peers.urls.empty()) peers = std::make_unique<PeerSet>(config.peers);
+    if (config.peers.urls.empty()) return;
+    peers = std::make_unique<PeerSet>(config.peers);
+    hashers = std::make_unique<HashWorkers>(HashWorkers::DefaultThreads());
+  }
+  // The hashers finish their jobs while the loop still takes what they submit; a read that
+  // completes while the loop stops is then hashed on the loop's thread.
+  ~Impl() {
+    if (hashers) hashers->Stop();
   }
 
   // Wraps `done` so that the request counts as in flight until it runs, and as an error
@@ -183,8 +172,10 @@ class ObjectStore::Impl {
     return Fail(EDEADLK, "cannot {} {}: a blocking call from a store callback", verb, object);
   }
 
-  std::unique_ptr<PeerSet> peers;  // none without --peers
+  std::unique_ptr<PeerSet> peers;        // none without --peers
+  std::unique_ptr<HashWorkers> hashers;  // with peers; outlives the loop
   std::atomic<uint64_t> peer_answers_logged{0};
+  std::atomic<uint64_t> mismatches_logged{0};
   StoreCounters counters;  // before the loop, which uses it until it stops
   TransferLoop loop;
 };
@@ -211,8 +202,12 @@ void ObjectStore::Get(GetRequest request, std::function<void(Result<size_t>)> do
     impl_->loop.Post([finish, outcome] { finish(outcome); });
     return;
   }
-  // Only an answer that can be checked against the object's ETag may come from a peer.
-  if (!impl_->peers || !request.expected || request.expected->etag.empty()) {
+  // Only an answer that can be checked against the object's ETag and the digests of every
+  // member it holds may come from a peer.
+  const bool via_peers =
+      impl_->peers && request.expected && !request.expected->etag.empty() && request.digests &&
+      request.digests->WholeMembers(request.blob, request.offset, request.offset + request.length);
+  if (!via_peers) {
     GetDirect(Block{request.name,
                     object,
                     request.offset,
@@ -220,30 +215,124 @@ void ObjectStore::Get(GetRequest request, std::function<void(Result<size_t>)> do
                     request.buffer,
                     std::move(request.expected),
                     {},
+                    nullptr,
+                    0,
                     std::move(finish)});
     return;
   }
+  GetThroughPeers(std::move(request), object, std::move(finish));
+}
+
+// A read through peers, once all its blocks are in: which peer sent which block, so that
+// a member whose bytes do not match its digest is blamed on the peer that sent them.
+struct ObjectStore::PeerRead {
+  GetRequest request;
+  std::string object;
+  std::vector<uint64_t> starts;                 // of each block, in order
+  std::shared_ptr<std::vector<int>> served_by;  // each block's peer, -1: the store
+  std::function<void(Result<size_t>)> done;
+};
+
+// Blocks are the routing unit, the proxies' slice, so that a slice leaves the store for
+// one peer only; a member may span two blocks and so two peers, and is checked once the
+// whole read is in.
+void ObjectStore::GetThroughPeers(GetRequest request, const std::string& object,
+                                  std::function<void(Result<size_t>)> finish) {
   const uint64_t size = impl_->peers->block();
   const uint64_t end = request.offset + request.length;
   const uint64_t first = request.offset / size;
   const uint64_t last = (end - 1) / size;
-  auto gather = std::make_shared<Gather>(last - first + 1, request.length, std::move(finish));
+  auto read = std::make_shared<PeerRead>();
+  read->object = object;
+  read->served_by = std::make_shared<std::vector<int>>(last - first + 1, -1);
+  for (uint64_t b = first; b <= last; ++b)
+    read->starts.push_back(std::max(request.offset, b * size));
+  read->request = std::move(request);
+  read->done = std::move(finish);
+  const GetRequest& r = read->request;
+  auto gather =
+      std::make_shared<Gather>(last - first + 1, r.length, [this, read](Result<size_t> got) {
+        if (!got) return read->done(std::move(got));
+        impl_->hashers->Post([this, read] { CheckPeerRead(read); });
+      });
   for (uint64_t b = first; b <= last; ++b) {
-    const uint64_t from = std::max(request.offset, b * size);
+    const uint64_t from = std::max(r.offset, b * size);
     const uint64_t to = std::min(end, (b + 1) * size);
     auto block = std::make_shared<Block>();
-    block->name = request.name;
+    block->name = r.name;
     block->object = object;
     block->offset = from;
     block->length = to - from;
-    block->buffer = request.buffer + (from - request.offset);
-    block->expected = request.expected;
+    block->buffer = r.buffer + (from - r.offset);
+    block->expected = r.expected;
     block->order = impl_->peers->Order(
-        fmt::format("{}\n{}\n{}\n{}", object, request.expected->etag, request.expected->size, b));
+        fmt::format("{}\n{}\n{}\n{}", object, r.expected->etag, r.expected->size, b));
     block->peers_until = PeerSet::Clock::now() + TotalDeadline(config_.deadlines, block->length);
+    block->served_by = read->served_by;
+    block->index = b - first;
     block->done = [gather](Result<size_t> outcome) { gather->BlockDone(outcome); };
     GetFromPeer(std::move(block), 0, false);
   }
+}
+
+// On a hasher's thread (hash_workers.h). Each member that does not match is read again from the
+// store, into a buffer of its own: comparing the two names the peer that sent the wrong bytes.
+void ObjectStore::CheckPeerRead(std::shared_ptr<PeerRead> read) {
+  const GetRequest& r = read->request;
+  auto bad = r.digests->Mismatches(r.blob, r.offset, r.buffer, r.length);
+  if (bad.empty()) return read->done(r.length);
+  impl_->counters.peer_mismatches.fetch_add(bad.size(), std::memory_order_relaxed);
+  auto gather = std::make_shared<Gather>(bad.size(), r.length, read->done);
+  for (MemberDigests::Mismatch& member : bad) {
+    auto scratch = std::shared_ptr<char[]>(new char[member.size]);
+    Block block;
+    block.name = r.name;
+    block.object = read->object;
+    block.offset = member.offset;
+    block.length = member.size;
+    block.buffer = scratch.get();
+    block.expected = r.expected;
+    block.done = [this, read, member, scratch, gather](Result<size_t> got) {
+      if (got) got = TakeStoreBytes(*read, member, scratch.get());
+      gather->BlockDone(got);
+    };
+    GetDirect(block);
+  }
+}
+
+// The store's bytes of `member` in place of the peers', once they match its digest; logs
+// and skips each peer whose part of the member differed.
+Result<size_t> ObjectStore::TakeStoreBytes(const PeerRead& read,
+                                           const MemberDigests::Mismatch& member,
+                                           const char* store_bytes) {
+  const GetRequest& r = read.request;
+  if (Sha256Of(store_bytes, member.size) != *r.digests->Digest(member.file)) {
+    return Fail(EIO,
+                "cannot read {}: the store's bytes of {} do not match the SHA-256 of its index",
+                read.object, member.path);
+  }
+  char* ours = r.buffer + (member.offset - r.offset);
+  for (size_t b = 0; b < read.starts.size(); ++b) {
+    const uint64_t from = std::max(read.starts[b], member.offset);
+    const uint64_t to =
+        std::min(b + 1 < read.starts.size() ? read.starts[b + 1] : r.offset + r.length,
+                 member.offset + member.size);
+    const int peer = (*read.served_by)[b];
+    if (from >= to || peer < 0) continue;
+    const uint64_t at = from - member.offset;
+    if (std::memcmp(ours + at, store_bytes + at, to - from) == 0) continue;
+    const std::string why = fmt::format(
+        "it sent bytes of {} ({} bytes at {} of {}) that do not match the SHA-256 of the index",
+        member.path, member.size, member.offset, read.object);
+    const uint64_t logged = impl_->mismatches_logged.fetch_add(1, std::memory_order_relaxed);
+    if (logged < kLoggedPeerAnswers || logged % 1000 == 0) {
+      spdlog::warn("peer {}: {}; read from the store instead ({} such parts)",
+                   impl_->peers->url(static_cast<uint32_t>(peer)), why, logged + 1);
+    }
+    impl_->peers->Failed(static_cast<uint32_t>(peer), why, PeerSet::Clock::now());
+  }
+  std::memcpy(ours, store_bytes, member.size);
+  return member.size;
 }
 
 void ObjectStore::GetDirect(const Block& block) {
@@ -305,7 +394,10 @@ void ObjectStore::GetFromPeer(std::shared_ptr<const Block> block, size_t rank, b
     Result<size_t> checked =
         CheckRangeReply(*reply, block->object, block->offset, block->length, block->expected);
     peers.Answered(peer, checked.ok() ? reply->body_bytes : 0);
-    if (checked.ok()) return block->done(std::move(checked));
+    if (checked.ok()) {
+      if (block->served_by) (*block->served_by)[block->index] = static_cast<int>(peer);
+      return block->done(std::move(checked));
+    }
     // The peer works; what it says is about the object, which the store decides.
     impl_->counters.peer_fallbacks.fetch_add(1, std::memory_order_relaxed);
     if (impl_->peer_answers_logged.fetch_add(1, std::memory_order_relaxed) < kLoggedPeerAnswers) {

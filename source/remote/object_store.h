@@ -13,12 +13,18 @@
 //   timeouts, 5xx, 429 and S3's SlowDown, within a budget of attempts and time; then EIO
 //   with the last reason. 4xx answers are not retried: they carry the store's own message.
 // - Secrets are never logged, never put in a message, a URL or argv.
-// - With peers (StoreConfig::peers), a GET is cut at block boundaries and each block asks
-//   its peers in rendezvous order, then the store. A peer gets the store's URL path, Host
-//   and signature, with the range left unsigned and no If-Match (a caching proxy rewrites
+// - With peers (StoreConfig::peers), a GET that carries the digests of the object's
+//   members and covers whole members is cut at block boundaries and each block asks its
+//   peers in rendezvous order, then the store. A peer gets the store's URL path, Host and
+//   signature, with the range left unsigned and no If-Match (a caching proxy rewrites
 //   both); its answer is checked against the expected ETag like the store's. A peer that
 //   fails is skipped for the next; an answer about the object itself (a 4xx, another
-//   ETag) sends the block to the store.
+//   ETag) sends the block to the store. Once every block is in, every member is checked
+//   against its SHA-256 (a peer writes its own headers: only the digests prove its
+//   bytes): a member that does not match is counted (peer_mismatches) and read from the
+//   store, and each peer whose part of it differed is logged by name and skipped like a
+//   failed one. A GET without digests (an index, a listing, a tar's headers) goes to the
+//   store alone.
 // - Every attempt has a deadline (deadline.h): a server that trickles fails the attempt as
 //   one that stalls does, so a read ends within the retry budget plus one deadline.
 #pragma once
@@ -36,6 +42,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dataset/error.h"
+#include "source/member_digests.h"
 #include "source/remote/deadline.h"
 #include "source/remote/peers.h"
 
@@ -110,6 +117,11 @@ struct GetRequest {
   size_t length = 0;                   // bytes wanted; the object must hold all of them
   char* buffer = nullptr;              // `length` bytes, untouched after `done` runs
   std::optional<ObjectInfo> expected;  // what the mount saw: checked on the response
+  // The digests of the object's members, it being their blob `blob`: only then may peers
+  // serve the read, and each block they send is checked against them. Null: the store
+  // alone serves it.
+  std::shared_ptr<const MemberDigests> digests;
+  uint32_t blob = 0;
 };
 
 // Counters of requests, kept by the store; Stats() reports them.
@@ -144,6 +156,14 @@ class ObjectStore {
   struct Block;
   void GetDirect(const Block& block);
   void GetFromPeer(std::shared_ptr<const Block> block, size_t rank, bool failed_before);
+  struct PeerRead;
+  void GetThroughPeers(GetRequest request, const std::string& object,
+                       std::function<void(Result<size_t>)> finish);
+  // Once every block of `read` is in: done when every member matches its digest, else
+  // those that do not are read from the store.
+  void CheckPeerRead(std::shared_ptr<PeerRead> read);
+  Result<size_t> TakeStoreBytes(const PeerRead& read, const MemberDigests::Mismatch& member,
+                                const char* store_bytes);
   class Impl;
   StoreConfig config_;
   std::unique_ptr<Impl> impl_;

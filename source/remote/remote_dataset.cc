@@ -1,6 +1,8 @@
 #include "source/remote/remote_dataset.h"
 
+#include <algorithm>
 #include <condition_variable>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <map>
@@ -99,16 +101,20 @@ Status CheckBlobObjects(ObjectStore& store, const std::string& folder, RemoteDat
               problems.size() > 1 ? fmt::format(" (and {} more blobs)", problems.size() - 1) : "");
 }
 
-// The store's index.gpufs, kept in the cache folder under its URL and ETag, then mapped
-// like a local one.
-Result<RemoteDataset> OpenNativeIndexObject(ObjectStore& store, const ObjectInfo& index,
-                                            const OpenOptions& options) {
+// The store's index.gpufs (from the store itself, never a peer), kept in the cache folder
+// under its URL and ETag, then mapped like a local one.
+std::filesystem::path CachedIndexPath(const ObjectStore& store, const ObjectInfo& index,
+                                      const OpenOptions& options) {
+  return options.cache_dir / "remote" /
+         fmt::format("{}-{:016x}.gpufs", CacheKey(store, index.name),
+                     ChecksumOf(index.etag.data(), index.etag.size()));
+}
+
+// `notes` gains what opening the cache folder had to say.
+Result<OpenedIndex> FetchNativeIndex(ObjectStore& store, const ObjectInfo& index,
+                                     const OpenOptions& options, std::vector<std::string>& notes) {
   const std::string url = store.Describe(index.name);
-  const std::filesystem::path cached =
-      options.cache_dir / "remote" /
-      fmt::format("{}-{:016x}.gpufs", CacheKey(store, index.name),
-                  ChecksumOf(index.etag.data(), index.etag.size()));
-  std::vector<std::string> notes;
+  const std::filesystem::path cached = CachedIndexPath(store, index, options);
   if (Status s = OpenCacheDir(options.cache_dir, notes); !s) return s.error();
   std::error_code ec;
   const bool kept = std::filesystem::exists(std::filesystem::symlink_status(cached, ec));
@@ -127,20 +133,80 @@ Result<RemoteDataset> OpenNativeIndexObject(ObjectStore& store, const ObjectInfo
     std::filesystem::remove(cached, ec);  // fetched again next time
     return Fail(opened.error().code, "cannot use {}: {}", url, opened.error().message);
   }
+  return opened;
+}
+
+Result<RemoteDataset> OpenNativeIndexObject(ObjectStore& store, const ObjectInfo& index,
+                                            const OpenOptions& options) {
+  std::vector<std::string> notes;
+  auto opened = FetchNativeIndex(store, index, options, notes);
+  if (!opened) return opened.error();
   RemoteDataset d{Dataset{{},
                           std::move(opened->catalog),
                           std::move(opened->info.blobs),
                           "native",
-                          cached,
+                          CachedIndexPath(store, index, options),
                           Now(),
                           std::move(notes)},
                   {}};
+  const std::string url = store.Describe(index.name);
   const std::string folder = index.name.substr(0, index.name.size() - kNativeIndexName.size());
   if (Status s = CheckBlobObjects(store, folder, d, url, true); !s) return s.error();
   return d;
 }
 
-Result<RemoteDataset> OpenMytarObject(ObjectStore& store, const ObjectInfo& metadata) {
+// The head of `name`, or nothing when the store says it does not exist.
+Result<std::optional<ObjectInfo>> HeadIfAny(ObjectStore& store, const std::string& name) {
+  auto head = store.HeadSync(name);
+  if (head) return std::optional<ObjectInfo>(*head);
+  if (head.error().code == ENOENT) return std::optional<ObjectInfo>();
+  if (head.error().code == EACCES) {
+    // A HEAD's answer has no body, so no word of why: a GET of the same object brings
+    // the store's own message (a wrong key, a bad signature, a denied policy).
+    auto get = store.GetWhole(name, kMaxIndexBytes);
+    if (!get) return get.error();
+  }
+  return head.error();
+}
+
+// Whether `index` describes the tree of `text` over the same bytes, its checksums and
+// digests aside. An index's name table holds the tree's names, then its class and blob
+// names.
+bool SameTree(const Catalog& index, const Catalog& text) {
+  const CatalogTables& x = index.tables();
+  const CatalogTables& y = text.tables();
+  const auto same_bytes = [](auto p, auto q) {
+    return p.size() == q.size() && std::memcmp(p.data(), q.data(), p.size_bytes()) == 0;
+  };
+  if (!x.names.starts_with(y.names) || x.classes != y.classes || x.blobs != y.blobs ||
+      !same_bytes(x.nodes, y.nodes) || !same_bytes(x.groups, y.groups) ||
+      x.files.size() != y.files.size()) {
+    return false;
+  }
+  return std::equal(x.files.begin(), x.files.end(), y.files.begin(),
+                    [](const FileExtent& f, const FileExtent& g) {
+                      return f.group == g.group && f.class_id == g.class_id &&
+                             f.offset == g.offset && f.size == g.size;
+                    });
+}
+
+// The catalog of the index.gpufs beside a mytar folder's metadata.txt, when `gpufsd index`
+// made it of this very text (its tree is the text's, record for record): it adds the
+// members' checksums and SHA-256 digests. None when there is no such index.
+Result<std::optional<Catalog>> IndexOfText(ObjectStore& store, const std::string& folder,
+                                           const Catalog& text, const OpenOptions& options) {
+  auto index = HeadIfAny(store, folder + std::string(kNativeIndexName));
+  if (!index || !*index)
+    return index ? Result<std::optional<Catalog>>(std::nullopt) : index.error();
+  std::vector<std::string> notes;  // the mytar mount opens the cache folder again, and says
+  auto opened = FetchNativeIndex(store, **index, options, notes);
+  if (!opened) return opened.error();
+  if (!SameTree(opened->catalog, text)) return std::optional<Catalog>();
+  return std::optional<Catalog>(std::move(opened->catalog));
+}
+
+Result<RemoteDataset> OpenMytarObject(ObjectStore& store, const ObjectInfo& metadata,
+                                      const OpenOptions& options) {
   const std::string url = store.Describe(metadata.name);
   auto text = store.GetWhole(metadata.name, kMaxIndexBytes);
   if (!text) return text.error();
@@ -148,10 +214,14 @@ Result<RemoteDataset> OpenMytarObject(ObjectStore& store, const ObjectInfo& meta
   if (!spec) return spec.error();
   auto catalog = Catalog::FromSpec(*spec);
   if (!catalog) return catalog.error();
-  RemoteDataset d{Dataset{{}, std::move(*catalog), {}, "mytar", {}, Now(), {}}, {}};
+  const std::string folder = metadata.name.substr(0, metadata.name.size() - kMytarIndexName.size());
+  auto indexed = IndexOfText(store, folder, *catalog, options);
+  if (!indexed) return indexed.error();
+  const char* format = *indexed ? "mytar+index" : "mytar";
+  if (*indexed) catalog = std::move(**indexed);
+  RemoteDataset d{Dataset{{}, std::move(*catalog), {}, format, {}, Now(), {}}, {}};
   // A mytar blob holds one group; it may hold more bytes after it.
   for (const GroupSpec& g : spec->groups) d.dataset.blobs.push_back(BlobInfo{g.offset + g.size, 0});
-  const std::string folder = metadata.name.substr(0, metadata.name.size() - kMytarIndexName.size());
   if (Status s = CheckBlobObjects(store, folder, d, url, false); !s) return s.error();
   return d;
 }
@@ -201,20 +271,6 @@ Result<RemoteDataset> OpenTarObject(ObjectStore& store, const ObjectInfo& archiv
   return RemoteDataset{std::move(*d), {archive}};
 }
 
-// The head of `name`, or nothing when the store says it does not exist.
-Result<std::optional<ObjectInfo>> HeadIfAny(ObjectStore& store, const std::string& name) {
-  auto head = store.HeadSync(name);
-  if (head) return std::optional<ObjectInfo>(*head);
-  if (head.error().code == ENOENT) return std::optional<ObjectInfo>();
-  if (head.error().code == EACCES) {
-    // A HEAD's answer has no body, so no word of why: a GET of the same object brings
-    // the store's own message (a wrong key, a bad signature, a denied policy).
-    auto get = store.GetWhole(name, kMaxIndexBytes);
-    if (!get) return get.error();
-  }
-  return head.error();
-}
-
 // The folder's metadata.txt: at the root, in the chosen group-size folder, or (S3) in the
 // only group-size folder there is.
 Result<std::optional<ObjectInfo>> FindMytarIndex(ObjectStore& store, const OpenOptions& options) {
@@ -260,7 +316,7 @@ Result<RemoteDataset> OpenRemoteDataset(ObjectStore& store, const std::string& l
   }
   auto mytar = FindMytarIndex(store, options);
   if (!mytar) return mytar.error();
-  if (*mytar) return OpenMytarObject(store, **mytar);
+  if (*mytar) return OpenMytarObject(store, **mytar, options);
   auto native = HeadIfAny(store, std::string(kNativeIndexName));
   if (!native) return native.error();
   if (*native) return OpenNativeIndexObject(store, **native, options);

@@ -1,14 +1,39 @@
 #include "source/remote/remote_source.h"
 
 #include <algorithm>
+#include <cstring>
+#include <optional>
 
 #include <fmt/format.h>
 
+#include "source/remote/gather.h"
+
 namespace gpufs::remote {
+namespace {
+
+// The largest member a read through peers fetches whole for a part of it: a 128 KiB read
+// of a 1 MiB member fetches eight times what it needs, once, where the peer can serve it.
+constexpr uint64_t kMaxWholeMember = 1 << 20;
+
+// Whatever went wrong (an object deleted or denied since the mount), the reader sees EIO,
+// the one error read() is expected to give; the message keeps the cause.
+std::function<void(Result<size_t>)> AsReadError(std::function<void(Result<size_t>)> done) {
+  return [done = std::move(done)](Result<size_t> r) {
+    if (!r && r.error().code != EIO) r = Error{EIO, r.error().message};
+    done(std::move(r));
+  };
+}
+
+}  // namespace
 
 RemoteSource::RemoteSource(ObjectStore& store, std::vector<ObjectInfo> objects,
-                           std::vector<BlobInfo> expected, size_t part)
-    : store_(store), objects_(std::move(objects)), expected_(std::move(expected)), part_(part) {}
+                           std::vector<BlobInfo> expected, size_t part,
+                           std::shared_ptr<const MemberDigests> digests)
+    : store_(store),
+      objects_(std::move(objects)),
+      expected_(std::move(expected)),
+      part_(part),
+      digests_(std::move(digests)) {}
 
 std::string_view RemoteSource::kind() const {
   return store_.config().scheme == Scheme::kS3 ? "s3" : "http";
@@ -45,12 +70,62 @@ void RemoteSource::Submit(ReadKind, std::vector<BlobRead> reads) {
     }
     const auto length =
         static_cast<size_t>(std::min<uint64_t>(read.length, object.size - read.offset));
-    // Whatever went wrong (an object deleted or denied since the mount), the reader
-    // sees EIO, the one error read() is expected to give; the message keeps the cause.
+    if (digests_) {
+      GetWidened(read, length);
+      continue;
+    }
     store_.Get(GetRequest{object.name, read.offset, length, read.buffer, object},
-               [done = std::move(read.done)](Result<size_t> r) {
-                 if (!r && r.error().code != EIO) r = Error{EIO, r.error().message};
-                 done(std::move(r));
+               AsReadError(std::move(read.done)));
+  }
+}
+
+// The range less the members that stick out at either end is read straight into the
+// buffer; each member that sticks out is read whole into a buffer of its own (checked like
+// the rest) and the asked-for part copied out. A read through peers thus never bounces
+// more than two members, of kMaxWholeMember bytes at most.
+void RemoteSource::GetWidened(BlobRead& read, size_t length) {
+  const ObjectInfo& object = objects_[read.blob];
+  const uint64_t start = read.offset;
+  const uint64_t end = start + length;
+  const auto head = digests_->Straddling(read.blob, start);
+  const auto tail = digests_->Straddling(read.blob, end);
+  if (!head && !tail) {
+    store_.Get(GetRequest{object.name, start, length, read.buffer, object, digests_, read.blob},
+               AsReadError(std::move(read.done)));
+    return;
+  }
+  std::vector<std::pair<uint64_t, uint64_t>> sticking;
+  if (head) sticking.push_back(*head);
+  if (tail && tail != head) sticking.push_back(*tail);
+  const uint64_t middle_from = head ? std::min(head->second, end) : start;
+  const uint64_t middle_to = tail ? std::max(tail->first, middle_from) : end;
+  const bool middle = middle_from < middle_to;
+  auto parts = std::make_shared<Gather>(sticking.size() + (middle ? 1 : 0), length,
+                                        AsReadError(std::move(read.done)));
+  const auto done = [parts](Result<size_t> r) { parts->BlockDone(r); };
+  if (middle) {
+    store_.Get(GetRequest{object.name, middle_from, static_cast<size_t>(middle_to - middle_from),
+                          read.buffer + (middle_from - start), object, digests_, read.blob},
+               done);
+  }
+  for (const auto& [from, to] : sticking) {
+    const uint64_t copy_from = std::max(from, start);
+    const uint64_t copy_to = std::min(to, end);
+    // A large member is not fetched whole for a small part of it: that part comes from the
+    // store, which needs no check.
+    if (to - from > kMaxWholeMember) {
+      store_.Get(GetRequest{object.name, copy_from, static_cast<size_t>(copy_to - copy_from),
+                            read.buffer + (copy_from - start), object},
+                 done);
+      continue;
+    }
+    auto bounce = std::shared_ptr<char[]>(new char[to - from]);
+    store_.Get(GetRequest{object.name, from, static_cast<size_t>(to - from), bounce.get(), object,
+                          digests_, read.blob},
+               [parts, bounce, out = read.buffer + (copy_from - start), skip = copy_from - from,
+                n = copy_to - copy_from](Result<size_t> r) {
+                 if (r) std::memcpy(out, bounce.get() + skip, n);
+                 parts->BlockDone(r);
                });
   }
 }

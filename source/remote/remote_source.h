@@ -3,8 +3,14 @@
 // fails the read instead of serving other bytes. Long reads go as parts of PartSize(),
 // all in flight at once, which is how one connection's rate limit stops being the
 // group's.
+//
+// With peers, a read covers whole members: a member that sticks out of it at either end is
+// read whole into a buffer of its own and the asked-for part copied out, so that the store
+// may send every part through peers and check each member against its SHA-256
+// (member_digests.h) before the read is done.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "source/blob_source.h"
@@ -15,10 +21,10 @@ namespace gpufs::remote {
 class RemoteSource : public BlobSource {
  public:
   // `objects[b]` is blob b's object (name relative to the store's root, size and ETag
-  // seen at mount), `expected[b]` what the dataset's index says of it. `store` must
-  // outlive the source.
+  // seen at mount), `expected[b]` what the dataset's index says of it. `digests` (null:
+  // none) lets reads go through the store's peers. `store` must outlive the source.
   RemoteSource(ObjectStore& store, std::vector<ObjectInfo> objects, std::vector<BlobInfo> expected,
-               size_t part);
+               size_t part, std::shared_ptr<const MemberDigests> digests = nullptr);
 
   std::string_view kind() const override;
   size_t blob_count() const override { return objects_.size(); }
@@ -32,10 +38,14 @@ class RemoteSource : public BlobSource {
   nlohmann::json Stats() const override { return store_.Stats(); }
 
  private:
+  // Reads `length` bytes of `read` as parts of whole members, which peers may serve.
+  void GetWidened(BlobRead& read, size_t length);
+
   ObjectStore& store_;
   const std::vector<ObjectInfo> objects_;
   const std::vector<BlobInfo> expected_;
   const size_t part_;
+  const std::shared_ptr<const MemberDigests> digests_;
 };
 
 }  // namespace gpufs::remote

@@ -18,6 +18,7 @@ nlohmann::json StatsJson(std::string_view kind, const StoreCounters& counters) {
   j[kPeerRequests] = counters.peer_requests.load(kRelaxed);
   j[kPeerBytes] = counters.peer_bytes.load(kRelaxed);
   j[kPeerFallbacks] = counters.peer_fallbacks.load(kRelaxed);
+  j[kPeerMismatches] = counters.peer_mismatches.load(kRelaxed);
   j[kInFlight] = static_cast<uint64_t>(std::max<int64_t>(0, counters.in_flight.load(kRelaxed)));
   j[kLatencyP50] = counters.latency.PercentileMs(0.50);
   j[kLatencyP99] = counters.latency.PercentileMs(0.99);

@@ -24,8 +24,9 @@ struct StoreCounters {
   std::atomic<uint64_t> peer_requests{0};
   std::atomic<uint64_t> peer_bytes{0};
   std::atomic<uint64_t> peer_fallbacks{0};
-  std::atomic<int64_t> in_flight{0};  // requests queued or on the wire
-  LatencyHistogram latency;           // of attempts that got an HTTP answer
+  std::atomic<uint64_t> peer_mismatches{0};  // blocks whose bytes did not match the digests
+  std::atomic<int64_t> in_flight{0};         // requests queued or on the wire
+  LatencyHistogram latency;                  // of attempts that got an HTTP answer
 };
 
 // The counters under source_stat's keys, with `kind` ("s3" or "http").

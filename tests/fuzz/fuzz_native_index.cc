@@ -19,11 +19,18 @@
 namespace gpufs::fuzz {
 namespace {
 
-// The header fields rewritten here, at their offsets in native_index.cc's Header.
-constexpr size_t kHeaderSize = 160;
+// The header fields rewritten here, at their offsets in native_index.cc's headers: a
+// version 1 header is 160 bytes, a version 2 one (with the SHA-256 section) 176; each
+// ends with its own checksum.
+constexpr size_t kVersionAt = 8;
 constexpr size_t kFileSizeAt = 16;
 constexpr size_t kBodyChecksumAt = 24;
-constexpr size_t kHeaderChecksumAt = 152;
+
+size_t HeaderSizeOf(const std::vector<uint8_t>& bytes) {
+  uint32_t version = 0;
+  std::memcpy(&version, bytes.data() + kVersionAt, sizeof(version));
+  return version == 2 ? 176 : 160;
+}
 
 void Put64(std::vector<uint8_t>& bytes, size_t at, uint64_t value) {
   std::memcpy(bytes.data() + at, &value, sizeof(value));
@@ -31,12 +38,15 @@ void Put64(std::vector<uint8_t>& bytes, size_t at, uint64_t value) {
 
 // Makes the header's file size and both checksums agree with `bytes`.
 void Reseal(std::vector<uint8_t>& bytes) {
-  if (bytes.size() < kHeaderSize) return;
+  if (bytes.size() < 160) return;
+  const size_t header_size = HeaderSizeOf(bytes);
+  if (bytes.size() < header_size) return;
+  const size_t header_checksum_at = header_size - 8;
   Put64(bytes, kFileSizeAt, bytes.size());
   Put64(bytes, kBodyChecksumAt,
-        XXH3_64bits(bytes.data() + kHeaderSize, bytes.size() - kHeaderSize));
-  Put64(bytes, kHeaderChecksumAt, 0);
-  Put64(bytes, kHeaderChecksumAt, XXH3_64bits(bytes.data(), kHeaderSize));
+        XXH3_64bits(bytes.data() + header_size, bytes.size() - header_size));
+  Put64(bytes, header_checksum_at, 0);
+  Put64(bytes, header_checksum_at, XXH3_64bits(bytes.data(), header_size));
 }
 
 void CheckOpened(const OpenedIndex& opened) {
@@ -45,6 +55,9 @@ void CheckOpened(const OpenedIndex& opened) {
   Require(blob_sizes.size() == opened.catalog.blobs().size(),
           "the index has not one size per blob");
   CheckCatalog(opened.catalog, blob_sizes);
+  const auto& t = opened.catalog.tables();
+  Require(t.sha256.empty() || t.sha256.size() == t.files.size(),
+          "the index has digests for some files only");
 }
 
 }  // namespace

@@ -197,12 +197,13 @@ class Slurm(unittest.TestCase):
         cls.work = tempfile.mkdtemp(prefix="gpufs-slurm-")
         # As root, nginx's workers run as another user, who must reach the peers' caches.
         os.chmod(cls.work, 0o755)
-        tree, folder = lib.make_dataset(os.path.join(cls.work, "data"), classes=3,
-                                        per_class=8, group_size=4)
+        tree, _ = lib.make_dataset(os.path.join(cls.work, "data"), classes=3, per_class=8,
+                                   group_size=4)
         cls.expected = lib.files_below(tree)
         www = os.path.join(cls.work, "www")
-        shutil.copytree(folder, os.path.join(www, "mytar"))
-        cls.blobs = sorted(n for n in os.listdir(folder) if n.endswith(".mytar"))
+        # A pack: --peers needs the SHA-256 digests its index records.
+        pack = lib.pack_to_serve(tree, www, "32KiB")
+        cls.blobs = sorted(n for n in os.listdir(pack) if n != "index.gpufs")
         cls.origin = nginx.NginxOrigin(www).__enter__()
         cls.scontrol = os.path.join(cls.work, "scontrol")
         with open(cls.scontrol, "w") as f:
@@ -282,7 +283,7 @@ class Slurm(unittest.TestCase):
         count = 0
         with open(self.origin.access_log) as f:
             for line in f:
-                m = re.search(r'"GET /mytar/filegroup-\S+ [^"]*" 20\d .*range="bytes=(\d+)-(\d+)"',
+                m = re.search(r'"GET /pack/blob\S+ [^"]*" 20\d .*range="bytes=(\d+)-(\d+)"',
                               line)
                 if m and int(m[1]) % SLICE == 0 and int(m[2]) - int(m[1]) + 1 == SLICE:
                     count += 1
@@ -292,7 +293,7 @@ class Slurm(unittest.TestCase):
         reason = peers_missing()
         if reason:
             self.skipTest(reason)
-        nodes = [self.node(n, f"{self.origin.url}/mytar/") for n in self.NODES]
+        nodes = [self.node(n, f"{self.origin.url}/pack/") for n in self.NODES]
         for node in nodes:
             result = self.script(PROLOG, node)
             self.assertEqual(result.returncode, 0, result.stderr)
@@ -306,10 +307,10 @@ class Slurm(unittest.TestCase):
             self.assertEqual(a.read(), b.read(), "one secret for the job's nodes")
         self.assertEqual(os.stat(secrets[0]).st_mode & 0o777, 0o600)
         for blob in self.blobs:  # each blob was read through one of the peers
-            statuses = [self.peer_get(n, f"/mytar/{blob}", secrets[0]) for n in self.NODES]
+            statuses = [self.peer_get(n, f"/pack/{blob}", secrets[0]) for n in self.NODES]
             self.assertIn("HIT", statuses, blob)
             # Not for whoever else reaches the port: refused before the cache is read.
-            self.assertEqual([self.peer_get(n, f"/mytar/{blob}", None) for n in self.NODES],
+            self.assertEqual([self.peer_get(n, f"/pack/{blob}", None) for n in self.NODES],
                              [403, 403])
 
         pids = []
@@ -327,7 +328,7 @@ class Slurm(unittest.TestCase):
         self.assertEqual([p for p in pids if lib.is_running(p)], [])
 
     def test_a_failed_mount_fails_the_prolog_and_leaves_nothing_running(self):
-        node = self.node(self.NODES[0], f"{self.origin.url}/mytar/")
+        node = self.node(self.NODES[0], f"{self.origin.url}/pack/")
         # gpufsd stands in: it records what it was given and what it saw, then fails.
         stub = os.path.join(node["dir"], "gpufsd-stub")
         record = os.path.join(node["dir"], "record")
@@ -338,13 +339,13 @@ class Slurm(unittest.TestCase):
         os.chmod(stub, 0o755)
         result = self.script(PROLOG, node, GPUFSD=stub)
         self.assertEqual(result.returncode, 1)
-        self.assertIn(f"gpufs prolog: cannot mount {self.origin.url}/mytar/ at {node['mnt']}",
+        self.assertIn(f"gpufs prolog: cannot mount {self.origin.url}/pack/ at {node['mnt']}",
                       result.stderr)
         with open(record) as f:
             args, *peers, pid = f.read().splitlines()
         self.assertEqual(args, f"mount --peers-file {node['run']}/peers --peer-secret-file "
                          f"{node['run']}/secret -o allow_other "
-                         f"--cache-size 16MiB --no-disk-cache {self.origin.url}/mytar/ "
+                         f"--cache-size 16MiB --no-disk-cache {self.origin.url}/pack/ "
                          f"{node['mnt']}")
         self.assertEqual(peers[1:], [f"http://{n}:{self.port}" for n in self.NODES])
         self.assertFalse(lib.is_running(int(pid)))

@@ -22,6 +22,7 @@ import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from servers import ceph_s3, nginx  # noqa: E402
+from servers.lying_peer import FlippingPeer  # noqa: E402
 from servers.procs import LOOPBACK, exit_on_sigterm  # noqa: E402
 
 SKIP = 77
@@ -116,6 +117,7 @@ def main():
             ceph_s3.CephS3() as s3, \
             nginx.NginxOrigin(root) as origin, \
             nginx.FaultProxy(s3.endpoint) as proxy:
+        lying = FlippingPeer(origin.url)  # a peer that changes the bytes it passes on
         bucket = ceph_s3.unique_bucket("store")
         s3.make_bucket(bucket)
         # One thread serves every control request, for the life of the run: a daemon it
@@ -132,6 +134,7 @@ def main():
                "GPUFS_TEST_S3_SECRET_KEY": s3.secret_key,
                "GPUFS_TEST_HTTP_URL": origin.url,
                "GPUFS_TEST_HTTP_ROOT": root,
+               "GPUFS_TEST_HTTP_LYING_PEER": lying.url,
                "GPUFS_TEST_CONTROL_URL": f"http://{LOOPBACK}:{control.server_address[1]}"}
         try:
             return subprocess.run(sys.argv[1:], env=env, stdin=subprocess.DEVNULL).returncode

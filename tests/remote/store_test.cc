@@ -16,6 +16,8 @@
 #include <set>
 #include <thread>
 
+#include "dataset/format/checksums.h"
+#include "source/member_digests.h"
 #include "source/remote/object_store.h"
 #include "tests/remote/server_control.h"
 #include "tests/unit/temp_dir.h"
@@ -546,6 +548,78 @@ TEST_F(HttpStore, RangedGetsAreByteExact) {
   std::vector<RangeCheck> reads = RandomRanges(objects, 300);
   ReadAllAndCheck({&store}, reads);
   EXPECT_EQ(Stat(store, "errors"), 0u);
+}
+
+// One blob of three members with their SHA-256, as a pack's index gives them to the store.
+std::shared_ptr<const MemberDigests> DigestsOf(const std::string& blob) {
+  DatasetSpec spec;
+  spec.index_file = "test";
+  spec.classes = {"c"};
+  spec.has_sha256 = true;
+  spec.groups = {GroupSpec{"blob", 0, blob.size(), 0}};
+  const uint64_t cuts[] = {0, 100'000, 250'000, blob.size()};
+  for (uint32_t m = 0; m < 3; ++m) {
+    spec.members.push_back(
+        MemberSpec{"c/" + std::to_string(m), 0, 0, cuts[m], cuts[m + 1] - cuts[m], 0, m + 1});
+    spec.members.back().sha256 = Sha256Of(blob.data() + cuts[m], cuts[m + 1] - cuts[m]);
+  }
+  return *MemberDigests::FromCatalog(*Catalog::FromSpec(spec));
+}
+
+uint64_t PeerRequests(const ObjectStore& store) {
+  return store.Stats()["peers"][0]["requests"].get<uint64_t>();
+}
+
+// A peer that changes the bytes it passes on, headers intact: each member it spoiled is
+// counted and read from the store, and the read gets the store's bytes. A range that cuts
+// a member, which could not be checked, never goes to a peer.
+TEST_F(HttpStore, APeerThatChangesBytesIsCaughtAndTheStoresBytesRead) {
+  const std::string lying = EnvOr("GPUFS_TEST_HTTP_LYING_PEER");
+  if (lying.empty()) GTEST_SKIP() << "no lying peer: GPUFS_TEST_HTTP_LYING_PEER is unset";
+  const std::string blob = Pattern(300'000, 41);
+  Write("blob", blob);
+  StoreConfig config = Config();
+  config.peers.urls = {lying};
+  config.peers.block = 64 << 10;
+  ObjectStore store(config);
+  Result<ObjectInfo> info = store.HeadSync("blob");
+  ASSERT_TRUE(info.ok()) << info.error().message;
+  const auto digests = DigestsOf(blob);
+  std::string buffer(blob.size(), '\0');
+  Result<size_t> got =
+      GetSync(store, GetRequest{"blob", 0, blob.size(), buffer.data(), *info, digests, 0});
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  EXPECT_TRUE(buffer == blob);
+  EXPECT_EQ(Stat(store, "peer_mismatches"), 3u);
+  EXPECT_GT(PeerRequests(store), 0u);
+  EXPECT_FALSE(store.Stats()["peers"][0]["up"].get<bool>());  // skipped like a failed one
+
+  const uint64_t asked = PeerRequests(store);
+  std::string part(100'000, '\0');
+  got = GetSync(store, GetRequest{"blob", 50'000, part.size(), part.data(), *info, digests, 0});
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  EXPECT_TRUE(part == blob.substr(50'000, part.size()));
+  EXPECT_EQ(PeerRequests(store), asked);
+}
+
+// The origin itself as the peer: honest bytes pass their check and are served.
+TEST_F(HttpStore, AnHonestPeersBytesPassTheirCheck) {
+  const std::string blob = Pattern(300'000, 42);
+  Write("blob", blob);
+  StoreConfig config = Config();
+  config.peers.urls = {EnvOr("GPUFS_TEST_HTTP_URL")};
+  config.peers.block = 64 << 10;
+  ObjectStore store(config);
+  Result<ObjectInfo> info = store.HeadSync("blob");
+  ASSERT_TRUE(info.ok()) << info.error().message;
+  std::string buffer(blob.size(), '\0');
+  Result<size_t> got =
+      GetSync(store, GetRequest{"blob", 0, blob.size(), buffer.data(), *info, DigestsOf(blob), 0});
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  EXPECT_TRUE(buffer == blob);
+  EXPECT_EQ(Stat(store, "peer_mismatches"), 0u);
+  EXPECT_EQ(Stat(store, "peer_bytes"), blob.size());
+  EXPECT_EQ(Stat(store, "bytes"), 0u);
 }
 
 TEST_F(HttpStore, GetWholeReadsAFile) {

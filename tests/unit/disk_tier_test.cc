@@ -7,10 +7,12 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "cache/group_cache.h"
+#include "dataset/format/checksums.h"
 #include "tests/unit/fake_source.h"
 #include "tests/unit/temp_dir.h"
 
@@ -300,6 +302,7 @@ class TieredCacheTest : public ::testing::Test {
     DatasetSpec spec;
     spec.index_file = "test";
     spec.classes = {"c"};
+    spec.has_sha256 = WithDigests();
     std::vector<std::string> blobs;
     for (uint32_t g = 0; g < 2; ++g) {
       std::string bytes;
@@ -308,6 +311,7 @@ class TieredCacheTest : public ::testing::Test {
         spec.members.push_back(MemberSpec{name, 0, g, bytes.size(), 5000, 0, 0});
         for (int i = 0; i < 5000; ++i) bytes += static_cast<char>('a' + (g * 4 + m + i) % 26);
         contents_[name] = bytes.substr(bytes.size() - 5000);
+        spec.members.back().sha256 = Sha256Of(contents_[name].data(), 5000);
       }
       spec.groups.push_back(GroupSpec{"blob-" + std::to_string(g), 0, bytes.size(), 0});
       blobs.push_back(bytes);
@@ -318,6 +322,8 @@ class TieredCacheTest : public ::testing::Test {
     ASSERT_TRUE(tier.ok());
     tier_ = std::move(*tier);
   }
+
+  virtual bool WithDigests() const { return false; }
 
   // A fresh cache over the same tier, as a remount makes; `budget` bytes of memory.
   GroupCache& Remount(size_t budget) {
@@ -392,6 +398,51 @@ TEST_F(TieredCacheTest, AChangedBlobIsFetchedAgainNotReadFromItsOldCopy) {
   Remount(1 << 20);
   EXPECT_EQ(cache_->TierGroups(), (std::vector<bool>{true, false}));
   ExpectEveryFile();
+}
+
+// The index has SHA-256 digests: copies are checked against them, not only against their
+// own block sums, which whoever can write the folder can recompute.
+class DigestedTierTest : public TieredCacheTest {
+ protected:
+  bool WithDigests() const override { return true; }
+
+  // Replaces group `g`'s copy with other bytes under valid block sums, as someone who can
+  // write the tier's folder could.
+  void Plant(uint32_t g) {
+    const std::string name =
+        TierFileName(g, source_->Describe(g), source_->Identity(g), 0, source_->blob(g).size());
+    ASSERT_TRUE(fs::remove(dir_.path() / "t-0123456789abcdef" / name)) << name;
+    std::string planted = source_->blob(g);
+    planted[5000 + 17] ^= 0x20;  // in the group's second member
+    Buffer bytes = Room(planted.size());
+    std::memcpy(bytes.get(), planted.data(), planted.size());
+    ASSERT_TRUE(tier_->Write(name, bytes.get(), planted.size()));
+  }
+};
+
+TEST_F(DigestedTierTest, APlantedGroupCopyIsDeletedAndTheGroupReadFromTheSource) {
+  Remount(1 << 20);
+  ExpectEveryFile();
+  Remount(1 << 20);  // the first cache's groups are written back as it goes
+  Plant(1);
+  Remount(1 << 20);
+  const size_t before = source_->calls().size();
+  ExpectEveryFile();
+  EXPECT_GT(source_->calls().size(), before);
+  EXPECT_EQ(cache_->Stats()["tier"][tier_stat::kHashMismatches], 1);
+  EXPECT_EQ(cache_->Stats()["tier"][tier_stat::kDamaged], 0);  // its block sums were valid
+}
+
+TEST_F(DigestedTierTest, APlantedCopyIsNotServedToMemberReadsEither) {
+  Remount(24 << 10);  // one group fits: the other's members are read alone
+  ExpectEveryFile(true);
+  WaitForCopies();
+  Remount(24 << 10);
+  Plant(0);
+  Plant(1);
+  Remount(24 << 10);
+  ExpectEveryFile(true);
+  EXPECT_GE(cache_->Stats()["tier"][tier_stat::kHashMismatches].get<uint64_t>(), 1u);
 }
 
 }  // namespace

@@ -3,9 +3,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
 
+#include "dataset/format/checksums.h"
 #include "dataset/format/file_io.h"
+#include "dataset/format/open_dataset.h"
+#include "dataset/format/reindex.h"
 #include "tests/unit/temp_dir.h"
 
 namespace gpufs {
@@ -81,6 +85,122 @@ TEST_F(NativeIndexTest, RoundTripsTheWholeCatalog) {
   EXPECT_EQ(opened->info.blobs[1].checksum, 88u);
 }
 
+uint32_t VersionOf(const std::filesystem::path& path) {
+  const std::string bytes = *ReadWholeFile(path);
+  uint32_t version = 0;
+  std::memcpy(&version, bytes.data() + 8, sizeof(version));
+  return version;
+}
+
+TEST_F(NativeIndexTest, RoundTripsSha256DigestsAsVersion2) {
+  DatasetSpec spec = SampleSpec();
+  spec.has_sha256 = true;
+  for (size_t i = 0; i < spec.members.size(); ++i) {
+    const std::string bytes(10 + i, static_cast<char>('a' + i));
+    spec.members[i].sha256 = Sha256Of(bytes.data(), bytes.size());
+  }
+  auto built = Catalog::FromSpec(spec);
+  ASSERT_TRUE(built.ok()) << built.error().message;
+  const auto path = Write(*built);
+  EXPECT_EQ(VersionOf(path), 2u);
+  auto opened = OpenNativeIndex(path);
+  ASSERT_TRUE(opened.ok()) << opened.error().message;
+  const Catalog& c = opened->catalog;
+  ASSERT_TRUE(c.has_sha256());
+  EXPECT_TRUE(c.has_checksums());
+  for (const MemberSpec& m : spec.members) {
+    const NodeId id = *c.FindPath(m.path);
+    ASSERT_NE(c.Sha256(c.FileIndex(id)), nullptr);
+    EXPECT_EQ(*c.Sha256(c.FileIndex(id)), m.sha256) << m.path;
+    EXPECT_EQ(c.Extent(id).checksum, m.checksum);
+  }
+  EXPECT_EQ(opened->info.blobs[1].checksum, 88u);
+}
+
+// Indexes without digests (a tar's, an old pack's) stay readable by older daemons.
+TEST_F(NativeIndexTest, WritesAndOpensVersion1WithoutDigests) {
+  auto built = Catalog::FromSpec(SampleSpec());
+  const auto path = Write(*built);
+  EXPECT_EQ(VersionOf(path), 1u);
+  auto opened = OpenNativeIndex(path);
+  ASSERT_TRUE(opened.ok()) << opened.error().message;
+  EXPECT_FALSE(opened->catalog.has_sha256());
+  EXPECT_EQ(opened->catalog.Sha256(0), nullptr);
+  EXPECT_EQ(opened->catalog.file_count(), 3u);
+}
+
+TEST_F(NativeIndexTest, RefusesDigestsThatDoNotMatchTheFileTable) {
+  DatasetSpec spec = SampleSpec();
+  spec.has_sha256 = true;
+  auto built = Catalog::FromSpec(spec);
+  CatalogTables t = built->tables();
+  t.sha256 = t.sha256.first(2);
+  EXPECT_FALSE(WriteNativeIndex(Catalog(t, nullptr), IndexInfo{{}, 0, {{30, 0}, {20, 0}}},
+                                dir_.path() / "index.gpufs", FileAccess::Shared())
+                   .ok());
+}
+
+// A version 1 pack as an older gpufsd wrote it: real blobs, XXH3 checksums, no digests.
+class ReindexTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    spec_ = SampleSpec();
+    const std::string blob0 = "0123456789abcdefghijABCDEFGHIJ";
+    const std::string blob1 = "klmnopqrstuvwxyzKLMN";
+    ASSERT_TRUE(WriteFileAtomically(dir_.path() / "blob-0", blob0, FileAccess::Shared()).ok());
+    ASSERT_TRUE(WriteFileAtomically(dir_.path() / "blob-1", blob1, FileAccess::Shared()).ok());
+    const std::string* blobs[] = {&blob0, &blob0, &blob1};
+    for (size_t i = 0; i < spec_.members.size(); ++i) {
+      MemberSpec& m = spec_.members[i];
+      const std::string bytes = blobs[i]->substr(m.offset, m.size);
+      m.checksum = ChecksumOf(bytes.data(), bytes.size());
+      bytes_.push_back(bytes);
+    }
+    auto built = Catalog::FromSpec(spec_);
+    IndexInfo info;
+    info.blobs = {BlobInfo{30, ChecksumOf(blob0.data(), 30)},
+                  BlobInfo{20, ChecksumOf(blob1.data(), 20)}};
+    ASSERT_TRUE(
+        WriteNativeIndex(*built, info, dir_.path() / "index.gpufs", FileAccess::Shared()).ok());
+    ASSERT_EQ(VersionOf(dir_.path() / "index.gpufs"), 1u);
+  }
+
+  DatasetSpec spec_;
+  std::vector<std::string> bytes_;  // each member's, in spec order
+  TempDir dir_;
+};
+
+TEST_F(ReindexTest, AddsDigestsToAVersion1PackWithoutTouchingItsBlobs) {
+  const auto blob_time = std::filesystem::last_write_time(dir_.path() / "blob-0");
+  Progress progress;
+  auto indexed = IndexDataset(dir_.path().string(), std::nullopt, 2, progress);
+  ASSERT_TRUE(indexed.ok()) << indexed.error().message;
+  EXPECT_EQ(indexed->files, 3u);
+  EXPECT_EQ(VersionOf(dir_.path() / "index.gpufs"), 2u);
+  EXPECT_EQ(std::filesystem::last_write_time(dir_.path() / "blob-0"), blob_time);
+  auto opened = OpenDataset(dir_.path(), OpenOptions{});
+  ASSERT_TRUE(opened.ok()) << opened.error().message;
+  EXPECT_EQ(opened->format, "native");
+  const Catalog& c = opened->catalog;
+  ASSERT_TRUE(c.has_sha256());
+  for (size_t i = 0; i < spec_.members.size(); ++i) {
+    const NodeId id = *c.FindPath(spec_.members[i].path);
+    EXPECT_EQ(*c.Sha256(c.FileIndex(id)), Sha256Of(bytes_[i].data(), bytes_[i].size()));
+    EXPECT_EQ(c.Extent(id).checksum, spec_.members[i].checksum);
+  }
+}
+
+TEST_F(ReindexTest, RefusesToRecordTheDigestsOfADamagedBlob) {
+  ASSERT_TRUE(
+      WriteFileAtomically(dir_.path() / "blob-1", "KLMNOPQRSTUVWXYZklmn", FileAccess::Shared())
+          .ok());
+  Progress progress;
+  auto indexed = IndexDataset(dir_.path().string(), std::nullopt, 1, progress);
+  ASSERT_FALSE(indexed.ok());
+  EXPECT_THAT(indexed.error().message, HasSubstr("does not match its checksum"));
+  EXPECT_EQ(VersionOf(dir_.path() / "index.gpufs"), 1u);
+}
+
 TEST_F(NativeIndexTest, WritesIdenticalBytesForIdenticalInput) {
   auto a = Catalog::FromSpec(SampleSpec());
   auto b = Catalog::FromSpec(SampleSpec());
@@ -109,8 +229,8 @@ TEST_F(NativeIndexTest, RefusesADamagedOrTruncatedIndex) {
       WriteFileAtomically(path, bytes.substr(0, bytes.size() - 8), FileAccess::Shared()).ok());
   EXPECT_THAT(OpenError(path), HasSubstr("truncated"));
   ASSERT_TRUE(WriteFileAtomically(path, bytes, FileAccess::Shared()).ok());
-  Patch(path, 8, 2);  // the version field
-  EXPECT_THAT(OpenError(path), HasSubstr("version 2 is not supported"));
+  Patch(path, 8, 3);  // the version field
+  EXPECT_THAT(OpenError(path), HasSubstr("version 3 is not supported"));
   ASSERT_TRUE(WriteFileAtomically(path, bytes, FileAccess::Shared()).ok());
   Patch(path, 40, 9);  // inside the header, not a field that is checked before the checksum
   EXPECT_THAT(OpenError(path), HasSubstr("header checksum mismatch"));

@@ -18,6 +18,7 @@ nlohmann::json StatsWithPeers(uint64_t peer_bytes, uint64_t store_bytes) {
             {"peer_bytes", peer_bytes},
             {"peer_failures", 4},
             {"peer_fallbacks", 2},
+            {"peer_mismatches", 1},
             {"peers",
              {{{"url", "http://a:3128"}, {"up", true}, {"bytes", peer_bytes}},
               {{"url", "http://b:3128"}, {"up", false}, {"bytes", 0}}}}}}};
@@ -35,7 +36,7 @@ TEST(StatWatchTest, ShowsWhereTheBytesComeFromAndWhichPeersAreSkipped) {
   EXPECT_EQ(frame.find("skipped: http://a:3128"), std::string::npos) << frame;
   const std::string line = WatchLine(before, after, 2.0);
   EXPECT_NE(line.find(" peers=2 peers_up=1 peer_mb_per_s=10.0 store_mb_per_s=2.5 peer_failures=4 "
-                      "peer_fallbacks=2"),
+                      "peer_fallbacks=2 peer_mismatches=1"),
             std::string::npos)
       << line;
 }

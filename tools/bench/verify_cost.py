@@ -1,0 +1,198 @@
+#!/usr/bin/python3
+"""What checking bytes against the pack's SHA-256 digests costs the daemon, side by side.
+
+    tools/bench/verify_cost.py [--baseline OLD_GPUFSD] [--files 1500] [--size 131072]
+                               [--rounds 3]
+
+A pack of random files (about 200 MB by default, written by `gpufsd pack`, so with SHA-256
+digests) is served by an nginx origin on loopback; a peer cache (the shipped nginx config,
+tests/servers' NginxPeer) sits in front of it, primed by one read before the rounds. Each
+round mounts afresh (so the kernel's page cache holds nothing of it) and reads every file
+once on 4 threads, in each of the modes:
+
+  store   no --peers, no disk tier: nothing untrusted crosses, so nothing is hashed
+  peers   --peers: every member is hashed before its read is done
+  tier    a disk tier filled by a first mount, then read back by a second (measured):
+          every copy is hashed before it is served
+
+Printed per mode: GB served, the daemon's CPU seconds (user + system, /proc/PID/stat) per GB
+served, files/s, and the ratio of CPU per GB to the store's. With --baseline (a gpufsd
+built without the checks, e.g. the commit before them), every mode runs with it too, on a
+version 1 copy of the same pack's index (no digests, which it cannot read), and the table
+adds the ratio to the baseline's same mode: the cost of the checks alone. Best of --rounds.
+"""
+import argparse
+import ctypes
+import hashlib
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+sys.path.insert(0, ROOT)
+from benchlib import cpu_seconds  # noqa: E402
+from tests.servers import nginx  # noqa: E402
+
+_XXH = ctypes.CDLL("libxxhash.so.0")
+_XXH.XXH3_64bits.restype = ctypes.c_uint64
+_XXH.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+
+
+def xxh3(data):
+    return _XXH.XXH3_64bits(data, len(data))
+
+
+def make_tree(tree, files, size, classes=20):
+    rng = random.Random(1)
+    for i in range(files):
+        folder = os.path.join(tree, f"n{i % classes:08d}")
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, f"img_{i:06d}.JPEG"), "wb") as f:
+            f.write(rng.randbytes(size // 2 + rng.randrange(size)))
+
+
+def version1_index(v2):
+    """The version 1 form of a version 2 index (dataset/format/native_index.cc): the
+    176-byte header less its SHA-256 section, which comes last in the body."""
+    magic, version, header_size, file_size, _, flags, align, src_size, src_mtime = \
+        struct.unpack_from("<8sIIQQIIQq", v2)
+    assert version == 2 and header_size == 176, "not a version 2 index"
+    sections = [struct.unpack_from("<QQ", v2, 56 + 16 * i) for i in range(7)]
+    body = v2[176:sections[6][0]]
+    head = struct.pack("<8sIIQQIIQq", magic, 1, 160, 160 + len(body), xxh3(body), flags & ~2,
+                       align, src_size, src_mtime)
+    head += b"".join(struct.pack("<QQ", off - 16, count) for off, count in sections[:6])
+    head += struct.pack("<Q", xxh3(head + b"\0" * 8))
+    return head + body
+
+
+def read_all(mnt, paths):
+    order = paths[:]
+    random.Random(len(order)).shuffle(order)
+    total, lock = [0], threading.Lock()
+
+    def reader(chunk):
+        got = 0
+        for rel in chunk:
+            with open(os.path.join(mnt, rel), "rb") as f:
+                got += len(f.read())
+        with lock:
+            total[0] += got
+
+    threads = [threading.Thread(target=reader, args=(order[i::4],)) for i in range(4)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - start, total[0]
+
+
+def mounted_read(gpufsd, url, options, paths, env):
+    """(seconds, bytes, daemon CPU seconds) of one read of every file through a fresh mount."""
+    mnt = tempfile.mkdtemp(prefix="gpufs-bench-mnt-")
+    read_end, write_end = os.pipe()
+    proc = subprocess.Popen([gpufsd, "mount", "-f", "--ready-fd", str(write_end), *options,
+                             url, mnt], pass_fds=[write_end], stderr=subprocess.DEVNULL, env=env)
+    os.close(write_end)
+    ready = os.read(read_end, 16) == b"ready\n"
+    os.close(read_end)
+    if not ready:
+        proc.wait()
+        raise RuntimeError(f"{gpufsd} did not mount {url} {options}")
+    try:
+        cpu = cpu_seconds(proc.pid)
+        seconds, served = read_all(mnt, paths)
+        cpu = cpu_seconds(proc.pid) - cpu
+    finally:
+        subprocess.run([gpufsd, "unmount", mnt], check=True, capture_output=True)
+        proc.wait(timeout=60)
+        os.rmdir(mnt)
+    return seconds, served, cpu
+
+
+def run_mode(mode, gpufsd, url, peer, paths, work):
+    env = {**os.environ, "XDG_CACHE_HOME": tempfile.mkdtemp(dir=work)}
+    base = ["--cache-size", "1GiB"]
+    if mode == "store":
+        return mounted_read(gpufsd, url, base + ["--no-disk-cache"], paths, env)
+    if mode == "peers":
+        return mounted_read(gpufsd, url, base + ["--no-disk-cache", "--peers", peer.url],
+                            paths, env)
+    tier = ["--disk-cache", tempfile.mkdtemp(dir=work)]
+    mounted_read(gpufsd, url, base + tier, paths, env)  # fills the tier
+    time.sleep(1)  # the last copies are written as the first mount ends
+    return mounted_read(gpufsd, url, base + tier, paths, env)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--gpufsd", default=os.path.join(ROOT, "build", "cli", "gpufsd"))
+    parser.add_argument("--baseline", help="a gpufsd without the checks (reads index v1)")
+    parser.add_argument("--files", type=int, default=1500)
+    parser.add_argument("--size", type=int, default=131072, help="mean file size")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    work = tempfile.mkdtemp(prefix="gpufs-bench-verify-", dir="/var/tmp")
+    try:
+        tree = os.path.join(work, "tree")
+        make_tree(tree, args.files, args.size)
+        served = os.path.join(work, "served")
+        pack = os.path.join(served, "pack")
+        os.makedirs(served)
+        subprocess.run([args.gpufsd, "pack", tree, pack], check=True, capture_output=True)
+        old = os.path.join(served, "pack-v1")
+        os.makedirs(old)
+        for name in os.listdir(pack):
+            if name != "index.gpufs":
+                os.link(os.path.join(pack, name), os.path.join(old, name))
+        with open(os.path.join(pack, "index.gpufs"), "rb") as f:
+            v1 = version1_index(f.read())
+        with open(os.path.join(old, "index.gpufs"), "wb") as f:
+            f.write(v1)
+        paths = sorted(os.path.relpath(os.path.join(d, n), tree)
+                       for d, _, names in os.walk(tree) for n in names)
+        data = os.urandom(256 << 20)
+        start = time.perf_counter()
+        hashlib.sha256(data).digest()
+        sha_rate = len(data) / (time.perf_counter() - start) / 1e9
+        with nginx.NginxOrigin(served) as origin, \
+                nginx.NginxPeer(origin.url, slice_bytes=4 << 20) as peer:
+            runs = [("checked", args.gpufsd, origin.url + "/pack/")]
+            if args.baseline:
+                runs.append(("baseline", args.baseline, origin.url + "/pack-v1/"))
+            for _, gpufsd, url in runs:  # primes the peer's cache with each pack
+                run_mode("peers", gpufsd, url, peer, paths, work)
+            best = {}
+            for _ in range(args.rounds):
+                for mode in ("store", "peers", "tier"):
+                    for name, gpufsd, url in runs:
+                        seconds, got, cpu = run_mode(mode, gpufsd, url, peer, paths, work)
+                        key = (mode, name)
+                        row = (cpu / (got / 1e9), len(paths) / seconds, got / 1e9)
+                        if key not in best or row[0] < best[key][0]:
+                            best[key] = row
+        print(f"{len(paths)} files, {best[('store', 'checked')][2]:.2f} GB per read, "
+              f"best of {args.rounds}; SHA-256 here: {sha_rate:.2f} GB/s on one core")
+        print(f"{'mode':7s} {'gpufsd':9s} {'CPU s/GB':>9s} {'files/s':>9s} "
+              f"{'vs store':>9s} {'vs baseline':>12s}")
+        for (mode, name), (cpu, rate, _) in best.items():
+            store = best[("store", name)][0]
+            base = best.get((mode, "baseline"))
+            vs_base = f"{cpu / base[0]:.2f}x" if base and name == "checked" else ""
+            print(f"{mode:7s} {name:9s} {cpu:9.3f} {rate:9.0f} {cpu / store:8.2f}x "
+                  f"{vs_base:>12s}")
+    finally:
+        shutil.rmtree(work)
+
+
+if __name__ == "__main__":
+    main()
