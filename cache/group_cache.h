@@ -76,7 +76,7 @@ struct CacheOptions {
   bool whole_groups = true;
   // What disk tier copies are checked against (the source's, shared); null: made from the
   // catalog when it has SHA-256 digests.
-  std::shared_ptr<const MemberDigests> digests;
+  std::shared_ptr<const MemberDigests> digests = nullptr;
 };
 
 struct CacheCounters {

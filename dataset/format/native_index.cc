@@ -23,6 +23,10 @@ static_assert(std::endian::native == std::endian::little, "the index is little-e
 constexpr char kMagic[8] = {'G', 'P', 'U', 'F', 'S', 'I', 'D', 'X'};
 constexpr uint32_t kHasChecksums = 1;
 constexpr uint32_t kHasSha256 = 2;
+// A tar's listing made as GNU tar extracts the archive (long link targets, v7 folders, the
+// last member of a path): an older listing of an unchanged archive may differ, so it is
+// made again.
+constexpr uint32_t kTarListedAsExtracted = 4;
 
 struct Section {
   uint64_t offset = 0;
@@ -377,7 +381,8 @@ Status WriteNativeIndex(const Catalog& catalog, const IndexInfo& info,
   const int sections = version == 1 ? kSha256 : kSectionCount;
   Header h{};
   std::memcpy(h.magic, kMagic, sizeof(kMagic));
-  h.flags = (t.has_checksums ? kHasChecksums : 0) | (t.sha256.empty() ? 0 : kHasSha256);
+  h.flags = (t.has_checksums ? kHasChecksums : 0) | (t.sha256.empty() ? 0 : kHasSha256) |
+            (info.tar_listed_as_extracted ? kTarListedAsExtracted : 0);
   h.alignment = info.alignment;
   h.source_size = info.source.size;
   h.source_mtime_ns = info.source.mtime_ns;
@@ -444,6 +449,7 @@ Result<OpenedIndex> OpenNativeIndexFd(int fd, const std::filesystem::path& path)
   IndexInfo info;
   info.source = SourceStamp{h.source_size, h.source_mtime_ns};
   info.alignment = h.alignment;
+  info.tar_listed_as_extracted = (h.flags & kTarListedAsExtracted) != 0;
   for (const BlobRecord& b : blobs) info.blobs.push_back(BlobInfo{b.size, b.checksum});
   return OpenedIndex{Catalog(std::move(t), std::move(mapping)), std::move(info)};
 }

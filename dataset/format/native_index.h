@@ -59,8 +59,9 @@ struct BlobInfo {
 
 struct IndexInfo {
   SourceStamp source;
-  uint32_t alignment = 0;       // member alignment the packer used; 0 when unaligned
-  std::vector<BlobInfo> blobs;  // indexed like Catalog::blobs()
+  uint32_t alignment = 0;                // member alignment the packer used; 0 when unaligned
+  std::vector<BlobInfo> blobs;           // indexed like Catalog::blobs()
+  bool tar_listed_as_extracted = false;  // a tar's listing by the current rules (a flag)
 };
 
 // Writes `catalog` as a native index at `path`: to a file created exclusively under a

@@ -174,6 +174,11 @@ std::optional<Dataset> OpenSavedTarIndex(const std::filesystem::path& archive,
         opened->catalog.blobs()[0] != archive.filename().string()) {
       continue;  // stale or foreign: it will be rebuilt over
     }
+    if (!opened->info.tar_listed_as_extracted) {
+      notes.push_back(fmt::format("listing {} again: its index {} was made by an older reader",
+                                  archive.string(), path.string()));
+      continue;
+    }
     return Dataset{archive.parent_path(),
                    std::move(opened->catalog),
                    std::move(opened->info.blobs),
@@ -190,6 +195,7 @@ std::filesystem::path SaveTarIndex(Dataset& d, const SourceStamp& stamp,
   IndexInfo info;
   info.source = stamp;
   info.blobs = d.blobs;
+  info.tar_listed_as_extracted = true;
   std::string failures;
   for (const IndexPlace& place : candidates) {
     const FileAccess access = place.beside ? FileAccess::Shared(place.mode) : FileAccess::Private();

@@ -120,7 +120,7 @@ struct GetRequest {
   // The digests of the object's members, it being their blob `blob`: only then may peers
   // serve the read, and each block they send is checked against them. Null: the store
   // alone serves it.
-  std::shared_ptr<const MemberDigests> digests;
+  std::shared_ptr<const MemberDigests> digests = nullptr;
   uint32_t blob = 0;
 };
 

@@ -74,7 +74,7 @@ void RemoteSource::Submit(ReadKind, std::vector<BlobRead> reads) {
       GetWidened(read, length);
       continue;
     }
-    store_.Get(GetRequest{object.name, read.offset, length, read.buffer, object},
+    store_.Get(GetRequest{object.name, read.offset, length, read.buffer, object, nullptr, 0},
                AsReadError(std::move(read.done)));
   }
 }
@@ -115,7 +115,7 @@ void RemoteSource::GetWidened(BlobRead& read, size_t length) {
     // store, which needs no check.
     if (to - from > kMaxWholeMember) {
       store_.Get(GetRequest{object.name, copy_from, static_cast<size_t>(copy_to - copy_from),
-                            read.buffer + (copy_from - start), object},
+                            read.buffer + (copy_from - start), object, nullptr, 0},
                  done);
       continue;
     }
