@@ -197,11 +197,13 @@ def long_links(tar):
 
 
 def header(name, typeflag=b"0", size=0, linkname=b"", signed=False):
-    """A ustar header block, its checksum the sum of unsigned or (old writers) signed bytes."""
+    """A ustar header block with a correct checksum, as unsigned or (old writers) signed sum."""
     block = bytearray(512)
     block[0:len(name)] = name
     block[100:108] = b"0000644\0"
+    block[108:124] = b"0000000\0" * 2
     block[124:136] = b"%011o\0" % size
+    block[136:148] = b"00000000000\0"
     block[156:157] = typeflag
     block[157:157 + len(linkname)] = linkname
     block[257:265] = b"ustar\x0000"
@@ -212,8 +214,9 @@ def header(name, typeflag=b"0", size=0, linkname=b"", signed=False):
 
 
 def member(name, data=b"", typeflag=b"0", linkname=b"", signed=False):
-    padded = data.ljust((len(data) + 511) // 512 * 512, b"\0")
-    return header(name, typeflag, len(data), linkname, signed) + padded
+    size = len(data)
+    return header(name, typeflag, size, linkname, signed) + data.ljust((size + 511) // 512 * 512,
+                                                                       b"\0")
 
 
 def pax(records, typeflag=b"x"):

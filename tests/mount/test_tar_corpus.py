@@ -15,11 +15,15 @@ import random
 import re
 import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
 import unittest
 
 import gpufs_testlib as lib
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz"))
+from make_corpus import header, member  # noqa: E402  (archives written header by header)
 
 BSDTAR = shutil.which("bsdtar")
 LONG = "t" * 95  # "clsA/" + LONG is 100 bytes: what a header's name field holds
@@ -90,29 +94,6 @@ def make_holes_tree(root):
     subprocess.run(["truncate", "-s", "1M", holes], check=True)
     subprocess.run(["dd", "of=" + holes, "bs=1", "seek=300000", "conv=notrunc", "status=none"],
                    input=b"data", check=True)
-
-
-def header(name, typeflag=b"0", size=0, linkname=b"", signed=False):
-    """A ustar header block with a correct checksum, as unsigned or (old writers) signed sum."""
-    block = bytearray(512)
-    block[0:len(name)] = name
-    block[100:108] = b"0000644\0"
-    block[108:124] = b"0000000\0" * 2
-    block[124:136] = b"%011o\0" % size
-    block[136:148] = b"00000000000\0"
-    block[156:157] = typeflag
-    block[157:157 + len(linkname)] = linkname
-    block[257:265] = b"ustar\x0000"
-    block[148:156] = b" " * 8
-    total = sum((b - 256 if b > 127 else b) for b in block) if signed else sum(block)
-    block[148:156] = b"%06o\0 " % total
-    return bytes(block)
-
-
-def member(name, data=b"", typeflag=b"0", linkname=b"", signed=False):
-    size = len(data)
-    return header(name, typeflag, size, linkname, signed) + data.ljust((size + 511) // 512 * 512,
-                                                                       b"\0")
 
 
 def pax(records, typeflag=b"x"):

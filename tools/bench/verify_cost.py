@@ -38,7 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
-from benchlib import cpu_seconds  # noqa: E402
+from benchlib import FuseMount, cpu_seconds  # noqa: E402
 from tests.servers import nginx  # noqa: E402
 
 _XXH = ctypes.CDLL("libxxhash.so.0")
@@ -99,22 +99,13 @@ def read_all(mnt, paths):
 def mounted_read(gpufsd, url, options, paths, env):
     """(seconds, bytes, daemon CPU seconds) of one read of every file through a fresh mount."""
     mnt = tempfile.mkdtemp(prefix="gpufs-bench-mnt-")
-    read_end, write_end = os.pipe()
-    proc = subprocess.Popen([gpufsd, "mount", "-f", "--ready-fd", str(write_end), *options,
-                             url, mnt], pass_fds=[write_end], stderr=subprocess.DEVNULL, env=env)
-    os.close(write_end)
-    ready = os.read(read_end, 16) == b"ready\n"
-    os.close(read_end)
-    if not ready:
-        proc.wait()
-        raise RuntimeError(f"{gpufsd} did not mount {url} {options}")
     try:
-        cpu = cpu_seconds(proc.pid)
-        seconds, served = read_all(mnt, paths)
-        cpu = cpu_seconds(proc.pid) - cpu
+        argv = [gpufsd, "mount", "-f", *options, url, mnt]
+        with FuseMount("gpufsd", argv, mnt, env=env, unmount=[gpufsd, "unmount", mnt]) as m:
+            cpu = cpu_seconds(m.pid)
+            seconds, served = read_all(mnt, paths)
+            cpu = cpu_seconds(m.pid) - cpu
     finally:
-        subprocess.run([gpufsd, "unmount", mnt], check=True, capture_output=True)
-        proc.wait(timeout=60)
         os.rmdir(mnt)
     return seconds, served, cpu
 
