@@ -26,6 +26,7 @@ import ctypes
 import hashlib
 import os
 import random
+import re
 import shutil
 import struct
 import subprocess
@@ -107,17 +108,32 @@ def mounted_read(gpufsd, url, options, paths, env):
             cpu = cpu_seconds(m.pid) - cpu
     finally:
         os.rmdir(mnt)
+        if os.path.exists(mnt + ".log"):  # FuseMount's log of the daemon, beside the mount
+            os.unlink(mnt + ".log")
     return seconds, served, cpu
 
 
-def run_mode(mode, gpufsd, url, peer, paths, work):
+class OpenPeer(nginx.NginxPeer):
+    """The shipped peer config without its check of the job's secret: the baseline gpufsd
+    predates --peer-secret-file, and its reads through peers must not fall back to the
+    store on a 403."""
+
+    def _http_body(self):
+        body = super()._http_body()
+        check = re.search(r"\n *if \(\$cookie_gpufs_peer_secret[^}]*\}\n", body)
+        if not check:
+            raise RuntimeError("the peer config has no secret check to leave out")
+        return body[:check.start()] + "\n" + body[check.end():]
+
+
+def run_mode(mode, gpufsd, url, through, paths, work):
+    """`through`: the options that read through the peers."""
     env = {**os.environ, "XDG_CACHE_HOME": tempfile.mkdtemp(dir=work)}
     base = ["--cache-size", "1GiB"]
     if mode == "store":
         return mounted_read(gpufsd, url, base + ["--no-disk-cache"], paths, env)
     if mode == "peers":
-        return mounted_read(gpufsd, url, base + ["--no-disk-cache", "--peers", peer.url],
-                            paths, env)
+        return mounted_read(gpufsd, url, base + ["--no-disk-cache", *through], paths, env)
     tier = ["--disk-cache", tempfile.mkdtemp(dir=work)]
     mounted_read(gpufsd, url, base + tier, paths, env)  # fills the tier
     time.sleep(1)  # the last copies are written as the first mount ends
@@ -156,17 +172,20 @@ def main():
         hashlib.sha256(data).digest()
         sha_rate = len(data) / (time.perf_counter() - start) / 1e9
         with nginx.NginxOrigin(served) as origin, \
-                nginx.NginxPeer(origin.url, slice_bytes=4 << 20) as peer:
-            runs = [("checked", args.gpufsd, origin.url + "/pack/")]
+                nginx.NginxPeer(origin.url, slice_bytes=4 << 20) as peer, \
+                OpenPeer(origin.url, slice_bytes=4 << 20) as open_peer:
+            runs = [("checked", args.gpufsd, origin.url + "/pack/",
+                     ["--peers", peer.url, "--peer-secret-file", peer.secret_file])]
             if args.baseline:
-                runs.append(("baseline", args.baseline, origin.url + "/pack-v1/"))
-            for _, gpufsd, url in runs:  # primes the peer's cache with each pack
-                run_mode("peers", gpufsd, url, peer, paths, work)
+                runs.append(("baseline", args.baseline, origin.url + "/pack-v1/",
+                             ["--peers", open_peer.url]))
+            for _, gpufsd, url, through in runs:  # primes the peer's cache with each pack
+                run_mode("peers", gpufsd, url, through, paths, work)
             best = {}
             for _ in range(args.rounds):
                 for mode in ("store", "peers", "tier"):
-                    for name, gpufsd, url in runs:
-                        seconds, got, cpu = run_mode(mode, gpufsd, url, peer, paths, work)
+                    for name, gpufsd, url, through in runs:
+                        seconds, got, cpu = run_mode(mode, gpufsd, url, through, paths, work)
                         key = (mode, name)
                         row = (cpu / (got / 1e9), len(paths) / seconds, got / 1e9)
                         if key not in best or row[0] < best[key][0]:
