@@ -34,7 +34,9 @@ TEST(DeviceRequestBytes, IsTheQueueLimitOfTheFilesBlockDevice) {
 TEST(DeviceRequestBytes, IsZeroOffABlockDeviceOrForAMissingFile) {
   EXPECT_EQ(DeviceRequestBytes("/nonexistent/blob"), 0u);
   struct statfs fs {};
-  if (statfs("/proc/self", &fs) == 0) EXPECT_EQ(DeviceRequestBytes("/proc/self/status"), 0u);
+  if (statfs("/proc/self", &fs) == 0) {
+    EXPECT_EQ(DeviceRequestBytes("/proc/self/status"), 0u);
+  }
 }
 
 }  // namespace
