@@ -65,6 +65,9 @@ Dataset FromIndex(const std::filesystem::path& dir, OpenedIndex&& opened, const 
       {}};
 }
 
+const FolderRole kIndexCacheRole{"index cache",
+                                 "give each user a cache folder of their own (XDG_CACHE_HOME)"};
+
 Result<Dataset> OpenNative(const std::filesystem::path& dir, const std::string& format) {
   const std::filesystem::path index = dir / kNativeIndexName;
   auto opened = OpenNativeIndex(index);
@@ -136,6 +139,26 @@ Result<Dataset> OpenTar(const std::filesystem::path& archive, const OpenOptions&
 
 }  // namespace
 
+// An index in the private cache, opened beneath its folder's descriptor once that folder
+// is checked again: the folder's name was checked when the mount began, but whoever owns a
+// folder above it could have put another in its place since.
+Result<OpenedIndex> OpenCachedIndex(const std::filesystem::path& path) {
+  auto folder = OpenPrivateFolder(path.parent_path(), kIndexCacheRole);
+  if (!folder) return folder.error();
+  const int fd = openat(folder->fd.get(), path.filename().c_str(),
+                        O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0 && errno == ELOOP) {
+    return Fail(ELOOP, "cannot open index {}: it is a symbolic link", path.string());
+  }
+  if (fd < 0) return Fail(errno, "cannot open index {}: {}", path.string(), strerror(errno));
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return Fail(EINVAL, "cannot open index {}: not a regular file", path.string());
+  }
+  return OpenNativeIndexFd(fd, path);
+}
+
 IndexPlace BesideData(const std::filesystem::path& data, const std::filesystem::path& index) {
   struct stat st {};
   const bool known = stat(data.c_str(), &st) == 0;
@@ -145,7 +168,7 @@ IndexPlace BesideData(const std::filesystem::path& data, const std::filesystem::
 }
 
 Result<OpenedIndex> OpenIndexAt(const IndexPlace& place, std::vector<std::string>& notes) {
-  if (!place.beside) return OpenNativeIndex(place.path);
+  if (!place.beside) return OpenCachedIndex(place.path);
   auto fd = OpenTrustedIndex(place.path, place.data_owner);
   if (!fd) {
     if (fd.error().code != EPERM) {
@@ -307,8 +330,7 @@ std::filesystem::path DefaultCacheDir() {
 }
 
 Status OpenCacheDir(const std::filesystem::path& dir, std::vector<std::string>& notes) {
-  auto folder = OpenPrivateFolder(
-      dir, {"index cache", "give each user a cache folder of their own (XDG_CACHE_HOME)"});
+  auto folder = OpenPrivateFolder(dir, kIndexCacheRole);
   if (!folder) return folder.error();
   if (!folder->note.empty()) notes.push_back(folder->note);
   return Ok{};

@@ -82,6 +82,11 @@ std::filesystem::path SaveTarIndex(Dataset& d, const SourceStamp& stamp,
 // trusts (else why, in `notes`, and an error); in the cache, never through a link.
 Result<OpenedIndex> OpenIndexAt(const IndexPlace& place, std::vector<std::string>& notes);
 
+// An index in the private cache at `path`: its folder checked private again (as
+// OpenPrivateFolder) and the file opened beneath the folder's descriptor, never through a
+// link; refused, naming the folder, when the folder is no longer private to the user.
+Result<OpenedIndex> OpenCachedIndex(const std::filesystem::path& path);
+
 // What a tar listing holds, shaped as a tree, as a dataset: groups are runs of members
 // that lie next to each other in the archive, up to `group_bytes` each.
 DatasetSpec TarSpec(const std::filesystem::path& archive, const TarListing& listing,

@@ -223,5 +223,37 @@ TEST(TrustedIndex, AMytarIndexOthersMayWriteIsIgnoredForTheText) {
               StartsWith("not using " + index.string() + ": others may write it (mode 0666)"));
 }
 
+// An index in the private cache is read beneath the cache folder's checked descriptor: a
+// folder put in its place after the cache was checked (by whoever owns a folder above it)
+// is refused, not read.
+TEST(TrustedIndex, ACachedIndexIsReadOnlyFromAPrivateFolder) {
+  TempDir dir;
+  WriteText(dir.path() / "metadata.txt",
+            "1\ncat\nfilegroup-0.mytar,1\n0,cat,0,4,/data/train/cat/a.jpg\n");
+  WriteText(dir.path() / "filegroup-0.mytar", "abcd");
+  auto text = OpenMytarText(dir.path());
+  ASSERT_TRUE(text.ok()) << text.error().message;
+  IndexInfo info;
+  info.source = *StampOf(dir.path() / "metadata.txt");
+  info.blobs = text->blobs;
+  const auto cache = dir.path() / "cache";
+  const auto index = cache / "a.tar-0123456789abcdef.gpufs-index";
+  ASSERT_TRUE(WriteNativeIndex(text->catalog, info, index, FileAccess::Private()).ok());
+  std::vector<std::string> notes;
+  EXPECT_TRUE(OpenIndexAt(IndexPlace{index}, notes).ok());
+  ASSERT_EQ(chmod(cache.c_str(), 0777), 0);
+  auto shared = OpenIndexAt(IndexPlace{index}, notes);
+  ASSERT_FALSE(shared.ok());
+  EXPECT_THAT(shared.error().message, HasSubstr(cache.string()));
+  EXPECT_THAT(shared.error().message, HasSubstr("writable by others"));
+  if (geteuid() == 0) {
+    ASSERT_EQ(chmod(cache.c_str(), 0700), 0);
+    ASSERT_EQ(chown(cache.c_str(), kNobody, kNobody), 0);
+    auto foreign = OpenIndexAt(IndexPlace{index}, notes);
+    ASSERT_FALSE(foreign.ok());
+    EXPECT_THAT(foreign.error().message, HasSubstr("owned by uid 65534"));
+  }
+}
+
 }  // namespace
 }  // namespace gpufs
