@@ -1,12 +1,14 @@
 #include "dataset/format/open_dataset.h"
 
 #include <fcntl.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "dataset/format/checksums.h"
 #include "dataset/format/file_io.h"
@@ -325,8 +327,21 @@ std::filesystem::path DefaultCacheDir() {
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
     return std::filesystem::path(xdg) / "gpufs";
   }
-  const char* home = std::getenv("HOME");
-  return std::filesystem::path(home && *home ? home : "/tmp") / ".cache" / "gpufs";
+  if (const char* home = std::getenv("HOME"); home && *home) {
+    return std::filesystem::path(home) / ".cache" / "gpufs";
+  }
+  // No HOME (a daemon started by slurmd or a system unit): the user's home from the
+  // password database rather than /tmp, where any user could make .cache/gpufs first and
+  // so refuse the folder to this one.
+  passwd entry{};
+  passwd* found = nullptr;
+  std::vector<char> text(16384);
+  std::error_code ec;
+  if (getpwuid_r(geteuid(), &entry, text.data(), text.size(), &found) == 0 && found &&
+      found->pw_dir && *found->pw_dir && std::filesystem::is_directory(found->pw_dir, ec)) {
+    return std::filesystem::path(found->pw_dir) / ".cache" / "gpufs";
+  }
+  return std::filesystem::path("/tmp") / ".cache" / "gpufs";
 }
 
 Status OpenCacheDir(const std::filesystem::path& dir, std::vector<std::string>& notes) {

@@ -98,7 +98,8 @@ Catalog WithFileChecksums(const Catalog& catalog, const std::vector<uint64_t>& c
                           std::vector<Sha256Digest> sha256 = {});
 
 // The default folder for indexes of read-only archives: $XDG_CACHE_HOME/gpufs, else
-// ~/.cache/gpufs. Private to the user: see OpenCacheDir.
+// ~/.cache/gpufs (HOME, else the user's home in the password database). Private to the
+// user: see OpenCacheDir.
 std::filesystem::path DefaultCacheDir();
 
 // Opens (creating 0700) the index cache folder `dir` as a private folder; its note, when it

@@ -3,10 +3,13 @@
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "dataset/format/file_io.h"
@@ -253,6 +256,27 @@ TEST(TrustedIndex, ACachedIndexIsReadOnlyFromAPrivateFolder) {
     ASSERT_FALSE(foreign.ok());
     EXPECT_THAT(foreign.error().message, HasSubstr("owned by uid 65534"));
   }
+}
+
+// A daemon started without HOME (by slurmd, or a system unit) keeps its caches in its
+// user's home, not in /tmp where another user could make the folder first.
+TEST(DefaultCacheDir, WithoutHomeIsTheUsersHomeNotTmp) {
+  const auto saved = [](const char* name) -> std::optional<std::string> {
+    const char* value = std::getenv(name);
+    return value ? std::optional<std::string>(value) : std::nullopt;
+  };
+  const auto xdg = saved("XDG_CACHE_HOME");
+  const auto home = saved("HOME");
+  unsetenv("XDG_CACHE_HOME");
+  unsetenv("HOME");
+  const std::filesystem::path dir = DefaultCacheDir();
+  if (xdg) setenv("XDG_CACHE_HOME", xdg->c_str(), 1);
+  if (home) setenv("HOME", home->c_str(), 1);
+  const passwd* entry = getpwuid(geteuid());
+  if (entry == nullptr || !std::filesystem::is_directory(entry->pw_dir)) {
+    GTEST_SKIP() << "this user has no home folder";
+  }
+  EXPECT_EQ(dir, std::filesystem::path(entry->pw_dir) / ".cache" / "gpufs");
 }
 
 }  // namespace
