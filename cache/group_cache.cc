@@ -44,6 +44,9 @@ GroupCache::GroupCache(const Catalog& catalog, BlobSource& source, PinnedArena& 
     if (digests) tier_digests_ = std::move(*digests);
     if (!digests) spdlog::warn("disk cache copies are not served: {}", digests.error().message);
   }
+  if (catalog.has_sha256()) {
+    tier_hashed_ = std::make_unique<std::atomic<uint64_t>[]>((catalog.file_count() + 63) / 64);
+  }
   for (unsigned i = 0; i < kTierWorkers; ++i) tier_workers_.emplace_back([this] { TierLoop(); });
 }
 

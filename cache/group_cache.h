@@ -214,6 +214,10 @@ class GroupCache {
   std::vector<std::string> tier_names_;  // by group; empty: not kept on disk
   // What copies read back are checked against; null when the index has no digests.
   std::shared_ptr<const MemberDigests> tier_digests_;
+  // Members read alone whose bytes in their copy matched their digests, one bit each: such
+  // a member is hashed whole on its first read from a copy, not on every read of a piece
+  // of it (its copy's block sums are still checked). Set once, never cleared.
+  std::unique_ptr<std::atomic<uint64_t>[]> tier_hashed_;
   std::condition_variable tier_wake_;  // a tier job was queued, or tier_stop_
   bool tier_stop_ = false;             // set once no load can finish any more; guarded by mu_
   std::deque<TierJob> tier_jobs_;      // guarded by mu_

@@ -29,20 +29,25 @@ std::optional<Result<CachedBytes>> GroupCache::ReadMemberFromTier(NodeId file, u
   const std::string& name = tier_names_[f.group];
   if (name.empty()) return std::nullopt;
   const bool verify = checks_ && !checks_->Verified(catalog_.FileIndex(file));
-  const bool whole = verify || catalog_.has_sha256();  // to check, the whole member
+  const uint32_t index = catalog_.FileIndex(file);
+  const uint64_t bit = uint64_t{1} << (index % 64);
+  const bool hash =
+      tier_hashed_ && (tier_hashed_[index / 64].load(std::memory_order_relaxed) & bit) == 0;
+  const bool whole = verify || hash;  // to check, the whole member
   const uint64_t from = whole ? 0 : offset;
   const size_t length = whole ? static_cast<size_t>(f.size) : size;
   uint64_t start = 0;
   SpanOf(f.group, &start);
   auto bytes = std::make_unique<char[]>(std::max<size_t>(length, 1));
   if (!tier_->ReadSlice(name, f.offset + from - start, length, bytes.get()) ||
-      (whole && !TierCopyTrusted(f.group, f.offset, bytes.get(), length))) {
+      (hash && !TierCopyTrusted(f.group, f.offset, bytes.get(), length))) {
     if (options_.whole_groups) {
       std::lock_guard lock(mu_);
       QueueTierJob(f.group, false);
     }
     return std::nullopt;
   }
+  if (hash) tier_hashed_[index / 64].fetch_or(bit, std::memory_order_relaxed);
   if (verify) {
     const std::string blob = source_.Describe(catalog_.Group(f.group).blob);
     if (Status s = checks_->Check(catalog_, file, bytes.get(), blob); !s) {

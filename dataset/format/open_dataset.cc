@@ -1,12 +1,14 @@
 #include "dataset/format/open_dataset.h"
 
 #include <fcntl.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "dataset/format/checksums.h"
 #include "dataset/format/file_io.h"
@@ -64,6 +66,9 @@ Dataset FromIndex(const std::filesystem::path& dir, OpenedIndex&& opened, const 
       dir, std::move(opened.catalog), std::move(opened.info.blobs), format, index, MtimeOf(index),
       {}};
 }
+
+const FolderRole kIndexCacheRole{"index cache",
+                                 "give each user a cache folder of their own (XDG_CACHE_HOME)"};
 
 Result<Dataset> OpenNative(const std::filesystem::path& dir, const std::string& format) {
   const std::filesystem::path index = dir / kNativeIndexName;
@@ -136,6 +141,26 @@ Result<Dataset> OpenTar(const std::filesystem::path& archive, const OpenOptions&
 
 }  // namespace
 
+// An index in the private cache, opened beneath its folder's descriptor once that folder
+// is checked again: the folder's name was checked when the mount began, but whoever owns a
+// folder above it could have put another in its place since.
+Result<OpenedIndex> OpenCachedIndex(const std::filesystem::path& path) {
+  auto folder = OpenPrivateFolder(path.parent_path(), kIndexCacheRole);
+  if (!folder) return folder.error();
+  const int fd = openat(folder->fd.get(), path.filename().c_str(),
+                        O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0 && errno == ELOOP) {
+    return Fail(ELOOP, "cannot open index {}: it is a symbolic link", path.string());
+  }
+  if (fd < 0) return Fail(errno, "cannot open index {}: {}", path.string(), strerror(errno));
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return Fail(EINVAL, "cannot open index {}: not a regular file", path.string());
+  }
+  return OpenNativeIndexFd(fd, path);
+}
+
 IndexPlace BesideData(const std::filesystem::path& data, const std::filesystem::path& index) {
   struct stat st {};
   const bool known = stat(data.c_str(), &st) == 0;
@@ -145,7 +170,7 @@ IndexPlace BesideData(const std::filesystem::path& data, const std::filesystem::
 }
 
 Result<OpenedIndex> OpenIndexAt(const IndexPlace& place, std::vector<std::string>& notes) {
-  if (!place.beside) return OpenNativeIndex(place.path);
+  if (!place.beside) return OpenCachedIndex(place.path);
   auto fd = OpenTrustedIndex(place.path, place.data_owner);
   if (!fd) {
     if (fd.error().code != EPERM) {
@@ -302,13 +327,25 @@ std::filesystem::path DefaultCacheDir() {
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
     return std::filesystem::path(xdg) / "gpufs";
   }
-  const char* home = std::getenv("HOME");
-  return std::filesystem::path(home && *home ? home : "/tmp") / ".cache" / "gpufs";
+  if (const char* home = std::getenv("HOME"); home && *home) {
+    return std::filesystem::path(home) / ".cache" / "gpufs";
+  }
+  // No HOME (a daemon started by slurmd or a system unit): the user's home from the
+  // password database rather than /tmp, where any user could make .cache/gpufs first and
+  // so refuse the folder to this one.
+  passwd entry{};
+  passwd* found = nullptr;
+  std::vector<char> text(16384);
+  std::error_code ec;
+  if (getpwuid_r(geteuid(), &entry, text.data(), text.size(), &found) == 0 && found &&
+      found->pw_dir && *found->pw_dir && std::filesystem::is_directory(found->pw_dir, ec)) {
+    return std::filesystem::path(found->pw_dir) / ".cache" / "gpufs";
+  }
+  return std::filesystem::path("/tmp") / ".cache" / "gpufs";
 }
 
 Status OpenCacheDir(const std::filesystem::path& dir, std::vector<std::string>& notes) {
-  auto folder = OpenPrivateFolder(
-      dir, {"index cache", "give each user a cache folder of their own (XDG_CACHE_HOME)"});
+  auto folder = OpenPrivateFolder(dir, kIndexCacheRole);
   if (!folder) return folder.error();
   if (!folder->note.empty()) notes.push_back(folder->note);
   return Ok{};

@@ -82,6 +82,11 @@ std::filesystem::path SaveTarIndex(Dataset& d, const SourceStamp& stamp,
 // trusts (else why, in `notes`, and an error); in the cache, never through a link.
 Result<OpenedIndex> OpenIndexAt(const IndexPlace& place, std::vector<std::string>& notes);
 
+// An index in the private cache at `path`: its folder checked private again (as
+// OpenPrivateFolder) and the file opened beneath the folder's descriptor, never through a
+// link; refused, naming the folder, when the folder is no longer private to the user.
+Result<OpenedIndex> OpenCachedIndex(const std::filesystem::path& path);
+
 // What a tar listing holds, shaped as a tree, as a dataset: groups are runs of members
 // that lie next to each other in the archive, up to `group_bytes` each.
 DatasetSpec TarSpec(const std::filesystem::path& archive, const TarListing& listing,
@@ -93,7 +98,8 @@ Catalog WithFileChecksums(const Catalog& catalog, const std::vector<uint64_t>& c
                           std::vector<Sha256Digest> sha256 = {});
 
 // The default folder for indexes of read-only archives: $XDG_CACHE_HOME/gpufs, else
-// ~/.cache/gpufs. Private to the user: see OpenCacheDir.
+// ~/.cache/gpufs (HOME, else the user's home in the password database). Private to the
+// user: see OpenCacheDir.
 std::filesystem::path DefaultCacheDir();
 
 // Opens (creating 0700) the index cache folder `dir` as a private folder; its note, when it

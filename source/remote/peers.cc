@@ -99,9 +99,10 @@ namespace {
 constexpr size_t kMinSecret = 16;
 constexpr size_t kMaxSecret = 512;
 
-// Up to `most` bytes of a regular file no other user may read or write.
+// Up to `most` bytes of a regular file no other user may read or write. Opened without
+// waiting: a fifo at the path is refused below, not waited on for a writer.
 Result<std::string> ReadPrivateFile(const std::filesystem::path& path, size_t most) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0) return Fail(errno, "cannot read {}: {}", path.string(), strerror(errno));
   struct stat st {};
   std::string text(most, '\0');

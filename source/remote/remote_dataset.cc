@@ -118,7 +118,7 @@ Result<OpenedIndex> FetchNativeIndex(ObjectStore& store, const ObjectInfo& index
   if (Status s = OpenCacheDir(options.cache_dir, notes); !s) return s.error();
   std::error_code ec;
   const bool kept = std::filesystem::exists(std::filesystem::symlink_status(cached, ec));
-  auto opened = kept ? OpenNativeIndex(cached) : Result<OpenedIndex>(Error{ENOENT, ""});
+  auto opened = kept ? OpenCachedIndex(cached) : Result<OpenedIndex>(Error{ENOENT, ""});
   if (!opened) {
     // Missing, or a kept copy that cannot be used (damaged, or not a file: never followed
     // if a link): fetched again, and renamed over whatever is there.
@@ -127,7 +127,7 @@ Result<OpenedIndex> FetchNativeIndex(ObjectStore& store, const ObjectInfo& index
     if (Status s = WriteFileAtomically(cached, *bytes, FileAccess::Private()); !s) {
       return s.error();
     }
-    opened = OpenNativeIndex(cached);
+    opened = OpenCachedIndex(cached);
   }
   if (!opened) {
     std::filesystem::remove(cached, ec);  // fetched again next time

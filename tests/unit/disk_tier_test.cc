@@ -445,5 +445,30 @@ TEST_F(DigestedTierTest, APlantedCopyIsNotServedToMemberReadsEither) {
   EXPECT_GE(cache_->Stats()["tier"][tier_stat::kHashMismatches].get<uint64_t>(), 1u);
 }
 
+// A member read alone from its copy in small reads is hashed whole once, not once per
+// read: a large member would otherwise be read and hashed again for every piece of it.
+TEST_F(DigestedTierTest, AMemberReadAloneInPiecesIsHashedOnce) {
+  Remount(24 << 10);  // one group fits
+  ExpectEveryFile(true);
+  WaitForCopies();
+  Remount(24 << 10);
+  const std::vector<std::string> order = {"c/0-0", "c/1-0", "c/0-1", "c/1-1",
+                                          "c/0-2", "c/1-2", "c/0-3", "c/1-3"};
+  const uint64_t before = tier_->Stats()[tier_stat::kReadBytes].get<uint64_t>();
+  constexpr size_t kPiece = 500;
+  for (size_t at = 0; at < 5000; at += kPiece) {
+    for (const std::string& path : order) {
+      auto got = cache_->Read(*catalog_->FindPath(path), at, kPiece);
+      ASSERT_TRUE(got.ok()) << got.error().message;
+      EXPECT_EQ(std::string(got->data(), got->size()), contents_[path].substr(at, kPiece)) << path;
+    }
+  }
+  const uint64_t slices = cache_->Stats()["tier"][tier_stat::kSliceHits].get<uint64_t>();
+  const uint64_t read = tier_->Stats()[tier_stat::kReadBytes].get<uint64_t>() - before;
+  ASSERT_GT(slices, 8u);
+  // Each member whole once at most, then only the pieces asked for; and the groups.
+  EXPECT_LE(read, 8 * 5000 + slices * kPiece + 2 * (24 << 10)) << slices << " slice hits";
+}
+
 }  // namespace
 }  // namespace gpufs

@@ -2,8 +2,14 @@
 // list moves, and how a failed peer is skipped and tried again.
 #include "source/remote/peers.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <fstream>
 #include <map>
+#include <thread>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -173,6 +179,36 @@ TEST(PeerSecretTest, RefusesAFileOthersMayReadOrABadWordWithoutShowingIt) {
   }
   EXPECT_FALSE(ReadPeerSecret(dir.path() / "absent").ok());
   EXPECT_FALSE(ReadPeerSecret(dir.path()).ok());
+}
+
+// A fifo at the secret's path is refused at once: opening it must not wait for a writer,
+// which would hold the mount for ever.
+TEST(PeerSecretTest, RefusesAFifoWithoutWaitingForAWriter) {
+  TempDir dir;
+  const auto path = dir.path() / "secret";
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+  std::atomic<bool> done{false};
+  std::atomic<bool> had_to_unblock{false};
+  // Should the open wait for a writer, this one comes after a while and lets it go on.
+  std::thread writer([&] {
+    std::this_thread::sleep_for(500ms);
+    while (!done) {
+      const int fd = open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+      if (fd >= 0) {
+        had_to_unblock = true;
+        close(fd);
+        return;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+  });
+  auto secret = ReadPeerSecret(path);
+  done = true;
+  writer.join();
+  EXPECT_FALSE(had_to_unblock) << "the open waited for a writer";
+  ASSERT_FALSE(secret.ok());
+  EXPECT_NE(secret.error().message.find(path.string()), std::string::npos)
+      << secret.error().message;
 }
 
 }  // namespace

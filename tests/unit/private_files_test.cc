@@ -3,10 +3,13 @@
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "dataset/format/file_io.h"
@@ -221,6 +224,59 @@ TEST(TrustedIndex, AMytarIndexOthersMayWriteIsIgnoredForTheText) {
   ASSERT_FALSE(ignored->notes.empty());
   EXPECT_THAT(ignored->notes.front(),
               StartsWith("not using " + index.string() + ": others may write it (mode 0666)"));
+}
+
+// An index in the private cache is read beneath the cache folder's checked descriptor: a
+// folder put in its place after the cache was checked (by whoever owns a folder above it)
+// is refused, not read.
+TEST(TrustedIndex, ACachedIndexIsReadOnlyFromAPrivateFolder) {
+  TempDir dir;
+  WriteText(dir.path() / "metadata.txt",
+            "1\ncat\nfilegroup-0.mytar,1\n0,cat,0,4,/data/train/cat/a.jpg\n");
+  WriteText(dir.path() / "filegroup-0.mytar", "abcd");
+  auto text = OpenMytarText(dir.path());
+  ASSERT_TRUE(text.ok()) << text.error().message;
+  IndexInfo info;
+  info.source = *StampOf(dir.path() / "metadata.txt");
+  info.blobs = text->blobs;
+  const auto cache = dir.path() / "cache";
+  const auto index = cache / "a.tar-0123456789abcdef.gpufs-index";
+  ASSERT_TRUE(WriteNativeIndex(text->catalog, info, index, FileAccess::Private()).ok());
+  std::vector<std::string> notes;
+  EXPECT_TRUE(OpenIndexAt(IndexPlace{index}, notes).ok());
+  ASSERT_EQ(chmod(cache.c_str(), 0777), 0);
+  auto shared = OpenIndexAt(IndexPlace{index}, notes);
+  ASSERT_FALSE(shared.ok());
+  EXPECT_THAT(shared.error().message, HasSubstr(cache.string()));
+  EXPECT_THAT(shared.error().message, HasSubstr("writable by others"));
+  if (geteuid() == 0) {
+    ASSERT_EQ(chmod(cache.c_str(), 0700), 0);
+    ASSERT_EQ(chown(cache.c_str(), kNobody, kNobody), 0);
+    auto foreign = OpenIndexAt(IndexPlace{index}, notes);
+    ASSERT_FALSE(foreign.ok());
+    EXPECT_THAT(foreign.error().message, HasSubstr("owned by uid 65534"));
+  }
+}
+
+// A daemon started without HOME (by slurmd, or a system unit) keeps its caches in its
+// user's home, not in /tmp where another user could make the folder first.
+TEST(DefaultCacheDir, WithoutHomeIsTheUsersHomeNotTmp) {
+  const auto saved = [](const char* name) -> std::optional<std::string> {
+    const char* value = std::getenv(name);
+    return value ? std::optional<std::string>(value) : std::nullopt;
+  };
+  const auto xdg = saved("XDG_CACHE_HOME");
+  const auto home = saved("HOME");
+  unsetenv("XDG_CACHE_HOME");
+  unsetenv("HOME");
+  const std::filesystem::path dir = DefaultCacheDir();
+  if (xdg) setenv("XDG_CACHE_HOME", xdg->c_str(), 1);
+  if (home) setenv("HOME", home->c_str(), 1);
+  const passwd* entry = getpwuid(geteuid());
+  if (entry == nullptr || !std::filesystem::is_directory(entry->pw_dir)) {
+    GTEST_SKIP() << "this user has no home folder";
+  }
+  EXPECT_EQ(dir, std::filesystem::path(entry->pw_dir) / ".cache" / "gpufs");
 }
 
 }  // namespace
