@@ -108,7 +108,9 @@ Result<std::string> ReadPrivateFile(const std::filesystem::path& path, size_t mo
   std::string text(most, '\0');
   ssize_t n = -1;
   int error = 0;
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 077) == 0) {
+  // Owned by this user or root: a file another user owns is theirs to read or replace.
+  const auto trusted_owner = [&st] { return st.st_uid == geteuid() || st.st_uid == 0; };
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 077) == 0 && trusted_owner()) {
     n = read(fd, text.data(), text.size());
     error = errno;
   }
@@ -117,6 +119,10 @@ Result<std::string> ReadPrivateFile(const std::filesystem::path& path, size_t mo
   if ((st.st_mode & 077) != 0) {
     return Fail(EACCES, "cannot use {}: other users may read it (mode {:o}); chmod 600 it",
                 path.string(), st.st_mode & 07777);
+  }
+  if (!trusted_owner()) {
+    return Fail(EACCES, "cannot use {}: owned by uid {}, neither you (uid {}) nor root",
+                path.string(), st.st_uid, geteuid());
   }
   if (n < 0) return Fail(error, "cannot read {}: {}", path.string(), strerror(error));
   text.resize(static_cast<size_t>(n));

@@ -215,11 +215,24 @@ Result<RemoteDataset> OpenMytarObject(ObjectStore& store, const ObjectInfo& meta
   auto catalog = Catalog::FromSpec(*spec);
   if (!catalog) return catalog.error();
   const std::string folder = metadata.name.substr(0, metadata.name.size() - kMytarIndexName.size());
+  // The index only adds checks and digests: one that cannot be fetched or kept (a refused
+  // cache folder, say) leaves the text's catalog, and the mount says why.
+  std::vector<std::string> notes;
   auto indexed = IndexOfText(store, folder, *catalog, options);
-  if (!indexed) return indexed.error();
-  const char* format = *indexed ? "mytar+index" : "mytar";
-  if (*indexed) catalog = std::move(**indexed);
-  RemoteDataset d{Dataset{{}, std::move(*catalog), {}, format, {}, Now(), {}}, {}};
+  if (!indexed) {
+    notes.push_back(
+        fmt::format("not using the index.gpufs beside {}: {}", url, indexed.error().message));
+  }
+  const bool with_index = indexed && *indexed;
+  if (with_index) catalog = std::move(**indexed);
+  RemoteDataset d{Dataset{{},
+                          std::move(*catalog),
+                          {},
+                          with_index ? "mytar+index" : "mytar",
+                          {},
+                          Now(),
+                          std::move(notes)},
+                  {}};
   // A mytar blob holds one group; it may hold more bytes after it.
   for (const GroupSpec& g : spec->groups) d.dataset.blobs.push_back(BlobInfo{g.offset + g.size, 0});
   if (Status s = CheckBlobObjects(store, folder, d, url, false); !s) return s.error();

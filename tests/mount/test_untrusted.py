@@ -170,6 +170,22 @@ class LyingPeer(unittest.TestCase):
         self.assert_caught(io, log)
 
 
+    def test_a_mytar_folder_whose_index_cannot_be_kept_mounts_from_its_text(self):
+        with lib.Mount(os.path.join(self.served, "mytar-indexed"), env=self.env) as mnt:
+            expected = files_below(mnt)
+        xdg = tempfile.mkdtemp(prefix="xdg-open-", dir=self.work)
+        os.mkdir(os.path.join(xdg, "gpufs"))
+        os.chmod(os.path.join(xdg, "gpufs"), 0o777)  # refused as a private cache folder
+        m = lib.Mount(self.origin.url + "/mytar-indexed/", "--no-disk-cache",
+                      env={**os.environ, "XDG_CACHE_HOME": xdg})
+        with m as mnt:
+            self.assertEqual(files_below(mnt), expected)
+            self.assertEqual(os.getxattr(mnt, "user.gpufs.format"), b"mytar")
+            log = m.stderr()
+        self.assertIn("not using the index.gpufs beside", log)
+        self.assertIn("writable by others", log)
+
+
 class LyingS3Peer(unittest.TestCase):
     """The same through radosgw, which checks the SigV4 signature the peer passes on."""
 

@@ -181,6 +181,22 @@ TEST(PeerSecretTest, RefusesAFileOthersMayReadOrABadWordWithoutShowingIt) {
   EXPECT_FALSE(ReadPeerSecret(dir.path()).ok());
 }
 
+// A secret file another user owns is theirs to read or replace: refused, as root's own is
+// not.
+TEST(PeerSecretTest, RefusesAFileAnotherUserOwns) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give the file to another uid";
+  TempDir dir;
+  const auto path = dir.path() / "secret";
+  std::ofstream(path) << "0123456789abcdef0123456789abcdef";
+  ASSERT_EQ(chmod(path.c_str(), 0600), 0);
+  ASSERT_TRUE(ReadPeerSecret(path).ok());
+  ASSERT_EQ(chown(path.c_str(), 65534, 65534), 0);
+  auto refused = ReadPeerSecret(path);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("owned by uid 65534"), std::string::npos)
+      << refused.error().message;
+}
+
 // A fifo at the secret's path is refused at once: opening it must not wait for a writer,
 // which would hold the mount for ever.
 TEST(PeerSecretTest, RefusesAFifoWithoutWaitingForAWriter) {
