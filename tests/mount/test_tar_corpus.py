@@ -23,7 +23,7 @@ import unittest
 import gpufs_testlib as lib
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz"))
-from make_corpus import header, member  # noqa: E402  (archives written header by header)
+from make_corpus import header, member, pax  # noqa: E402  (archives written header by header)
 
 BSDTAR = shutil.which("bsdtar")
 LONG = "t" * 95  # "clsA/" + LONG is 100 bytes: what a header's name field holds
@@ -94,17 +94,6 @@ def make_holes_tree(root):
     subprocess.run(["truncate", "-s", "1M", holes], check=True)
     subprocess.run(["dd", "of=" + holes, "bs=1", "seek=300000", "conv=notrunc", "status=none"],
                    input=b"data", check=True)
-
-
-def pax(records, typeflag=b"x"):
-    text = b""
-    for key, value in records:
-        body = b" %s=%s\n" % (key, value)
-        length = len(body) + 1
-        while len(b"%d" % length) + len(body) != length:
-            length += 1
-        text += b"%d%s" % (length, body)
-    return member(b"PaxHeader", text, typeflag)
 
 
 RANDOM_PATHS = [b"cls/a", b"./cls/b", b"cls//c", b"/cls/d", b"cls/d/e", b"cls/7",

@@ -202,16 +202,26 @@ TEST(TrustedIndex, IsOwnedByTheUserOrTheDataOwnerAndWrittenByNoOneElse) {
   EXPECT_EQ(link.error().message, "it is a symbolic link");
 }
 
+// A mytar folder of one file in one group, parsed from its text.
+Result<Dataset> OneFileMytar(const std::filesystem::path& dir) {
+  WriteText(dir / "metadata.txt", "1\ncat\nfilegroup-0.mytar,1\n0,cat,0,4,/data/train/cat/a.jpg\n");
+  WriteText(dir / "filegroup-0.mytar", "abcd");
+  return OpenMytarText(dir);
+}
+
+// What an index of `text` records beside it.
+IndexInfo IndexInfoOf(const Dataset& text, const std::filesystem::path& dir) {
+  IndexInfo info;
+  info.source = *StampOf(dir / "metadata.txt");
+  info.blobs = text.blobs;
+  return info;
+}
+
 TEST(TrustedIndex, AMytarIndexOthersMayWriteIsIgnoredForTheText) {
   TempDir dir;
-  WriteText(dir.path() / "metadata.txt",
-            "1\ncat\nfilegroup-0.mytar,1\n0,cat,0,4,/data/train/cat/a.jpg\n");
-  WriteText(dir.path() / "filegroup-0.mytar", "abcd");
-  auto text = OpenMytarText(dir.path());
+  auto text = OneFileMytar(dir.path());
   ASSERT_TRUE(text.ok()) << text.error().message;
-  IndexInfo info;
-  info.source = *StampOf(dir.path() / "metadata.txt");
-  info.blobs = text->blobs;
+  const IndexInfo info = IndexInfoOf(*text, dir.path());
   const auto index = dir.path() / "index.gpufs";
   ASSERT_TRUE(WriteNativeIndex(text->catalog, info, index, FileAccess::Shared(0644)).ok());
   auto trusted = OpenDataset(dir.path(), {});
@@ -231,14 +241,9 @@ TEST(TrustedIndex, AMytarIndexOthersMayWriteIsIgnoredForTheText) {
 // is refused, not read.
 TEST(TrustedIndex, ACachedIndexIsReadOnlyFromAPrivateFolder) {
   TempDir dir;
-  WriteText(dir.path() / "metadata.txt",
-            "1\ncat\nfilegroup-0.mytar,1\n0,cat,0,4,/data/train/cat/a.jpg\n");
-  WriteText(dir.path() / "filegroup-0.mytar", "abcd");
-  auto text = OpenMytarText(dir.path());
+  auto text = OneFileMytar(dir.path());
   ASSERT_TRUE(text.ok()) << text.error().message;
-  IndexInfo info;
-  info.source = *StampOf(dir.path() / "metadata.txt");
-  info.blobs = text->blobs;
+  const IndexInfo info = IndexInfoOf(*text, dir.path());
   const auto cache = dir.path() / "cache";
   const auto index = cache / "a.tar-0123456789abcdef.gpufs-index";
   ASSERT_TRUE(WriteNativeIndex(text->catalog, info, index, FileAccess::Private()).ok());
