@@ -1,10 +1,12 @@
 """Helpers shared by the benchmarks."""
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -109,6 +111,31 @@ def loader_epochs(root, mode, epochs=1, workers=2, drop=True, extra=(), preexec_
     out = subprocess.run(cmd, check=True, capture_output=True, text=True,
                          preexec_fn=preexec_fn, timeout=timeout).stdout
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def read_in_random_order(mnt, paths, threads=4):
+    """(seconds, bytes) of reading every file of `paths` (relative to `mnt`) once, in one
+    seeded random order dealt out to `threads` readers, as a loader's workers do."""
+    order = paths[:]
+    random.Random(len(order)).shuffle(order)
+    total, lock = [0], threading.Lock()
+
+    def reader(chunk):
+        got = 0
+        for rel in chunk:
+            with open(os.path.join(mnt, rel), "rb") as f:
+                got += len(f.read())
+        with lock:
+            total[0] += got
+
+    readers = [threading.Thread(target=reader, args=(order[i::threads],))
+               for i in range(threads)]
+    start = time.perf_counter()
+    for t in readers:
+        t.start()
+    for t in readers:
+        t.join()
+    return time.perf_counter() - start, total[0]
 
 
 def cpu_seconds(pid):

@@ -16,13 +16,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-from benchlib import cpu_seconds, drop_caches  # noqa: E402
+from benchlib import cpu_seconds, drop_caches, read_in_random_order  # noqa: E402
 
 
 def make_tree(tree, files, size, classes=20):
@@ -36,27 +34,7 @@ def make_tree(tree, files, size, classes=20):
 
 def cold_epoch(mnt, paths):
     drop_caches()
-    order = paths[:]
-    random.Random(len(order)).shuffle(order)
-    chunks = [order[i::4] for i in range(4)]
-    total = [0]
-    lock = threading.Lock()
-
-    def reader(chunk):
-        got = 0
-        for rel in chunk:
-            with open(os.path.join(mnt, rel), "rb") as f:
-                got += len(f.read())
-        with lock:
-            total[0] += got
-
-    threads = [threading.Thread(target=reader, args=(c,)) for c in chunks]
-    start = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return time.perf_counter() - start, total[0]
+    return read_in_random_order(mnt, paths)
 
 
 def run(gpufsd, pack, paths):

@@ -22,34 +22,24 @@ version 1 copy of the same pack's index (no digests, which it cannot read), and 
 adds the ratio to the baseline's same mode: the cost of the checks alone. Best of --rounds.
 """
 import argparse
-import ctypes
 import hashlib
 import os
 import random
 import re
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
-from benchlib import FuseMount, cpu_seconds  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "tests", "fuzz"))
+from benchlib import FuseMount, cpu_seconds, read_in_random_order  # noqa: E402
+from make_corpus import version1_index  # noqa: E402
 from tests.servers import nginx  # noqa: E402
-
-_XXH = ctypes.CDLL("libxxhash.so.0")
-_XXH.XXH3_64bits.restype = ctypes.c_uint64
-_XXH.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
-
-
-def xxh3(data):
-    return _XXH.XXH3_64bits(data, len(data))
-
 
 def make_tree(tree, files, size, classes=20):
     rng = random.Random(1)
@@ -60,43 +50,6 @@ def make_tree(tree, files, size, classes=20):
             f.write(rng.randbytes(size // 2 + rng.randrange(size)))
 
 
-def version1_index(v2):
-    """The version 1 form of a version 2 index (dataset/format/native_index.cc): the
-    176-byte header less its SHA-256 section, which comes last in the body."""
-    magic, version, header_size, file_size, _, flags, align, src_size, src_mtime = \
-        struct.unpack_from("<8sIIQQIIQq", v2)
-    assert version == 2 and header_size == 176, "not a version 2 index"
-    sections = [struct.unpack_from("<QQ", v2, 56 + 16 * i) for i in range(7)]
-    body = v2[176:sections[6][0]]
-    head = struct.pack("<8sIIQQIIQq", magic, 1, 160, 160 + len(body), xxh3(body), flags & ~2,
-                       align, src_size, src_mtime)
-    head += b"".join(struct.pack("<QQ", off - 16, count) for off, count in sections[:6])
-    head += struct.pack("<Q", xxh3(head + b"\0" * 8))
-    return head + body
-
-
-def read_all(mnt, paths):
-    order = paths[:]
-    random.Random(len(order)).shuffle(order)
-    total, lock = [0], threading.Lock()
-
-    def reader(chunk):
-        got = 0
-        for rel in chunk:
-            with open(os.path.join(mnt, rel), "rb") as f:
-                got += len(f.read())
-        with lock:
-            total[0] += got
-
-    threads = [threading.Thread(target=reader, args=(order[i::4],)) for i in range(4)]
-    start = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return time.perf_counter() - start, total[0]
-
-
 def mounted_read(gpufsd, url, options, paths, env):
     """(seconds, bytes, daemon CPU seconds) of one read of every file through a fresh mount."""
     mnt = tempfile.mkdtemp(prefix="gpufs-bench-mnt-")
@@ -104,7 +57,7 @@ def mounted_read(gpufsd, url, options, paths, env):
         argv = [gpufsd, "mount", "-f", *options, url, mnt]
         with FuseMount("gpufsd", argv, mnt, env=env, unmount=[gpufsd, "unmount", mnt]) as m:
             cpu = cpu_seconds(m.pid)
-            seconds, served = read_all(mnt, paths)
+            seconds, served = read_in_random_order(mnt, paths)
             cpu = cpu_seconds(m.pid) - cpu
     finally:
         os.rmdir(mnt)
