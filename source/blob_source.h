@@ -43,6 +43,12 @@ inline constexpr const char* kPeerFailures = "peer_failures";
 inline constexpr const char* kPeerFallbacks = "peer_fallbacks";
 inline constexpr const char* kPeerMismatches = "peer_mismatches";
 inline constexpr const char* kPeers = "peers";
+// A signed store's credentials: an object of the four keys after it.
+inline constexpr const char* kCredentials = "credentials";
+inline constexpr const char* kCredentialSource = "source";
+inline constexpr const char* kCredentialExpiresIn = "expires_in_s";  // null: never
+inline constexpr const char* kCredentialRefreshes = "refreshes";
+inline constexpr const char* kCredentialRefreshFailures = "refresh_failures";
 }  // namespace source_stat
 
 // What the bytes of a read are for, which decides what other copies of them to avoid.

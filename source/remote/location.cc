@@ -1,10 +1,11 @@
 // ResolveLocation: from a URL and the AWS tools' conventions to a StoreConfig.
 //
-// Precedence, as the AWS CLI has it: credentials from AWS_ACCESS_KEY_ID and
-// AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN), else the profile (AWS_PROFILE, default
-// "default") in the credentials file, else the same profile in the config file. Region:
-// AWS_REGION, AWS_DEFAULT_REGION, the profile's region, us-east-1. Endpoint: --endpoint,
-// AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile's endpoint_url, then AWS itself.
+// Precedence, as the AWS CLI has it: credentials from the chain of credential_chain.h
+// (environment, web identity, the profile (AWS_PROFILE, default "default") in the AWS
+// files, a container endpoint, IMDS). Region: AWS_REGION, AWS_DEFAULT_REGION, the
+// profile's region, us-east-1. Endpoint: --endpoint, AWS_ENDPOINT_URL_S3,
+// AWS_ENDPOINT_URL, the profile's `services` section's s3 endpoint_url, the profile's
+// endpoint_url, then AWS itself.
 //
 // A URL ending in '/' names a folder; otherwise its last segment names an object (the
 // leaf) and the root is the folder holding it.
@@ -13,12 +14,11 @@
 #include <sstream>
 
 #include "source/remote/aws_config.h"
+#include "source/remote/credential_chain.h"
 #include "source/remote/object_store.h"
 
 namespace gpufs::remote {
 namespace {
-
-using Env = std::map<std::string, std::string>;
 
 std::string Get(const Env& env, const std::string& name) {
   auto it = env.find(name);
@@ -94,28 +94,6 @@ Result<Location> ResolveHttp(std::string_view url, const LocationOptions& option
   return location;
 }
 
-// Credentials from the environment, else from the profile in either file.
-Result<std::optional<Credentials>> FindCredentials(const Env& env, const std::string& profile,
-                                                   const AwsFile& credentials,
-                                                   const AwsFile& config) {
-  Credentials c{Get(env, "AWS_ACCESS_KEY_ID"), Get(env, "AWS_SECRET_ACCESS_KEY"),
-                Get(env, "AWS_SESSION_TOKEN")};
-  std::string from = "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY";
-  for (const AwsFile* file : {&credentials, &config}) {
-    if (!c.access_key.empty() || !c.secret_key.empty()) break;
-    c = Credentials{Setting(file->profile, "aws_access_key_id"),
-                    Setting(file->profile, "aws_secret_access_key"),
-                    Setting(file->profile, "aws_session_token")};
-    from = fmt::format("profile '{}' in {}", profile, file->path);
-  }
-  if (c.access_key.empty() && c.secret_key.empty()) return std::optional<Credentials>{};
-  if (c.access_key.empty() || c.secret_key.empty()) {
-    return Fail(EINVAL, "cannot use the credentials of {}: {} is missing", from,
-                c.access_key.empty() ? "the access key id" : "the secret access key");
-  }
-  return std::optional<Credentials>{std::move(c)};
-}
-
 std::string Looked(const std::string& profile, const AwsFile& credentials, const AwsFile& config) {
   std::string where = "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY";
   for (const AwsFile* file : {&credentials, &config}) {
@@ -129,13 +107,14 @@ std::string Looked(const std::string& profile, const AwsFile& credentials, const
 }
 
 Result<std::string> ResolveEndpoint(const LocationOptions& options, const Env& env,
-                                    const AwsFile& config, const std::string& region,
-                                    bool& custom) {
+                                    const AwsFile& config, const std::string& services_endpoint,
+                                    const std::string& region, bool& custom) {
   custom = true;
   std::string endpoint = options.endpoint;
   for (const char* name : {"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"}) {
     if (endpoint.empty()) endpoint = Get(env, name);
   }
+  if (endpoint.empty()) endpoint = services_endpoint;  // [services NAME] s3 = endpoint_url
   if (endpoint.empty()) endpoint = Setting(config.profile, "s3.endpoint_url");
   if (endpoint.empty()) endpoint = Setting(config.profile, "endpoint_url");
   if (endpoint.empty()) {
@@ -187,8 +166,14 @@ Result<Location> ResolveS3(std::string_view url, const LocationOptions& options,
   }
   if (config.region.empty()) config.region = Setting(config_file->profile, "region");
   if (config.region.empty()) config.region = "us-east-1";
+  ChainInput chain{&env, profile,
+                   AwsFiles{credentials_file->path, config_file->path, credentials_file->ini,
+                            config_file->ini},
+                   config.region, options.active_credential_sources};
   bool custom = true;
-  Result<std::string> endpoint = ResolveEndpoint(options, env, *config_file, config.region, custom);
+  Result<std::string> endpoint =
+      ResolveEndpoint(options, env, *config_file, ServiceEndpoint(chain.files, profile, "s3"),
+                      config.region, custom);
   if (!endpoint.ok()) return endpoint.error();
   config.endpoint = std::move(*endpoint);
   // Virtual hosts only on AWS itself, and only for buckets that can be a host name.
@@ -201,16 +186,16 @@ Result<Location> ResolveS3(std::string_view url, const LocationOptions& options,
     return Fail(EINVAL, "cannot use profile '{}' (AWS_PROFILE) for {}: not in {}", profile, url,
                 Looked(profile, *credentials_file, *config_file));
   }
-  Result<std::optional<Credentials>> found =
-      FindCredentials(env, profile, *credentials_file, *config_file);
+  std::vector<std::string> looked;
+  Result<std::shared_ptr<CredentialProvider>> found = ResolveCredentials(chain, looked);
   if (!found.ok()) return found.error();
   if (!*found) {
     return Fail(EACCES,
-                "cannot sign requests to {}: no credentials (looked at {}); "
+                "cannot sign requests to {}: no credentials (looked at {}, {}); "
                 "--no-sign-request reads a public bucket",
-                url, Looked(profile, *credentials_file, *config_file));
+                url, Looked(profile, *credentials_file, *config_file), fmt::join(looked, ", "));
   }
-  config.credentials = std::move(**found);
+  config.credentials = std::move(*found);
   return location;
 }
 

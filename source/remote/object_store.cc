@@ -11,6 +11,7 @@
 
 #include "dataset/format/checksums.h"
 #include "source/blob_source.h"
+#include "source/remote/credentials.h"
 #include "source/remote/gather.h"
 #include "source/remote/hash_workers.h"
 #include "source/remote/responses.h"
@@ -54,14 +55,12 @@ std::string UrlOf(const StoreConfig& config, const std::string& name, const std:
 }
 
 // The headers every request carries. radosgw refuses a signed request without a payload
-// hash, and curl 7.88 signs with the one it is given.
+// hash, and curl 7.88 signs with the one it is given. A session token goes with each
+// attempt's keys (transfer_loop.cc).
 std::vector<std::string> BaseHeaders(const StoreConfig& config) {
   std::vector<std::string> headers;
   if (config.scheme == Scheme::kS3 && config.credentials) {
     headers.push_back("x-amz-content-sha256: UNSIGNED-PAYLOAD");
-    if (!config.credentials->session_token.empty()) {
-      headers.push_back("x-amz-security-token: " + config.credentials->session_token);
-    }
   }
   return headers;
 }
@@ -483,6 +482,7 @@ nlohmann::json ObjectStore::Stats() const {
     }
   }
   stats[source_stat::kPeerFailures] = failures;  // each peer's, added up
+  if (config_.credentials) stats[source_stat::kCredentials] = config_.credentials->Stats();
   return stats;
 }
 

@@ -56,6 +56,8 @@ struct Credentials {
   std::string session_token;  // empty: none
 };
 
+class CredentialProvider;  // credentials.h
+
 struct StoreConfig {
   Scheme scheme = Scheme::kHttp;
   // s3: the endpoint, e.g. "http://127.0.0.1:7480" or "https://s3.us-east-1.amazonaws.com";
@@ -67,7 +69,8 @@ struct StoreConfig {
   std::string root;
   std::string region = "us-east-1";
   bool path_style = true;                          // s3: endpoint/bucket/key, else bucket.host/key
-  std::optional<Credentials> credentials;          // none: requests are not signed
+  // The keys of each attempt, refreshed as they expire; null: requests are not signed.
+  std::shared_ptr<CredentialProvider> credentials;
   unsigned connections = 16;                       // requests in flight at most
   unsigned max_attempts = 5;                       // per request, the first included
   std::chrono::milliseconds retry_budget{20'000};  // time from first attempt to giving up
@@ -87,6 +90,9 @@ struct LocationOptions {
   std::string endpoint;          // --endpoint; wins over the environment and profile
   bool no_sign_request = false;  // --no-sign-request: public buckets
   unsigned connections = 16;
+  // False: only keys written in the environment or the AWS files; no program is run and no
+  // server asked for keys (the fuzzer of the AWS files).
+  bool active_credential_sources = true;
 };
 
 struct Location {
@@ -150,6 +156,7 @@ class ObjectStore {
 
   // {"kind": "s3"|"http", "requests", "retries", "errors", "bytes", "in_flight",
   //  "latency_ms_p50", "latency_ms_p99"}: counts since start; latency of answered requests.
+//  Signed stores add "credentials" (CredentialProvider::Stats).
   nlohmann::json Stats() const;
 
  private:

@@ -69,6 +69,11 @@ void SetDeadlines(CURL* easy, const TransferDeadlines& deadlines, uint64_t body_
   curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME, idle_s);
 }
 
+bool SameKeys(const Credentials& a, const Credentials& b) {
+  return a.access_key == b.access_key && a.secret_key == b.secret_key &&
+         a.session_token == b.session_token;
+}
+
 }  // namespace
 
 LoopConfig LoopConfigFor(const StoreConfig& config) {
@@ -93,6 +98,10 @@ struct TransferLoop::Transfer {
   Clock::time_point attempt_start;
   CURL* easy = nullptr;
   curl_slist* headers = nullptr;
+  std::shared_ptr<const Credentials> keys;  // of the attempt in progress; null: unsigned
+  bool renewed = false;                     // the keys were refused once and renewed
+  uint64_t refresh_mark = 0;                // the provider's Attempts() when renewal began
+  Clock::time_point keys_wait_until;
   bool sink_stopped = false;  // the write callback ended the transfer on purpose
   char error[CURL_ERROR_SIZE] = {};
 
@@ -218,6 +227,7 @@ void TransferLoop::Run() {
     }
     TakeIncoming(incoming);
     if (stopping) break;
+    ResumeAwaitingKeys();
     StartReady();
     int running = 0;
     curl_multi_perform(multi_, &running);
@@ -266,11 +276,12 @@ void TransferLoop::Start(std::unique_ptr<Transfer> t) {
     curl_easy_reset(easy);
   }
   const Exchange& ex = t->exchange;
-  if (t->headers == nullptr) {
-    for (const std::string& header : ex.headers) {
-      t->headers = curl_slist_append(t->headers, header.c_str());
-    }
+  curl_slist_free_all(t->headers);  // each attempt's keys may carry another session token
+  t->headers = nullptr;
+  for (const std::string& header : ex.headers) {
+    t->headers = curl_slist_append(t->headers, header.c_str());
   }
+  if (config_.signing) SignAttempt(easy, *t);
   curl_easy_setopt(easy, CURLOPT_URL, ex.url.c_str());
   curl_easy_setopt(easy, CURLOPT_PRIVATE, t.get());
   curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -290,12 +301,6 @@ void TransferLoop::Start(std::unique_ptr<Transfer> t) {
   SetDeadlines(easy, config_.deadlines, BodyBound(ex));
   curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, config_.verify_tls ? 1L : 0L);
   curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, config_.verify_tls ? 2L : 0L);
-  if (config_.signing) {
-    const std::string sigv4 = "aws:amz:" + config_.region + ":s3";
-    curl_easy_setopt(easy, CURLOPT_AWS_SIGV4, sigv4.c_str());
-    curl_easy_setopt(easy, CURLOPT_USERNAME, config_.signing->access_key.c_str());
-    curl_easy_setopt(easy, CURLOPT_PASSWORD, config_.signing->secret_key.c_str());
-  }
   t->easy = easy;
   t->reply = Reply{};
   t->sink_stopped = false;
@@ -306,6 +311,53 @@ void TransferLoop::Start(std::unique_ptr<Transfer> t) {
       .fetch_add(1, std::memory_order_relaxed);
   curl_multi_add_handle(multi_, easy);
   active_.emplace(easy, std::move(t));
+}
+
+// The keys of the moment sign this attempt, its session token included.
+void TransferLoop::SignAttempt(CURL* easy, Transfer& t) {
+  t.keys = config_.signing->Current();
+  const std::string sigv4 = "aws:amz:" + config_.region + ":s3";
+  curl_easy_setopt(easy, CURLOPT_AWS_SIGV4, sigv4.c_str());
+  curl_easy_setopt(easy, CURLOPT_USERNAME, t.keys->access_key.c_str());
+  curl_easy_setopt(easy, CURLOPT_PASSWORD, t.keys->secret_key.c_str());
+  if (!t.keys->session_token.empty()) {
+    t.headers =
+        curl_slist_append(t.headers, ("x-amz-security-token: " + t.keys->session_token).c_str());
+  }
+}
+
+// A store that refuses the keys themselves (expired, unknown, suspended) gets one more
+// attempt, once the provider has new keys: asked now, or fetched since the attempt began.
+bool TransferLoop::AwaitNewKeys(std::unique_ptr<Transfer>& t) {
+  if (!t->keys || t->renewed || !IsCredentialRefusal(t->reply)) return false;
+  t->renewed = true;
+  t->refresh_mark = config_.signing->Attempts();
+  if (SameKeys(*config_.signing->Current(), *t->keys)) config_.signing->RequestRefresh();
+  t->keys_wait_until = Clock::now() + std::chrono::seconds(15);
+  awaiting_keys_.push_back(std::move(t));
+  return true;
+}
+
+// Sends again what waits for keys once there are other ones; delivers the refusal when the
+// refresh found the same keys, failed, or took too long.
+void TransferLoop::ResumeAwaitingKeys() {
+  for (auto it = awaiting_keys_.begin(); it != awaiting_keys_.end();) {
+    Transfer& t = **it;
+    const bool other = !SameKeys(*config_.signing->Current(), *t.keys);
+    const bool tried = config_.signing->Attempts() > t.refresh_mark;
+    if (!other && !tried && Clock::now() < t.keys_wait_until) {
+      ++it;
+      continue;
+    }
+    std::unique_ptr<Transfer> transfer = std::move(*it);
+    it = awaiting_keys_.erase(it);
+    if (other) {
+      ready_.push_front(std::move(transfer));
+      continue;
+    }
+    Reply reply = std::move(transfer->reply);
+    Deliver(std::move(transfer), std::move(reply));
+  }
 }
 
 void TransferLoop::Reap() {
@@ -327,6 +379,7 @@ void TransferLoop::Reap() {
 void TransferLoop::Finish(std::unique_ptr<Transfer> t, CURLcode result) {
   if (result == CURLE_OK || t->sink_stopped) {
     counters_.latency.Record(Clock::now() - t->attempt_start);
+    if (AwaitNewKeys(t)) return;
     if (!IsRetryableStatus(t->reply.status, t->reply.text)) {
       Reply reply = std::move(t->reply);
       Deliver(std::move(t), std::move(reply));
@@ -378,6 +431,7 @@ void TransferLoop::Deliver(std::unique_ptr<Transfer> t, Result<Reply> outcome) {
 int TransferLoop::PollTimeoutMs() const {
   constexpr int kIdleMs = 1000;  // a wakeup ends the wait sooner
   if (!ready_.empty() && active_.size() < config_.connections) return 0;
+  if (!awaiting_keys_.empty()) return 50;  // the provider's refresh is polled
   if (retries_.empty()) return kIdleMs;
   const auto wait =
       std::chrono::ceil<std::chrono::milliseconds>(retries_.begin()->first - Clock::now());
@@ -396,6 +450,8 @@ void TransferLoop::CancelAll() {
   retries_.clear();
   for (auto& transfer : ready_) all.push_back(std::move(transfer));
   ready_.clear();
+  for (auto& transfer : awaiting_keys_) all.push_back(std::move(transfer));
+  awaiting_keys_.clear();
   for (auto& t : all) {
     Error error =
         Fail(ECANCELED, "cannot {} {}: the store is closing", t->exchange.verb, t->exchange.object);

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "source/remote/backoff.h"
+#include "source/remote/credentials.h"
 #include "source/remote/deadline.h"
 #include "source/remote/exchange.h"
 #include "source/remote/object_store.h"
@@ -38,7 +39,8 @@ struct LoopConfig {
   std::chrono::milliseconds retry_budget{20'000};
   TransferDeadlines deadlines;
   bool verify_tls = true;
-  std::optional<Credentials> signing;  // SigV4 for S3 in `region`; none: unsigned
+  // SigV4 for S3 in `region` with the provider's keys of the moment; null: unsigned.
+  std::shared_ptr<CredentialProvider> signing;
   std::string region;
   BackoffPolicy backoff;
 };
@@ -74,6 +76,9 @@ class TransferLoop {
   void Reap();
   void Finish(std::unique_ptr<Transfer> transfer, CURLcode result);
   void RetryOrFail(std::unique_ptr<Transfer> transfer, const std::string& reason);
+  void SignAttempt(CURL* easy, Transfer& transfer);
+  bool AwaitNewKeys(std::unique_ptr<Transfer>& transfer);
+  void ResumeAwaitingKeys();
   void Deliver(std::unique_ptr<Transfer> transfer, Result<Reply> outcome);
   int PollTimeoutMs() const;
   void CancelAll();
@@ -88,6 +93,7 @@ class TransferLoop {
   std::multimap<Clock::time_point, std::unique_ptr<Transfer>> retries_;  // by when due
   std::map<CURL*, std::unique_ptr<Transfer>> active_;                    // on the wire
   std::vector<CURL*> idle_handles_;                                      // easy handles to reuse
+  std::vector<std::unique_ptr<Transfer>> awaiting_keys_;  // refused keys: wait for new ones
 
   std::mutex mu_;
   std::deque<Incoming> incoming_;  // guarded by mu_

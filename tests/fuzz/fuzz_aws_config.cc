@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "source/remote/aws_config.h"
+#include "source/remote/credentials.h"
 #include "source/remote/object_store.h"
 #include "tests/fuzz/mem_file.h"
 
@@ -44,16 +45,20 @@ void CheckLocation(const MemFile& file) {
   const std::string path = file.path().string();
   for (const char* profile : {"", "test"}) {
     std::map<std::string, std::string> env = {{"AWS_CONFIG_FILE", path},
-                                              {"AWS_SHARED_CREDENTIALS_FILE", path}};
+                                              {"AWS_SHARED_CREDENTIALS_FILE", path},
+                                              {"AWS_EC2_METADATA_DISABLED", "true"}};
     if (*profile != '\0') env["AWS_PROFILE"] = profile;
-    Result<remote::Location> location = remote::ResolveLocation("s3://bucket/root/", {}, env);
+    Result<remote::Location> location = remote::ResolveLocation(
+        "s3://bucket/root/", {.endpoint = "", .no_sign_request = false, .connections = 16,
+                              .active_credential_sources = false}, env);
     if (!location.ok()) continue;
     const remote::StoreConfig& config = location->config;
     Require(config.endpoint.starts_with("http://") || config.endpoint.starts_with("https://"),
             "an endpoint that is not http(s)");
     Require(!config.region.empty(), "no region");
-    Require(config.credentials.has_value(), "resolved without credentials or --no-sign-request");
-    Require(!config.credentials->access_key.empty() && !config.credentials->secret_key.empty(),
+    Require(config.credentials != nullptr, "resolved without credentials or --no-sign-request");
+    const auto keys = config.credentials->Current();
+    Require(!keys->access_key.empty() && !keys->secret_key.empty(),
             "half a key");
   }
 }

@@ -18,6 +18,7 @@
 
 #include "dataset/format/checksums.h"
 #include "source/member_digests.h"
+#include "source/remote/credentials.h"
 #include "source/remote/object_store.h"
 #include "tests/remote/server_control.h"
 #include "tests/unit/temp_dir.h"
@@ -305,10 +306,12 @@ TEST_F(S3Store, DeletedObjectFailsNamingIt) {
 TEST_F(S3Store, WrongSecretGivesTheStoresCodeAndNeverTheSecret) {
   Put("obj", "bytes");
   StoreConfig config = Config();
-  const std::string right = config.credentials->secret_key;
+  Credentials keys = *config.credentials->Current();
+  const std::string right = keys.secret_key;
   std::string wrong = right;
   wrong.replace(0, 5, "Wrong");
-  config.credentials->secret_key = wrong;
+  keys.secret_key = wrong;
+  config.credentials = CredentialProvider::Fixed(keys);
   ObjectStore store(config);
   Result<std::string> whole = store.GetWhole("obj", 100);
   ASSERT_FALSE(whole.ok());

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "source/remote/aws_config.h"
+#include "source/remote/credentials.h"
 #include "source/remote/object_store.h"
 #include "tests/unit/temp_dir.h"
 
@@ -25,8 +26,10 @@ class Location_ : public ::testing::Test {
   std::string AwsPath(const std::string& name) const {
     return (home_.path() / ".aws" / name).string();
   }
+  // No test asks 169.254.169.254 for keys.
   Env WithHome(Env env) const {
     env["HOME"] = home_.path().string();
+    env.emplace("AWS_EC2_METADATA_DISABLED", "true");
     return env;
   }
   Location Resolve(const std::string& url, Env env, LocationOptions options = {}) {
@@ -115,15 +118,15 @@ TEST_F(Location_, EnvironmentKeysAndTokenSign) {
   env["AWS_SESSION_TOKEN"] = "token";
   const Location l = Resolve("s3://b/", env);
   ASSERT_TRUE(l.config.credentials);
-  EXPECT_EQ(l.config.credentials->access_key, "AKENV");
-  EXPECT_EQ(l.config.credentials->secret_key, "env-secret");
-  EXPECT_EQ(l.config.credentials->session_token, "token");
+  EXPECT_EQ(l.config.credentials->Current()->access_key, "AKENV");
+  EXPECT_EQ(l.config.credentials->Current()->secret_key, "env-secret");
+  EXPECT_EQ(l.config.credentials->Current()->session_token, "token");
 }
 
 TEST_F(Location_, EnvironmentKeysWinOverTheProfile) {
   WriteAws("credentials", "[default]\naws_access_key_id = AKFILE\naws_secret_access_key = f\n");
-  EXPECT_EQ(Resolve("s3://b/", keys_).config.credentials->access_key, "AKENV");
-  EXPECT_EQ(Resolve("s3://b/", {}).config.credentials->access_key, "AKFILE");
+  EXPECT_EQ(Resolve("s3://b/", keys_).config.credentials->Current()->access_key, "AKENV");
+  EXPECT_EQ(Resolve("s3://b/", {}).config.credentials->Current()->access_key, "AKFILE");
 }
 
 TEST_F(Location_, NamedProfileFromTheCredentialsFile) {
@@ -132,13 +135,13 @@ TEST_F(Location_, NamedProfileFromTheCredentialsFile) {
            "# the team's keys\n[team]\naws_access_key_id = AKTEAM\n"
            "aws_secret_access_key = t\naws_session_token = tok\n");
   const Location l = Resolve("s3://b/", {{"AWS_PROFILE", "team"}});
-  EXPECT_EQ(l.config.credentials->access_key, "AKTEAM");
-  EXPECT_EQ(l.config.credentials->session_token, "tok");
+  EXPECT_EQ(l.config.credentials->Current()->access_key, "AKTEAM");
+  EXPECT_EQ(l.config.credentials->Current()->session_token, "tok");
 }
 
 TEST_F(Location_, ProfileKeysInTheConfigFileCount) {
   WriteAws("config", "[profile team]\naws_access_key_id = AKCONF\naws_secret_access_key = c\n");
-  EXPECT_EQ(Resolve("s3://b/", {{"AWS_PROFILE", "team"}}).config.credentials->access_key, "AKCONF");
+  EXPECT_EQ(Resolve("s3://b/", {{"AWS_PROFILE", "team"}}).config.credentials->Current()->access_key, "AKCONF");
 }
 
 TEST_F(Location_, FilesNamedByTheEnvironmentReplaceTheHomeOnes) {
@@ -149,7 +152,7 @@ TEST_F(Location_, FilesNamedByTheEnvironmentReplaceTheHomeOnes) {
   std::ofstream(config) << "[default]\nregion = eu-north-1\n";
   const Location l =
       Resolve("s3://b/", {{"AWS_SHARED_CREDENTIALS_FILE", other}, {"AWS_CONFIG_FILE", config}});
-  EXPECT_EQ(l.config.credentials->access_key, "AKOTHER");
+  EXPECT_EQ(l.config.credentials->Current()->access_key, "AKOTHER");
   EXPECT_EQ(l.config.region, "eu-north-1");
 }
 
