@@ -253,6 +253,20 @@ std::string PeerFields(const nlohmann::json& io, const Rates& r) {
       At(io, {kPeerFallbacks}), At(io, {kPeerMismatches}));
 }
 
+// A signed store's credentials in a -w line: where they come from, when they expire
+// ("-": never) and how their refreshes went.
+std::string CredentialFields(const nlohmann::json& io) {
+  using namespace source_stat;
+  if (!io.is_object() || !io.contains(kCredentials)) return {};
+  const nlohmann::json& c = io[kCredentials];
+  const nlohmann::json expires = c.value(kCredentialExpiresIn, nlohmann::json());
+  return fmt::format(" {0}_{1}={2} {0}_{3}={4} {0}_{5}={6} {0}_{7}={8}", kCredentials,
+                     kCredentialSource, nlohmann::json(c.value(kCredentialSource, "")).dump(),
+                     kCredentialExpiresIn, expires.is_number() ? expires.dump() : "-",
+                     kCredentialRefreshes, At(c, {kCredentialRefreshes}),
+                     kCredentialRefreshFailures, At(c, {kCredentialRefreshFailures}));
+}
+
 }  // namespace
 
 std::string WatchLine(const nlohmann::json& previous, const nlohmann::json& now, double dt_s) {
@@ -275,7 +289,7 @@ std::string WatchLine(const nlohmann::json& previous, const nlohmann::json& now,
              std::max(0.0, Ratio(static_cast<double>(At(c, {"epoch_files_served"})), files)),
              r.requests_s, At(io, {source_stat::kRetries}), At(io, {source_stat::kErrors}),
              Real(io, source_stat::kLatencyP50), Real(io, source_stat::kLatencyP99)) +
-         TierFields(c, r) + PeerFields(io, r);
+         TierFields(c, r) + PeerFields(io, r) + CredentialFields(io);
 }
 
 int RunWatch(const std::string& path, const WatchOptions& options) {

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include <tuple>
@@ -137,6 +139,29 @@ void PeerMetrics(const nlohmann::json& io, std::string& out) {
   }
 }
 
+// A signed store's credentials: where from (a label), expiry and refreshes.
+void CredentialMetrics(const nlohmann::json& io, std::string& out) {
+  using namespace source_stat;
+  if (!io.is_object() || !io.contains(kCredentials)) return;
+  const nlohmann::json& c = io[kCredentials];
+  std::string source = c.value(kCredentialSource, "");
+  std::replace(source.begin(), source.end(), '"', '\'');
+  std::replace(source.begin(), source.end(), '\\', '/');
+  fmt::format_to(std::back_inserter(out),
+                 "# HELP gpufs_{0}_info Where the store's credentials come from.\n"
+                 "# TYPE gpufs_{0}_info gauge\ngpufs_{0}_info{{{1}=\"{2}\"}} 1\n",
+                 kCredentials, kCredentialSource, source);
+  for (const auto& [key, type, help] :
+       {std::tuple{kCredentialExpiresIn, "gauge", "Seconds until the credentials expire."},
+        {kCredentialRefreshes, "counter", "Credential refreshes that got keys."},
+        {kCredentialRefreshFailures, "counter", "Credential refreshes that failed."}}) {
+    const nlohmann::json v = c.value(key, nlohmann::json());
+    if (!v.is_number()) continue;
+    fmt::format_to(std::back_inserter(out), "# HELP gpufs_{0}_{1} {2}\n# TYPE gpufs_{0}_{1} {3}\n"
+                   "gpufs_{0}_{1} {4}\n", kCredentials, key, help, type, v.dump());
+  }
+}
+
 }  // namespace
 
 std::string MetricsText(const Filesystem& fs) {
@@ -186,6 +211,7 @@ std::string MetricsText(const Filesystem& fs) {
          "Blocks a peer cache sent whose bytes did not match the index's SHA-256.",
          at(io, source_stat::kPeerMismatches));
   PeerMetrics(io, out);
+  CredentialMetrics(io, out);
   const nlohmann::json& c = stats["cache"];
   if (c.is_null()) return out;
   for (const char* key :

@@ -87,7 +87,7 @@ class Chain {
   Result<SourcePtr> Role(const std::string& profile, const IniSection& settings,
                          const std::string& role_arn, std::vector<std::string> chain) {
     RoleRequest role{role_arn, Value(settings, "role_session_name"),
-                     Value(settings, "external_id"),
+                     Value(settings, "external_id"), Value(settings, "duration_seconds"),
                      fmt::format("profile '{}' in {}", profile,
                                  FileOf(in_.files, profile, "role_arn"))};
     if (Status active = Active("the role_arn of " + role.origin); !active.ok()) {
@@ -126,7 +126,7 @@ class Chain {
   Result<SourcePtr> WebIdentityFromEnv() {
     const std::string token_file = Get(env_, "AWS_WEB_IDENTITY_TOKEN_FILE");
     if (token_file.empty()) return SourcePtr();
-    RoleRequest role{Get(env_, "AWS_ROLE_ARN"), Get(env_, "AWS_ROLE_SESSION_NAME"), "",
+    RoleRequest role{Get(env_, "AWS_ROLE_ARN"), Get(env_, "AWS_ROLE_SESSION_NAME"), "", "",
                      "AWS_WEB_IDENTITY_TOKEN_FILE"};
     if (role.role_arn.empty()) {
       return Fail(EINVAL, "cannot use AWS_WEB_IDENTITY_TOKEN_FILE {}: AWS_ROLE_ARN is not set",

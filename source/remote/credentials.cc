@@ -19,6 +19,9 @@ using std::chrono::seconds;
 
 // Files that Changed() watches are looked at this often.
 constexpr milliseconds kChangePoll{1000};
+// A store's refusal asks for new keys at most this often: a bucket that denies the keys
+// for good must not turn every read into a call to STS.
+constexpr milliseconds kMinAskedInterval{5000};
 
 }  // namespace
 
@@ -38,10 +41,12 @@ milliseconds RefreshBackoff(unsigned failures, WallClock::time_point now,
   return std::max(wait, milliseconds(1000));
 }
 
-bool IsCredentialRefusal(const Reply& reply) {
+bool IsCredentialRefusal(const Reply& reply, bool temporary_keys) {
   if (reply.status != 403) return false;
   const std::optional<S3Error> error = ParseS3Error(reply.text);
   if (!error) return false;
+  // radosgw answers expired STS keys with a plain AccessDenied.
+  if (temporary_keys && error->code == "AccessDenied") return true;
   // radosgw answers a suspended user's keys with UserSuspended; AWS an expired session's
   // with ExpiredToken, deleted keys with InvalidAccessKeyId, a revoked token InvalidToken.
   static constexpr std::array<std::string_view, 6> kCodes = {
@@ -59,7 +64,9 @@ Result<WallClock::time_point> ParseIsoTime(std::string_view text) {
     return Fail(EINVAL, "'{}' is not a time like 2026-11-24T12:00:00Z", s);
   }
   std::string_view zone = rest;
-  if (!zone.empty() && zone[0] == '.') zone.remove_prefix(zone.find_first_not_of("0123456789", 1));
+  if (!zone.empty() && zone[0] == '.') {
+    zone.remove_prefix(std::min(zone.size(), zone.find_first_not_of("0123456789", 1)));
+  }
   if (zone != "Z" && zone != "+00:00" && zone != "") {
     return Fail(EINVAL, "'{}' is not a UTC time (Z or +00:00)", s);
   }
@@ -162,6 +169,7 @@ void CredentialProvider::Install(CredentialSet set) {
 // source whether what it read changed.
 void CredentialProvider::Run() {
   unsigned failures = 0;
+  auto last_fetch = std::chrono::steady_clock::now();
   std::unique_lock lock(mu_);
   while (!stopping_) {
     const auto until = std::min(due_, WallClock::now() + kChangePoll);
@@ -170,8 +178,10 @@ void CredentialProvider::Run() {
     const bool asked = std::exchange(requested_, false);
     const bool due = WallClock::now() >= due_;
     lock.unlock();
-    const bool changed = !asked && !due && source_->Changed();
-    if (asked || due || changed) {
+    const bool changed = !due && source_->Changed();
+    const bool too_soon = std::chrono::steady_clock::now() - last_fetch < kMinAskedInterval;
+    if (due || changed || (asked && !too_soon)) {
+      last_fetch = std::chrono::steady_clock::now();
       Result<CredentialSet> fresh = source_->Fetch();
       if (fresh.ok()) {
         failures = 0;
@@ -190,8 +200,8 @@ void CredentialProvider::Run() {
         spdlog::warn("credentials: {} (keeping the current keys{})", fresh.error().message,
                      expires ? " until " + FormatIsoTime(*expires) : "");
       }
-      attempts_.fetch_add(1, std::memory_order_release);
     }
+    if (asked || due || changed) attempts_.fetch_add(1, std::memory_order_release);
     lock.lock();
   }
 }

@@ -58,8 +58,9 @@ WallClock::time_point RefreshDue(WallClock::time_point obtained, WallClock::time
 std::chrono::milliseconds RefreshBackoff(unsigned failures, WallClock::time_point now,
                                          std::optional<WallClock::time_point> expires);
 // True for a 403 whose S3 error code says the keys themselves are refused (expired,
-// unknown, revoked, suspended): new keys may get another answer.
-bool IsCredentialRefusal(const Reply& reply);
+// unknown, revoked, suspended): new keys may get another answer. With `temporary_keys`
+// (a session token), AccessDenied too: radosgw answers expired STS keys so.
+bool IsCredentialRefusal(const Reply& reply, bool temporary_keys);
 
 class CredentialProvider {
  public:

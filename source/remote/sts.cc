@@ -49,6 +49,7 @@ class AssumeRole final : public CredentialSource {
     if (!base.ok()) return Failure(base.error().message);
     HttpCall call;
     call.body = Form({{"Action", "AssumeRole"},
+                      {"DurationSeconds", role_.duration_s},
                       {"ExternalId", role_.external_id},
                       {"RoleArn", role_.role_arn},
                       {"RoleSessionName", SessionName(role_)},

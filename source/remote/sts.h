@@ -19,6 +19,7 @@ struct RoleRequest {
   std::string role_arn;
   std::string session_name;  // empty: "gpufs-<unix time>"
   std::string external_id;   // AssumeRole only; empty: none
+  std::string duration_s;    // AssumeRole's DurationSeconds (duration_seconds); empty: STS's
   std::string origin;        // where the role was configured, for messages
 };
 

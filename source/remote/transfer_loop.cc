@@ -329,7 +329,8 @@ void TransferLoop::SignAttempt(CURL* easy, Transfer& t) {
 // A store that refuses the keys themselves (expired, unknown, suspended) gets one more
 // attempt, once the provider has new keys: asked now, or fetched since the attempt began.
 bool TransferLoop::AwaitNewKeys(std::unique_ptr<Transfer>& t) {
-  if (!t->keys || t->renewed || !IsCredentialRefusal(t->reply)) return false;
+  if (!t->keys || t->renewed) return false;
+  if (!IsCredentialRefusal(t->reply, !t->keys->session_token.empty())) return false;
   t->renewed = true;
   t->refresh_mark = config_.signing->Attempts();
   if (SameKeys(*config_.signing->Current(), *t->keys)) config_.signing->RequestRefresh();

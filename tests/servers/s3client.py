@@ -60,7 +60,7 @@ def _hmac(key, msg):
 
 
 def sign(method, host, path, query, headers, payload_hash, access_key, secret_key, region,
-         now=None):
+         now=None, service="s3"):
     """The headers a SigV4 request needs (x-amz-date, x-amz-content-sha256, Authorization).
 
     `path` is the already URI-encoded path, `query` a dict, `headers` the extra headers to
@@ -75,10 +75,10 @@ def sign(method, host, path, query, headers, payload_hash, access_key, secret_ke
     canonical = "\n".join([method, path, canonical_query,
                            "".join(f"{n}:{signed[n]}\n" for n in names),
                            ";".join(names), payload_hash])
-    scope = f"{day}/{region}/s3/aws4_request"
+    scope = f"{day}/{region}/{service}/aws4_request"
     to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope,
                          hashlib.sha256(canonical.encode()).hexdigest()])
-    key = _hmac(_hmac(_hmac(_hmac(("AWS4" + secret_key).encode(), day), region), "s3"),
+    key = _hmac(_hmac(_hmac(_hmac(("AWS4" + secret_key).encode(), day), region), service),
                 "aws4_request")
     signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
     return {"x-amz-date": amz_date, "x-amz-content-sha256": payload_hash,
