@@ -169,7 +169,7 @@ void CredentialProvider::Install(CredentialSet set) {
 // source whether what it read changed.
 void CredentialProvider::Run() {
   unsigned failures = 0;
-  auto last_fetch = std::chrono::steady_clock::now();
+  auto last_asked = std::chrono::steady_clock::time_point::min();
   std::unique_lock lock(mu_);
   while (!stopping_) {
     const auto until = std::min(due_, WallClock::now() + kChangePoll);
@@ -179,9 +179,11 @@ void CredentialProvider::Run() {
     const bool due = WallClock::now() >= due_;
     lock.unlock();
     const bool changed = !due && source_->Changed();
-    const bool too_soon = std::chrono::steady_clock::now() - last_fetch < kMinAskedInterval;
+    const auto now = std::chrono::steady_clock::now();
+    const bool too_soon = last_asked != std::chrono::steady_clock::time_point::min() &&
+                          now - last_asked < kMinAskedInterval;
+    if (asked && !too_soon) last_asked = now;
     if (due || changed || (asked && !too_soon)) {
-      last_fetch = std::chrono::steady_clock::now();
       Result<CredentialSet> fresh = source_->Fetch();
       if (fresh.ok()) {
         failures = 0;

@@ -3,7 +3,7 @@ users, say): IMDSv2 (a session token required), a container credential endpoint 
 Authorization checked) and STS (AssumeRole, whose SigV4 Authorization must name the
 source keys, and AssumeRoleWithWebIdentity, whose token must match).
 
-    with FakeAws([(ak1, sk1), (ak2, sk2)], lifetime_s=20) as aws:
+    with FakeAws([(ak1, sk1), (ak2, sk2)], lifetime_s=20) as aws:  # or (uid, ak, sk)
         env = {"AWS_EC2_METADATA_SERVICE_ENDPOINT": aws.url, ...}
         aws.rotate()        # from now on, the next user's keys
         aws.requests["imds"]
@@ -83,9 +83,10 @@ class FakeAws:
             return self.requests[kind]
 
     def _keys(self, kind):
+        """(access key id, secret) of the current user: the last two of its tuple."""
         with self.lock:
             self.requests[kind] += 1
-            return self.users[self.current]
+            return tuple(self.users[self.current][-2:])
 
     @staticmethod
     def _send(handler, status, content_type, text):
