@@ -71,6 +71,19 @@ std::vector<std::string> PeerLines(const nlohmann::json& io, const Rates& r) {
   return lines;
 }
 
+// A signed store's keys: where from, when they expire, how their refreshes went. The
+// frame cuts lines at 80 columns, so the source comes last.
+std::string CredentialLine(const nlohmann::json& io) {
+  using namespace source_stat;
+  if (!io.is_object() || !io.contains(kCredentials)) return {};
+  const nlohmann::json& c = io[kCredentials];
+  const nlohmann::json expires = c.value(kCredentialExpiresIn, nlohmann::json());
+  return fmt::format("{:<10}expire {}  refreshed {}  failed {}  {}", "keys",
+                     expires.is_number() ? fmt::format("in {} s", expires.dump()) : "never",
+                     At(c, {kCredentialRefreshes}), At(c, {kCredentialRefreshFailures}),
+                     c.value(kCredentialSource, ""));
+}
+
 double Ratio(double part, double whole) { return whole > 0 ? part / whole : -1; }
 
 // The disk tier's room: its bound, or (bounded by free space) what it uses.
@@ -173,6 +186,10 @@ std::string WatchFrame(const std::string& mount, const nlohmann::json& previous,
   line(SourceLine(now.contains("io") ? now["io"] : nlohmann::json(), r));
   for (const std::string& text : PeerLines(now.contains("io") ? now["io"] : nlohmann::json(), r)) {
     line(text);
+  }
+  if (std::string keys = CredentialLine(now.contains("io") ? now["io"] : nlohmann::json());
+      !keys.empty()) {
+    line(keys);
   }
   if (c.is_null()) {
     line("cache     none (mounted with --cache-size 0): reads go straight to the blobs");

@@ -9,10 +9,12 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 import unittest
+import urllib.request
 
 import gpufs_testlib as lib
 from gpufs_testlib import files_below, stats_of
@@ -25,6 +27,7 @@ from tests.servers.procs import free_port  # noqa: E402
 BUCKET = "gpufs-creds"
 ROLE_ARN = "arn:aws:iam::123456789012:role/gpufs-reader"
 # radosgw's STS: sessions may be this short (rgw_sts_min_session_duration).
+GPUFS_STAT = os.environ.get("GPUFS_STAT", os.path.join(lib.ROOT, "build", "cli", "gpufs-stat"))
 STS_CONF = {"rgw_sts_key": "gpufsstskey12345", "rgw_s3_auth_use_sts": "true",
             "rgw_sts_min_session_duration": "10"}
 SESSION_S = 15
@@ -246,7 +249,9 @@ class Credentials(unittest.TestCase):
             token = self.program("token", aws.container_token)
             env = self.env(AWS_CONTAINER_CREDENTIALS_FULL_URI=aws.url + "/container",
                            AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE=token)
-            with lib.Mount(self.url, "--cache-size", "0", env=env) as m:
+            port = free_port()
+            with lib.Mount(self.url, "--cache-size", "0", "--metrics", f"127.0.0.1:{port}",
+                           env=env) as m:
                 self.read_pass(m)
                 aws.rotate()
                 # Halfway through a 20 s lifetime, before any refusal.
@@ -255,7 +260,17 @@ class Credentials(unittest.TestCase):
                 self.suspend(self.users[0])
                 self.read_pass(m)
                 io = stats_of(m)["io"]
+                watch = subprocess.run([GPUFS_STAT, "-w", "--interval", "0.1", "--count", "1", m],
+                                       capture_output=True, text=True, timeout=30)
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+                    metrics = r.read().decode()
         self.assertEqual(io["errors"], 0)
+        self.assertIn(f'credentials_source="container endpoint {aws.url}/container"',
+                      watch.stdout)
+        self.assertIn("credentials_refreshes=", watch.stdout)
+        self.assertIn(f'gpufs_credentials_info{{source="container endpoint {aws.url}/container"}} 1',
+                      metrics)
+        self.assertIn("gpufs_credentials_refreshes ", metrics)
 
     def test_a_rewritten_credentials_file_takes_effect(self):
         self.write_aws("credentials", self.keys_profile(self.users[0]))

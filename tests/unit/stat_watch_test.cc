@@ -41,5 +41,23 @@ TEST(StatWatchTest, ShowsWhereTheBytesComeFromAndWhichPeersAreSkipped) {
       << line;
 }
 
+TEST(StatWatchTest, ShowsWhereTheStoresKeysComeFromAndTheirRefreshes) {
+  nlohmann::json stats = StatsWithPeers(0, 0);
+  stats["io"]["credentials"] = {{"source", "instance metadata (IMDSv2, role r) at http://x"},
+                                {"expires_in_s", 1200},
+                                {"refreshes", 3},
+                                {"refresh_failures", 1}};
+  const std::string frame = WatchFrame("/mnt", stats, stats, 1.0);
+  EXPECT_NE(frame.find("keys      expire in 1200 s  refreshed 3  failed 1  instance metadata"),
+            std::string::npos)
+      << frame;
+  const std::string line = WatchLine(stats, stats, 1.0);
+  EXPECT_NE(line.find(" credentials_source=\"instance metadata (IMDSv2, role r) at http://x\" "
+                      "credentials_expires_in_s=1200 credentials_refreshes=3 "
+                      "credentials_refresh_failures=1"),
+            std::string::npos)
+      << line;
+}
+
 }  // namespace
 }  // namespace gpufs
