@@ -184,10 +184,12 @@ Result<remote::Location> LocateRemote(const MountArgs& args) {
     if (eq != std::string_view::npos) env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
   }
   const remote::LocationOptions options{args.endpoint, args.no_sign_request, args.connections};
-  auto location = remote::ResolveLocation(args.source, options, env);
-  if (location && !location->leaf.empty() && !location->leaf.ends_with(".tar")) {
-    location = remote::ResolveLocation(args.source + "/", options, env);
-  }
+  // What the URL names is settled before credentials are fetched: once, for the final URL.
+  remote::LocationOptions shape_only = options;
+  shape_only.no_sign_request = true;
+  auto shape = remote::ResolveLocation(args.source, shape_only, env);
+  const bool folder = shape && !shape->leaf.empty() && !shape->leaf.ends_with(".tar");
+  auto location = remote::ResolveLocation(args.source + (folder ? "/" : ""), options, env);
   if (!location) return location;
   location->config.retry_budget = Milliseconds(args.retry_seconds);
   location->config.deadlines = remote::TransferDeadlines{

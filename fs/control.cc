@@ -157,8 +157,10 @@ void CredentialMetrics(const nlohmann::json& io, std::string& out) {
         {kCredentialRefreshFailures, "counter", "Credential refreshes that failed."}}) {
     const nlohmann::json v = c.value(key, nlohmann::json());
     if (!v.is_number()) continue;
-    fmt::format_to(std::back_inserter(out), "# HELP gpufs_{0}_{1} {2}\n# TYPE gpufs_{0}_{1} {3}\n"
-                   "gpufs_{0}_{1} {4}\n", kCredentials, key, help, type, v.dump());
+    fmt::format_to(std::back_inserter(out),
+                   "# HELP gpufs_{0}_{1} {2}\n# TYPE gpufs_{0}_{1} {3}\n"
+                   "gpufs_{0}_{1} {4}\n",
+                   kCredentials, key, help, type, v.dump());
   }
 }
 

@@ -77,19 +77,20 @@ class Chain {
       return ProcessSource(process, where);
     }
     if (!chain.empty()) {
-      return Fail(EINVAL, "cannot use {} as a source_profile: it has no keys, role_arn or "
-                  "credential_process in {} or {}", origin, in_.files.credentials_path,
-                  in_.files.config_path);
+      return Fail(EINVAL,
+                  "cannot use {} as a source_profile: it has no keys, role_arn or "
+                  "credential_process in {} or {}",
+                  origin, in_.files.credentials_path, in_.files.config_path);
     }
     return SourcePtr();
   }
 
   Result<SourcePtr> Role(const std::string& profile, const IniSection& settings,
                          const std::string& role_arn, std::vector<std::string> chain) {
-    RoleRequest role{role_arn, Value(settings, "role_session_name"),
-                     Value(settings, "external_id"), Value(settings, "duration_seconds"),
-                     fmt::format("profile '{}' in {}", profile,
-                                 FileOf(in_.files, profile, "role_arn"))};
+    RoleRequest role{
+        role_arn, Value(settings, "role_session_name"), Value(settings, "external_id"),
+        Value(settings, "duration_seconds"),
+        fmt::format("profile '{}' in {}", profile, FileOf(in_.files, profile, "role_arn"))};
     if (Status active = Active("the role_arn of " + role.origin); !active.ok()) {
       return active.error();
     }
@@ -109,12 +110,14 @@ class Chain {
     } else if (credential_source == "Ec2InstanceMetadata") {
       base = Imds();
     } else {
-      return Fail(EINVAL, "cannot use {}: role_arn needs source_profile, credential_source "
+      return Fail(EINVAL,
+                  "cannot use {}: role_arn needs source_profile, credential_source "
                   "(Environment, EcsContainer, Ec2InstanceMetadata) or web_identity_token_file",
                   role.origin);
     }
     if (!base.ok()) return base.error();
-    if (*base == nullptr) return Fail(EINVAL, "cannot use {}: its credential source has no keys", role.origin);
+    if (*base == nullptr)
+      return Fail(EINVAL, "cannot use {}: its credential source has no keys", role.origin);
     return AssumeRoleSource(Sts(profile), std::move(role), std::move(*base));
   }
 
@@ -165,8 +168,9 @@ class Chain {
       }
       return container;
     }
-    looked.push_back("a container endpoint (AWS_CONTAINER_CREDENTIALS_FULL_URI and _RELATIVE_URI "
-                     "not set)");
+    looked.push_back(
+        "a container endpoint (AWS_CONTAINER_CREDENTIALS_FULL_URI and _RELATIVE_URI "
+        "not set)");
     return SourcePtr();
   }
 
@@ -208,8 +212,7 @@ Result<std::shared_ptr<CredentialProvider>> ResolveCredentials(const ChainInput&
     looked.push_back("instance metadata (AWS_EC2_METADATA_DISABLED)");
     return provider;
   } else {
-    Result<std::shared_ptr<CredentialProvider>> started =
-        CredentialProvider::Start(chain.Imds());
+    Result<std::shared_ptr<CredentialProvider>> started = CredentialProvider::Start(chain.Imds());
     if (!started.ok()) {
       looked.push_back(started.error().message);
       return provider;

@@ -189,8 +189,8 @@ class Imds final : public CredentialSource {
   }
 
   std::string Describe() const override {
-    return fmt::format("instance metadata (IMDSv2{}) at {}",
-                       role_.empty() ? "" : ", role " + role_, endpoint_);
+    return fmt::format("instance metadata (IMDSv2{}) at {}", role_.empty() ? "" : ", role " + role_,
+                       endpoint_);
   }
 
  private:
@@ -260,9 +260,9 @@ Result<std::unique_ptr<CredentialSource>> ContainerSource(const Env& env) {
                 "loopback or container agent address",
                 url);
   }
-  return std::unique_ptr<CredentialSource>(std::make_unique<ContainerEndpoint>(
-      std::move(url), get("AWS_CONTAINER_AUTHORIZATION_TOKEN"),
-      get("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")));
+  return std::unique_ptr<CredentialSource>(
+      std::make_unique<ContainerEndpoint>(std::move(url), get("AWS_CONTAINER_AUTHORIZATION_TOKEN"),
+                                          get("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")));
 }
 
 std::unique_ptr<CredentialSource> ImdsSource(std::string endpoint) {

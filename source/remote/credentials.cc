@@ -50,8 +50,8 @@ bool IsCredentialRefusal(const Reply& reply, bool temporary_keys) {
   // radosgw answers a suspended user's keys with UserSuspended; AWS an expired session's
   // with ExpiredToken, deleted keys with InvalidAccessKeyId, a revoked token InvalidToken.
   static constexpr std::array<std::string_view, 6> kCodes = {
-      "ExpiredToken", "InvalidAccessKeyId", "InvalidToken",
-      "TokenRefreshRequired", "UserSuspended", "SignatureDoesNotMatch"};
+      "ExpiredToken",         "InvalidAccessKeyId", "InvalidToken",
+      "TokenRefreshRequired", "UserSuspended",      "SignatureDoesNotMatch"};
   return std::find(kCodes.begin(), kCodes.end(), error->code) != kCodes.end();
 }
 
@@ -149,9 +149,9 @@ nlohmann::json CredentialProvider::Stats() const {
     expires = expires_;
   }
   stats[source_stat::kCredentialExpiresIn] =
-      expires ? nlohmann::json(std::chrono::duration_cast<seconds>(*expires - WallClock::now())
-                                   .count())
-              : nlohmann::json();
+      expires
+          ? nlohmann::json(std::chrono::duration_cast<seconds>(*expires - WallClock::now()).count())
+          : nlohmann::json();
   stats[source_stat::kCredentialRefreshes] = refreshes_.load(std::memory_order_relaxed);
   stats[source_stat::kCredentialRefreshFailures] = failures_.load(std::memory_order_relaxed);
   return stats;

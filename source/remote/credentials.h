@@ -101,12 +101,12 @@ class CredentialProvider {
 
   mutable std::mutex mu_;
   std::condition_variable wake_;
-  std::shared_ptr<const Credentials> current_;        // guarded by mu_
-  std::optional<WallClock::time_point> expires_;      // guarded by mu_
+  std::shared_ptr<const Credentials> current_;                // guarded by mu_
+  std::optional<WallClock::time_point> expires_;              // guarded by mu_
   WallClock::time_point due_ = WallClock::time_point::max();  // guarded by mu_
-  bool requested_ = false;                            // guarded by mu_
-  bool stopping_ = false;                             // guarded by mu_
-  std::thread thread_;                                // last
+  bool requested_ = false;                                    // guarded by mu_
+  bool stopping_ = false;                                     // guarded by mu_
+  std::thread thread_;                                        // last
 };
 
 // "2026-11-24T12:00:00Z" (fractions and +00:00 accepted), as STS and IMDS write times.

@@ -166,10 +166,10 @@ Result<Location> ResolveS3(std::string_view url, const LocationOptions& options,
   }
   if (config.region.empty()) config.region = Setting(config_file->profile, "region");
   if (config.region.empty()) config.region = "us-east-1";
-  ChainInput chain{&env, profile,
-                   AwsFiles{credentials_file->path, config_file->path, credentials_file->ini,
-                            config_file->ini},
-                   config.region, options.active_credential_sources};
+  ChainInput chain{
+      &env, profile,
+      AwsFiles{credentials_file->path, config_file->path, credentials_file->ini, config_file->ini},
+      config.region, options.active_credential_sources};
   bool custom = true;
   Result<std::string> endpoint =
       ResolveEndpoint(options, env, *config_file, ServiceEndpoint(chain.files, profile, "s3"),

@@ -156,7 +156,7 @@ class ObjectStore {
 
   // {"kind": "s3"|"http", "requests", "retries", "errors", "bytes", "in_flight",
   //  "latency_ms_p50", "latency_ms_p99"}: counts since start; latency of answered requests.
-//  Signed stores add "credentials" (CredentialProvider::Stats).
+  //  Signed stores add "credentials" (CredentialProvider::Stats).
   nlohmann::json Stats() const;
 
  private:

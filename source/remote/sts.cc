@@ -65,8 +65,7 @@ class AssumeRole final : public CredentialSource {
   }
 
   std::string Describe() const override {
-    return fmt::format("role {} of {} via STS {}", role_.role_arn, role_.origin,
-                       target_.endpoint);
+    return fmt::format("role {} of {} via STS {}", role_.role_arn, role_.origin, target_.endpoint);
   }
   bool Changed() override { return base_->Changed(); }
 
@@ -110,8 +109,8 @@ class WebIdentity final : public CredentialSource {
 
  private:
   Error Failure(const std::string& why) const {
-    return Fail(EACCES, "cannot assume role {} with web identity from {} ({}): {}",
-                role_.role_arn, token_file_, role_.origin, why);
+    return Fail(EACCES, "cannot assume role {} with web identity from {} ({}): {}", role_.role_arn,
+                token_file_, role_.origin, why);
   }
 
   StsTarget target_;
@@ -159,8 +158,7 @@ std::unique_ptr<CredentialSource> AssumeRoleSource(StsTarget target, RoleRequest
 
 std::unique_ptr<CredentialSource> WebIdentitySource(StsTarget target, RoleRequest role,
                                                     std::string token_file) {
-  return std::make_unique<WebIdentity>(std::move(target), std::move(role),
-                                       std::move(token_file));
+  return std::make_unique<WebIdentity>(std::move(target), std::move(role), std::move(token_file));
 }
 
 }  // namespace gpufs::remote

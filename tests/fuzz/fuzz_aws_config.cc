@@ -48,9 +48,13 @@ void CheckLocation(const MemFile& file) {
                                               {"AWS_SHARED_CREDENTIALS_FILE", path},
                                               {"AWS_EC2_METADATA_DISABLED", "true"}};
     if (*profile != '\0') env["AWS_PROFILE"] = profile;
-    Result<remote::Location> location = remote::ResolveLocation(
-        "s3://bucket/root/", {.endpoint = "", .no_sign_request = false, .connections = 16,
-                              .active_credential_sources = false}, env);
+    Result<remote::Location> location =
+        remote::ResolveLocation("s3://bucket/root/",
+                                {.endpoint = "",
+                                 .no_sign_request = false,
+                                 .connections = 16,
+                                 .active_credential_sources = false},
+                                env);
     if (!location.ok()) continue;
     const remote::StoreConfig& config = location->config;
     Require(config.endpoint.starts_with("http://") || config.endpoint.starts_with("https://"),
@@ -58,8 +62,7 @@ void CheckLocation(const MemFile& file) {
     Require(!config.region.empty(), "no region");
     Require(config.credentials != nullptr, "resolved without credentials or --no-sign-request");
     const auto keys = config.credentials->Current();
-    Require(!keys->access_key.empty() && !keys->secret_key.empty(),
-            "half a key");
+    Require(!keys->access_key.empty() && !keys->secret_key.empty(), "half a key");
   }
 }
 

@@ -88,9 +88,9 @@ TEST(CredentialJson, ErrorsSayWhatIsMissingButNeverAValue) {
   EXPECT_EQ(message(R"({"Version": 1, "AccessKeyId": "AK"})", true),
             "its JSON has no SecretAccessKey");
   EXPECT_EQ(message("not json", true), "the answer is not a JSON object");
-  const std::string bad =
-      message(R"({"Version": 1, "AccessKeyId": "AK", "SecretAccessKey": "S3CR",
-                  "Expiration": "soon"})", true);
+  const std::string bad = message(R"({"Version": 1, "AccessKeyId": "AK", "SecretAccessKey": "S3CR",
+                  "Expiration": "soon"})",
+                                  true);
   EXPECT_NE(bad.find("its Expiration"), std::string::npos) << bad;
   EXPECT_EQ(bad.find("S3CR"), std::string::npos) << bad;
   // IMDS and container endpoints call the session token "Token" and have no Version.
@@ -111,9 +111,10 @@ TEST(StsAnswer, CredentialsOrTheRefusalWithItsCode) {
   ASSERT_TRUE(set.ok()) << set.error().message;
   EXPECT_EQ(set->keys.secret_key, "SK");
   EXPECT_TRUE(set->expires);
-  const auto refused = ParseStsAnswer(
-      403, "<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code>"
-           "<Message>not trusted</Message></Error></ErrorResponse>");
+  const auto refused =
+      ParseStsAnswer(403,
+                     "<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code>"
+                     "<Message>not trusted</Message></Error></ErrorResponse>");
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().message, "STS answered 403 AccessDenied: not trusted");
 }
@@ -194,7 +195,8 @@ class Chain_ : public ::testing::Test {
   void Write(const std::string& name, const std::string& text) {
     std::ofstream(dir_.path() / name) << text;
   }
-  Result<std::shared_ptr<CredentialProvider>> Resolve(Env env, const std::string& profile = "default") {
+  Result<std::shared_ptr<CredentialProvider>> Resolve(Env env,
+                                                      const std::string& profile = "default") {
     env["AWS_EC2_METADATA_DISABLED"] = "true";
     env_ = std::move(env);
     Result<AwsFiles> files =
@@ -271,8 +273,7 @@ TEST_F(Chain_, SourceProfileLoopsAreRefused) {
   ChainInput input{&env_, "a", std::move(*files), "us-east-1", true};
   auto provider = ResolveCredentials(input, looked_);
   ASSERT_FALSE(provider.ok());
-  EXPECT_EQ(provider.error().message,
-            "cannot use profile 'a': source_profile loops (a -> b -> a)");
+  EXPECT_EQ(provider.error().message, "cannot use profile 'a': source_profile loops (a -> b -> a)");
 }
 
 TEST_F(Chain_, ServicesSectionsNameEndpoints) {

@@ -141,7 +141,8 @@ TEST_F(Location_, NamedProfileFromTheCredentialsFile) {
 
 TEST_F(Location_, ProfileKeysInTheConfigFileCount) {
   WriteAws("config", "[profile team]\naws_access_key_id = AKCONF\naws_secret_access_key = c\n");
-  EXPECT_EQ(Resolve("s3://b/", {{"AWS_PROFILE", "team"}}).config.credentials->Current()->access_key, "AKCONF");
+  EXPECT_EQ(Resolve("s3://b/", {{"AWS_PROFILE", "team"}}).config.credentials->Current()->access_key,
+            "AKCONF");
 }
 
 TEST_F(Location_, FilesNamedByTheEnvironmentReplaceTheHomeOnes) {
