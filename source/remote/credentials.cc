@@ -27,6 +27,9 @@ constexpr milliseconds kMinAskedInterval{5000};
 
 WallClock::time_point RefreshDue(WallClock::time_point obtained, WallClock::time_point expires) {
   const auto lifetime = expires - obtained;
+  // Keys that came already expired may still work (a clock off by minutes); asking again
+  // at once would only hammer the source, and the store's refusal renews them anyway.
+  if (lifetime <= seconds(0)) return obtained + minutes(1);
   if (lifetime < minutes(10)) return obtained + lifetime / 2;
   return expires - minutes(5);
 }

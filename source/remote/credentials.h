@@ -51,7 +51,8 @@ class CredentialSource {
 };
 
 // When keys obtained at `obtained` and expiring at `expires` are refreshed: 5 min before
-// expiry, or halfway through a lifetime shorter than 10 min. Pure, for tests.
+// expiry, or halfway through a lifetime shorter than 10 min; a minute on for keys that came
+// expired. Pure, for tests.
 WallClock::time_point RefreshDue(WallClock::time_point obtained, WallClock::time_point expires);
 // The wait after `failures` failed refreshes in a row: 1 s doubling to 60 s, never past
 // halfway to `expires` when that is sooner (but at least 1 s).

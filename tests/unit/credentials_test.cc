@@ -29,6 +29,10 @@ TEST(RefreshDue, ShortLivedKeysRefreshHalfwayThroughTheirLifetime) {
   EXPECT_EQ(RefreshDue(kNoon, kNoon + minutes(8)), kNoon + minutes(4));
 }
 
+TEST(RefreshDue, KeysThatCameExpiredAreNotAskedForAgainAtOnce) {
+  EXPECT_EQ(RefreshDue(kNoon, kNoon - seconds(5)), kNoon + minutes(1));
+}
+
 TEST(RefreshBackoff, DoublesToAMinuteAndNeverPastHalfTheTimeLeft) {
   EXPECT_EQ(RefreshBackoff(1, kNoon, std::nullopt), seconds(1));
   EXPECT_EQ(RefreshBackoff(3, kNoon, std::nullopt), seconds(4));
@@ -258,6 +262,17 @@ TEST_F(Chain_, TheContainerThenNothingWithWhereItLooked) {
   EXPECT_EQ(*none, nullptr);
   ASSERT_EQ(looked_.size(), 3u);
   EXPECT_NE(looked_[1].find("AWS_CONTAINER_CREDENTIALS_FULL_URI"), std::string::npos);
+}
+
+TEST(ContainerSource, ARelativeUriIsOnTheContainerAgentAndWinsOverAFullOne) {
+  const Env env = {{"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/v2/credentials/abc"},
+                   {"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://127.0.0.1:1/c"}};
+  auto source = ContainerSource(env);
+  ASSERT_TRUE(source.ok()) << source.error().message;
+  EXPECT_EQ((*source)->Describe(), "container endpoint http://169.254.170.2/v2/credentials/abc");
+  auto none = ContainerSource({});
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(*none, nullptr);
 }
 
 TEST_F(Chain_, SourceProfileLoopsAreRefused) {
