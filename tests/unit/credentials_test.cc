@@ -184,6 +184,32 @@ TEST(CredentialProvider, ShortLivedKeysAreRefreshedBeforeTheyExpire) {
   EXPECT_EQ((*provider)->Current()->access_key, "AK2");
 }
 
+// Keys once, then only failures.
+class FailingSource final : public CredentialSource {
+ public:
+  Result<CredentialSet> Fetch() override {
+    if (fetched_++ == 0) return CredentialSet{{"AK", "SK", ""}, WallClock::now() + minutes(60)};
+    return Fail(EACCES, "cannot get credentials from failing: down");
+  }
+  std::string Describe() const override { return "failing"; }
+
+ private:
+  int fetched_ = 0;
+};
+
+TEST(CredentialProvider, AFailedRefreshKeepsTheKeysItHas) {
+  auto provider = CredentialProvider::Start(std::make_unique<FailingSource>());
+  ASSERT_TRUE(provider.ok());
+  const uint64_t before = (*provider)->Attempts();
+  (*provider)->RequestRefresh();
+  while ((*provider)->Attempts() == before) std::this_thread::yield();
+  EXPECT_EQ((*provider)->Current()->access_key, "AK");
+  const nlohmann::json stats = (*provider)->Stats();
+  EXPECT_EQ(stats["refreshes"], 0);
+  EXPECT_EQ(stats["refresh_failures"], 1);
+  EXPECT_GT(stats["expires_in_s"].get<int64_t>(), 3000);
+}
+
 TEST(CredentialProvider, FixedKeysAreNeverRefreshed) {
   auto provider = CredentialProvider::Fixed({"AK", "SK", ""});
   const uint64_t before = provider->Attempts();
