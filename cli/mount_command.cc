@@ -38,6 +38,7 @@
 #include "source/io_engine.h"
 #include "source/local_source.h"
 #include "source/member_digests.h"
+#include "source/remote/credentials.h"
 #include "source/remote/object_store.h"
 #include "source/remote/remote_dataset.h"
 #include "source/remote/remote_source.h"
@@ -500,11 +501,14 @@ int RunMount(const MountArgs& args_in) {
   if (se == nullptr) return Refuse(Fail(EIO, "cannot mount at {} (see above)", args.mountpoint));
 
   int ready_fd = args.ready_fd;
+  const auto credentials = opened->location ? opened->location->config.credentials : nullptr;
   if (!args.foreground) {
+    if (credentials) credentials->StopRefresher();  // restarted in the daemon, past the fork
     ready_fd = Detach();
     if (ready_fd < 0) return Refuse(Fail(errno, "cannot detach: {}", strerror(errno)));
     UseDaemonLogging();
   }
+  if (credentials) credentials->StartRefresher();
   auto stack = MakeCacheStack(args, *opened);
   if (!stack) {
     spdlog::error("{}", stack.error().message);

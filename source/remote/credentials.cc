@@ -102,7 +102,8 @@ Result<std::shared_ptr<CredentialProvider>> CredentialProvider::Start(
   std::shared_ptr<CredentialProvider> provider(
       new CredentialProvider(std::move(source), std::move(description)));
   provider->Install(std::move(*first));
-  if (refreshable) provider->thread_ = std::thread([p = provider.get()] { p->Run(); });
+  provider->refreshable_ = refreshable;
+  provider->StartRefresher();
   return provider;
 }
 
@@ -112,13 +113,22 @@ std::shared_ptr<CredentialProvider> CredentialProvider::Fixed(Credentials keys) 
   return provider;
 }
 
-CredentialProvider::~CredentialProvider() {
+CredentialProvider::~CredentialProvider() { StopRefresher(); }
+
+void CredentialProvider::StopRefresher() {
+  if (!thread_.joinable()) return;
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
   }
   wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  thread_.join();
+  std::lock_guard lock(mu_);
+  stopping_ = false;
+}
+
+void CredentialProvider::StartRefresher() {
+  if (refreshable_ && !thread_.joinable()) thread_ = std::thread([this] { Run(); });
 }
 
 std::shared_ptr<const Credentials> CredentialProvider::Current() const {
@@ -127,7 +137,7 @@ std::shared_ptr<const Credentials> CredentialProvider::Current() const {
 }
 
 void CredentialProvider::RequestRefresh() {
-  if (!thread_.joinable()) {
+  if (!refreshable_) {
     attempts_.fetch_add(1, std::memory_order_release);  // nothing to refresh: done at once
     return;
   }

@@ -72,6 +72,11 @@ class CredentialProvider {
   // Fixed keys (tests, callers that have them): never refreshed.
   static std::shared_ptr<CredentialProvider> Fixed(Credentials keys);
   ~CredentialProvider();  // stops and joins the refresher
+  // A process that forks (gpufsd detaching) stops the refresher first, since threads do
+  // not survive a fork, and starts it again in the child. Not thread-safe: call while no
+  // store uses the provider.
+  void StopRefresher();
+  void StartRefresher();
   CredentialProvider(const CredentialProvider&) = delete;
   CredentialProvider& operator=(const CredentialProvider&) = delete;
 
@@ -81,7 +86,7 @@ class CredentialProvider {
   void RequestRefresh();
   // Refresh attempts finished so far: a caller that asked waits for this to grow.
   uint64_t Attempts() const { return attempts_.load(std::memory_order_acquire); }
-  bool Refreshable() const { return thread_.joinable(); }
+  bool Refreshable() const { return refreshable_; }
   std::string Describe() const { return description_; }
   // The log line's tail: " expire 2026-11-24T12:00:00Z", or "" for keys that do not.
   std::string ExpiryText() const;
@@ -96,6 +101,7 @@ class CredentialProvider {
 
   std::unique_ptr<CredentialSource> source_;  // null for fixed keys; used on thread_ only
   const std::string description_;
+  bool refreshable_ = false;
   std::atomic<uint64_t> attempts_{0};
   std::atomic<uint64_t> refreshes_{0};
   std::atomic<uint64_t> failures_{0};
