@@ -3,6 +3,7 @@
 // or a listing is decided above it (responses.h), where the request's purpose is known.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -39,6 +40,9 @@ struct Exchange {
   // A Cookie header sent by curl itself, which SigV4 leaves unsigned (a peer's secret).
   std::string cookie;
   unsigned max_attempts = 0;  // 0: the loop's; a peer gets one, then the next peer
+  // When the read this request serves began, which its retry deadline counts from (a block
+  // that peers failed to send); unset: its first attempt.
+  std::optional<std::chrono::steady_clock::time_point> since;
   bool via_peer = false;      // counted as a peer's request and bytes, not the store's
   // Where a 2xx body goes: `capacity` bytes at `buffer`, or else Reply::text, up to
   // `max_text` bytes. More than that stops the transfer (Reply::overflow).

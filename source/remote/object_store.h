@@ -10,8 +10,8 @@
 //   with If-Match, and the response's ETag and Content-Range total are compared, so a
 //   changed object fails with EIO naming it, never with other bytes.
 // - Retries with exponential backoff and full jitter on broken or refused connections,
-//   timeouts, 5xx, 429 and S3's SlowDown, within a budget of attempts and time; then EIO
-//   with the last reason. 4xx answers are not retried: they carry the store's own message.
+//   timeouts, 5xx, 429 and S3's SlowDown, until the request's deadline (retry_budget);
+//   then EIO with the last reason, the attempts and the time. 4xx answers are not retried: they carry the store's own message.
 // - Secrets are never logged, never put in a message, a URL or argv.
 // - With peers (StoreConfig::peers), a GET that carries the digests of the object's
 //   members and covers whole members is cut at block boundaries and each block asks its
@@ -69,8 +69,10 @@ struct StoreConfig {
   bool path_style = true;                          // s3: endpoint/bucket/key, else bucket.host/key
   std::optional<Credentials> credentials;          // none: requests are not signed
   unsigned connections = 16;                       // requests in flight at most
-  unsigned max_attempts = 5;                       // per request, the first included
-  std::chrono::milliseconds retry_budget{20'000};  // time from first attempt to giving up
+  // A failing request is retried until this long after its first attempt began (no
+  // retry starts later; the last attempt keeps its own transfer deadline), then EIO.
+  std::chrono::milliseconds retry_budget{20'000};
+  unsigned max_attempts = 0;  // per request, the first included; 0: no bound but the time
   TransferDeadlines deadlines;                     // of each attempt, a peer's included
   bool verify_tls = true;
   unsigned list_page_size = 0;  // s3: keys per listing page; 0: the store's default (1000)

@@ -74,7 +74,7 @@ void SetDeadlines(CURL* easy, const TransferDeadlines& deadlines, uint64_t body_
 LoopConfig LoopConfigFor(const StoreConfig& config) {
   LoopConfig loop;
   loop.connections = std::max(1u, config.connections);
-  loop.max_attempts = std::max(1u, config.max_attempts);
+  loop.max_attempts = config.max_attempts;
   loop.retry_budget = config.retry_budget;
   loop.deadlines = config.deadlines;
   loop.verify_tls = config.verify_tls;
@@ -350,22 +350,30 @@ void TransferLoop::Finish(std::unique_ptr<Transfer> t, CURLcode result) {
   RetryOrFail(std::move(t), reason);
 }
 
+// A request is retried until its deadline (the retry budget from its first attempt, or
+// from `Exchange::since`), not for a number of attempts: an outage shorter than the
+// deadline costs a read time, never an error. Only an exchange that asks for fewer
+// attempts (a peer's: one, then the next peer) stops sooner.
 void TransferLoop::RetryOrFail(std::unique_ptr<Transfer> t, const std::string& reason) {
   const auto now = Clock::now();
   const unsigned max_attempts =
       t->exchange.max_attempts > 0 ? t->exchange.max_attempts : config_.max_attempts;
-  if (t->attempts < max_attempts) {
-    const auto delay = BackoffDelay(t->attempts - 1, random_, config_.backoff);
-    if (now + delay - t->first_start < config_.retry_budget) {
+  const Clock::time_point since = t->exchange.since.value_or(t->first_start);
+  if (max_attempts == 0 || t->attempts < max_attempts) {
+    const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(now - since);
+    const auto delay =
+        RetryDelay(t->attempts - 1, elapsed, config_.retry_budget, random_, config_.backoff);
+    if (delay) {
       counters_.retries.fetch_add(1, std::memory_order_relaxed);
-      retries_.emplace(now + delay, std::move(t));
+      retries_.emplace(now + *delay, std::move(t));
       return;
     }
   }
-  const double seconds = std::chrono::duration<double>(now - t->first_start).count();
+  const double seconds = std::chrono::duration<double>(now - since).count();
   Error error =
-      Fail(EIO, "cannot {} {}: {} (gave up after {} attempt{} in {:.1f} s)", t->exchange.verb,
-           t->exchange.object, reason, t->attempts, t->attempts == 1 ? "" : "s", seconds);
+      Fail(EIO, "cannot {} {}: {} (gave up after {} attempt{} in {:.1f} s{})", t->exchange.verb,
+           t->exchange.object, reason, t->attempts, t->attempts == 1 ? "" : "s", seconds,
+           t->attempts == max_attempts ? "" : ", the retry deadline");
   Deliver(std::move(t), std::move(error));
 }
 
