@@ -183,13 +183,21 @@ Result<remote::Location> LocateRemote(const MountArgs& args) {
     const size_t eq = entry.find('=');
     if (eq != std::string_view::npos) env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
   }
-  const remote::LocationOptions options{args.endpoint, args.no_sign_request, args.connections};
+  const remote::LocationOptions options{args.endpoint, args.no_sign_request, args.connections,
+                                        args.ca_bundle};
   auto location = remote::ResolveLocation(args.source, options, env);
   if (location && !location->leaf.empty() && !location->leaf.ends_with(".tar")) {
     location = remote::ResolveLocation(args.source + "/", options, env);
   }
   if (!location) return location;
   location->config.retry_budget = Milliseconds(args.retry_seconds);
+  location->config.request_payer = !args.request_payer.empty();
+  if (args.no_verify_tls) {
+    location->config.verify_tls = false;
+    spdlog::warn("--no-verify-tls: the certificate of {} is NOT checked; anyone on the path can "
+                 "read and change what is sent. For test rigs only.",
+                 location->config.endpoint);
+  }
   location->config.deadlines = remote::TransferDeadlines{
       Milliseconds(args.connect_timeout_s), Milliseconds(args.idle_timeout_s),
       Milliseconds(args.deadline_allowance_s), args.min_rate};

@@ -57,6 +57,9 @@ std::string UrlOf(const StoreConfig& config, const std::string& name, const std:
 // hash, and curl 7.88 signs with the one it is given.
 std::vector<std::string> BaseHeaders(const StoreConfig& config) {
   std::vector<std::string> headers;
+  if (config.scheme == Scheme::kS3 && config.request_payer) {
+    headers.push_back("x-amz-request-payer: requester");
+  }
   if (config.scheme == Scheme::kS3 && config.credentials) {
     headers.push_back("x-amz-content-sha256: UNSIGNED-PAYLOAD");
     if (!config.credentials->session_token.empty()) {

@@ -68,13 +68,17 @@ struct StoreConfig {
   std::string region = "us-east-1";
   bool path_style = true;                          // s3: endpoint/bucket/key, else bucket.host/key
   std::optional<Credentials> credentials;          // none: requests are not signed
+  // s3: every request says "x-amz-request-payer: requester" (signed), as a requester-pays
+  // bucket asks of anyone but its owner (--request-payer requester).
+  bool request_payer = false;
   unsigned connections = 16;                       // requests in flight at most
   // A failing request is retried until this long after its first attempt began (no
   // retry starts later; the last attempt keeps its own transfer deadline), then EIO.
   std::chrono::milliseconds retry_budget{20'000};
   unsigned max_attempts = 0;  // per request, the first included; 0: no bound but the time
   TransferDeadlines deadlines;                     // of each attempt, a peer's included
-  bool verify_tls = true;
+  bool verify_tls = true;  // false only by --no-verify-tls, for test rigs
+  std::string ca_bundle;   // a PEM file of the CAs to trust (tls.h); empty: the system's
   unsigned list_page_size = 0;  // s3: keys per listing page; 0: the store's default (1000)
   // Caching proxies that ranged GETs go through (no URLs: none); see peers.h. HEADs and
   // listings always go to the store.
@@ -89,6 +93,7 @@ struct LocationOptions {
   std::string endpoint;          // --endpoint; wins over the environment and profile
   bool no_sign_request = false;  // --no-sign-request: public buckets
   unsigned connections = 16;
+  std::string ca_bundle{};  // --ca-bundle; wins over the environment and profile (tls.h)
 };
 
 struct Location {

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "source/remote/responses.h"
+#include "source/remote/tls.h"
 
 namespace gpufs::remote {
 namespace {
@@ -78,6 +79,7 @@ LoopConfig LoopConfigFor(const StoreConfig& config) {
   loop.retry_budget = config.retry_budget;
   loop.deadlines = config.deadlines;
   loop.verify_tls = config.verify_tls;
+  loop.ca_bundle = config.ca_bundle;
   if (config.scheme == Scheme::kS3) loop.signing = config.credentials;
   loop.region = config.region;
   return loop;
@@ -288,8 +290,7 @@ void TransferLoop::Start(std::unique_ptr<Transfer> t) {
   curl_easy_setopt(easy, CURLOPT_WRITEDATA, t.get());
   curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, t->error);
   SetDeadlines(easy, config_.deadlines, BodyBound(ex));
-  curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, config_.verify_tls ? 1L : 0L);
-  curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, config_.verify_tls ? 2L : 0L);
+  SetTls(easy, config_.verify_tls, config_.ca_bundle);
   if (config_.signing) {
     const std::string sigv4 = "aws:amz:" + config_.region + ":s3";
     curl_easy_setopt(easy, CURLOPT_AWS_SIGV4, sigv4.c_str());
@@ -343,7 +344,8 @@ void TransferLoop::Finish(std::unique_ptr<Transfer> t, CURLcode result) {
                           config_.deadlines.idle.count() / 1e3);
   }
   if (!IsRetryableTransport(result)) {
-    Error error = Fail(EIO, "cannot {} {}: {}", t->exchange.verb, t->exchange.object, reason);
+    Error error = Fail(EIO, "cannot {} {}: {}{}", t->exchange.verb, t->exchange.object, reason,
+                       TlsHint(result));
     Deliver(std::move(t), std::move(error));
     return;
   }

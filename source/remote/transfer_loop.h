@@ -38,6 +38,7 @@ struct LoopConfig {
   std::chrono::milliseconds retry_budget{20'000};
   TransferDeadlines deadlines;
   bool verify_tls = true;
+  std::string ca_bundle;  // empty: curl's default CAs
   std::optional<Credentials> signing;  // SigV4 for S3 in `region`; none: unsigned
   std::string region;
   BackoffPolicy backoff;

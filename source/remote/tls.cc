@@ -1,0 +1,46 @@
+#include "source/remote/tls.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace gpufs::remote {
+
+Result<std::string> PickCaBundle(
+    const std::vector<std::pair<std::string_view, std::string>>& candidates) {
+  for (const auto& [from, path] : candidates) {
+    if (path.empty()) continue;
+    // Refused here, at mount, rather than by every request later with curl's error 77.
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+      return Fail(errno != 0 ? errno : EIO, "cannot read the CA bundle {} ({}): {}", path, from,
+                  strerror(errno != 0 ? errno : EIO));
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    if (text.str().find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+      return Fail(EINVAL, "cannot use the CA bundle {} ({}): it holds no PEM certificate", path,
+                  from);
+    }
+    return path;
+  }
+  return std::string();
+}
+
+void SetTls(CURL* easy, bool verify, const std::string& ca_bundle) {
+  curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, verify ? 1L : 0L);
+  curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, verify ? 2L : 0L);
+  if (!ca_bundle.empty()) curl_easy_setopt(easy, CURLOPT_CAINFO, ca_bundle.c_str());
+}
+
+std::string TlsHint(CURLcode code) {
+  if (code == CURLE_PEER_FAILED_VERIFICATION) {
+    return "; if the server's certificate comes from a private CA, name the CA with --ca-bundle "
+           "FILE (or AWS_CA_BUNDLE, or the profile's ca_bundle, for s3://)";
+  }
+  if (code == CURLE_SSL_CACERT_BADFILE) return "; check the file given to --ca-bundle";
+  return "";
+}
+
+}  // namespace gpufs::remote
