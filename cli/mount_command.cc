@@ -39,6 +39,7 @@
 #include "source/local_source.h"
 #include "source/member_digests.h"
 #include "source/remote/object_store.h"
+#include "source/remote/region.h"
 #include "source/remote/remote_dataset.h"
 #include "source/remote/remote_source.h"
 
@@ -251,6 +252,10 @@ Result<Opened> OpenAnySource(const MountArgs& args, const OpenOptions& open_opti
   remote::ObjectStore store(location->config);
   auto opened = remote::OpenRemoteDataset(store, location->leaf, open_options);
   if (!opened) return opened.error();
+  // The serving process's store starts where this one learned the bucket is.
+  if (store.Region() != location->config.region) {
+    remote::MoveToRegion(location->config, store.Region());
+  }
   std::shared_ptr<const MemberDigests> digests;
   if (peers) {
     auto made = MemberDigests::FromCatalog(opened->dataset.catalog);

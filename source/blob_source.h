@@ -43,6 +43,10 @@ inline constexpr const char* kPeerFailures = "peer_failures";
 inline constexpr const char* kPeerFallbacks = "peer_fallbacks";
 inline constexpr const char* kPeerMismatches = "peer_mismatches";
 inline constexpr const char* kPeers = "peers";
+// Object stores: the region requests are signed for (learned when the configured one was
+// wrong), and false when --no-verify-tls turned certificate checks off.
+inline constexpr const char* kRegion = "region";
+inline constexpr const char* kTlsVerify = "tls_verify";
 }  // namespace source_stat
 
 // What the bytes of a read are for, which decides what other copies of them to avoid.

@@ -22,6 +22,7 @@ struct Reply {
   std::string content_range;  // the Content-Range header, trimmed
   std::optional<uint64_t> content_length;
   size_t body_bytes = 0;  // of a 2xx body, written to the sink
+  std::string bucket_region;  // S3's x-amz-bucket-region header (region.h)
   // A 2xx body for a text sink; for any other status, the start of the error body.
   std::string text;
   bool overflow = false;     // the 2xx body was longer than the sink: the transfer stopped
@@ -40,10 +41,10 @@ struct Exchange {
   // A Cookie header sent by curl itself, which SigV4 leaves unsigned (a peer's secret).
   std::string cookie;
   unsigned max_attempts = 0;  // 0: the loop's; a peer gets one, then the next peer
+  bool via_peer = false;      // counted as a peer's request and bytes, not the store's
   // When the read this request serves began, which its retry deadline counts from (a block
   // that peers failed to send); unset: its first attempt.
   std::optional<std::chrono::steady_clock::time_point> since;
-  bool via_peer = false;      // counted as a peer's request and bytes, not the store's
   // Where a 2xx body goes: `capacity` bytes at `buffer`, or else Reply::text, up to
   // `max_text` bytes. More than that stops the transfer (Reply::overflow).
   char* buffer = nullptr;

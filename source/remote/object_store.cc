@@ -481,8 +481,12 @@ Result<std::vector<ObjectInfo>> ObjectStore::List(const std::string& prefix) {
   }
 }
 
+std::string ObjectStore::Region() const { return impl_->loop.region().Get(); }
+
 nlohmann::json ObjectStore::Stats() const {
   nlohmann::json stats = StatsJson(config_.scheme == Scheme::kS3 ? "s3" : "http", impl_->counters);
+  stats[source_stat::kTlsVerify] = config_.verify_tls;
+  if (config_.scheme == Scheme::kS3) stats[source_stat::kRegion] = Region();
   uint64_t failures = 0;
   if (impl_->peers) {
     stats[source_stat::kPeers] = impl_->peers->Stats();

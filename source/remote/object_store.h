@@ -68,21 +68,20 @@ struct StoreConfig {
   std::string region = "us-east-1";
   bool path_style = true;                          // s3: endpoint/bucket/key, else bucket.host/key
   std::optional<Credentials> credentials;          // none: requests are not signed
-  // s3: every request says "x-amz-request-payer: requester" (signed), as a requester-pays
-  // bucket asks of anyone but its owner (--request-payer requester).
-  bool request_payer = false;
   unsigned connections = 16;                       // requests in flight at most
-  // A failing request is retried until this long after its first attempt began (no
-  // retry starts later; the last attempt keeps its own transfer deadline), then EIO.
-  std::chrono::milliseconds retry_budget{20'000};
-  unsigned max_attempts = 0;  // per request, the first included; 0: no bound but the time
+  unsigned max_attempts = 0;                       // per request; 0: until the deadline
+  std::chrono::milliseconds retry_budget{20'000};  // the deadline, from the first attempt
   TransferDeadlines deadlines;                     // of each attempt, a peer's included
-  bool verify_tls = true;  // false only by --no-verify-tls, for test rigs
-  std::string ca_bundle;   // a PEM file of the CAs to trust (tls.h); empty: the system's
+  bool verify_tls = true;                          // false only by --no-verify-tls
   unsigned list_page_size = 0;  // s3: keys per listing page; 0: the store's default (1000)
   // Caching proxies that ranged GETs go through (no URLs: none); see peers.h. HEADs and
   // listings always go to the store.
   PeerConfig peers;
+  // A PEM file of the CAs a server's certificate may come from (tls.h); empty: the system's.
+  std::string ca_bundle;
+  // s3: every request says "x-amz-request-payer: requester" (signed), as a requester-pays
+  // bucket asks of anyone but its owner (--request-payer requester).
+  bool request_payer = false;
 };
 
 // What the URL names and how to reach it, from the URL, the options and the conventions of
@@ -154,9 +153,13 @@ class ObjectStore {
   // s3://bucket/root+name, or endpoint+root+name: how messages name an object.
   std::string Describe(const std::string& name) const;
   const StoreConfig& config() const { return config_; }
+  // s3: the region requests are signed for, the configured one until the store named
+  // another (region.h). Thread-safe.
+  std::string Region() const;
 
   // {"kind": "s3"|"http", "requests", "retries", "errors", "bytes", "in_flight",
-  //  "latency_ms_p50", "latency_ms_p99"}: counts since start; latency of answered requests.
+  //  "latency_ms_p50", "latency_ms_p99", "tls_verify", "region" (s3)}: counts since start;
+  //  latency of answered requests.
   nlohmann::json Stats() const;
 
  private:

@@ -4,6 +4,8 @@
 #include <charconv>
 #include <cstring>
 
+#include <spdlog/spdlog.h>
+
 #include "source/remote/responses.h"
 #include "source/remote/tls.h"
 
@@ -82,6 +84,8 @@ LoopConfig LoopConfigFor(const StoreConfig& config) {
   loop.ca_bundle = config.ca_bundle;
   if (config.scheme == Scheme::kS3) loop.signing = config.credentials;
   loop.region = config.region;
+  loop.endpoint = config.endpoint;
+  loop.learn_region = config.scheme == Scheme::kS3;
   return loop;
 }
 
@@ -93,6 +97,8 @@ struct TransferLoop::Transfer {
   unsigned attempts = 0;
   Clock::time_point first_start;
   Clock::time_point attempt_start;
+  std::string signed_for;     // the region the attempt in progress was signed for
+  unsigned region_moves = 0;  // times a wrong-region answer sent it again
   CURL* easy = nullptr;
   curl_slist* headers = nullptr;
   bool sink_stopped = false;  // the write callback ended the transfer on purpose
@@ -122,6 +128,8 @@ size_t TransferLoop::Transfer::OnHeader(char* data, size_t size, size_t count, v
   const std::string_view value = TrimLine(line.substr(colon + 1));
   if (EqualsNoCase(name, "ETag")) {
     t->reply.etag = std::string(value);
+  } else if (EqualsNoCase(name, "x-amz-bucket-region")) {
+    t->reply.bucket_region = std::string(value);
   } else if (EqualsNoCase(name, "Content-Range")) {
     t->reply.content_range = std::string(value);
   } else if (EqualsNoCase(name, "Content-Length")) {
@@ -164,7 +172,7 @@ size_t TransferLoop::Transfer::Body(const char* data, size_t n) {
 }
 
 TransferLoop::TransferLoop(LoopConfig config, StoreCounters& counters)
-    : config_(std::move(config)), counters_(counters) {
+    : config_(std::move(config)), counters_(counters), region_(config_.region, config_.endpoint) {
   InitCurlOnce();
   multi_ = curl_multi_init();
   const long connections = config_.connections;
@@ -273,7 +281,7 @@ void TransferLoop::Start(std::unique_ptr<Transfer> t) {
       t->headers = curl_slist_append(t->headers, header.c_str());
     }
   }
-  curl_easy_setopt(easy, CURLOPT_URL, ex.url.c_str());
+  curl_easy_setopt(easy, CURLOPT_URL, region_.Retarget(ex.url).c_str());
   curl_easy_setopt(easy, CURLOPT_PRIVATE, t.get());
   curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
@@ -292,7 +300,8 @@ void TransferLoop::Start(std::unique_ptr<Transfer> t) {
   SetDeadlines(easy, config_.deadlines, BodyBound(ex));
   SetTls(easy, config_.verify_tls, config_.ca_bundle);
   if (config_.signing) {
-    const std::string sigv4 = "aws:amz:" + config_.region + ":s3";
+    t->signed_for = region_.Get();
+    const std::string sigv4 = "aws:amz:" + t->signed_for + ":s3";
     curl_easy_setopt(easy, CURLOPT_AWS_SIGV4, sigv4.c_str());
     curl_easy_setopt(easy, CURLOPT_USERNAME, config_.signing->access_key.c_str());
     curl_easy_setopt(easy, CURLOPT_PASSWORD, config_.signing->secret_key.c_str());
@@ -328,6 +337,10 @@ void TransferLoop::Reap() {
 void TransferLoop::Finish(std::unique_ptr<Transfer> t, CURLcode result) {
   if (result == CURLE_OK || t->sink_stopped) {
     counters_.latency.Record(Clock::now() - t->attempt_start);
+    if (config_.learn_region && MovedToRegion(*t)) {
+      ready_.push_front(std::move(t));  // at once: nothing is wrong with the store
+      return;
+    }
     if (!IsRetryableStatus(t->reply.status, t->reply.text)) {
       Reply reply = std::move(t->reply);
       Deliver(std::move(t), std::move(reply));
@@ -350,6 +363,23 @@ void TransferLoop::Finish(std::unique_ptr<Transfer> t, CURLcode result) {
     return;
   }
   RetryOrFail(std::move(t), reason);
+}
+
+// A wrong-region answer: the request goes again, signed for (and on AWS sent to) the
+// bucket's region, as does every later one. Twice at most, so that a store that names
+// regions in turn cannot keep a request going.
+bool TransferLoop::MovedToRegion(Transfer& t) {
+  constexpr unsigned kMaxMoves = 2;
+  const std::optional<std::string> region = RegionOfAnswer(t.reply);
+  if (!region || *region == t.signed_for || t.region_moves >= kMaxMoves) return false;
+  ++t.region_moves;
+  if (region_.Learn(*region)) {
+    spdlog::warn(
+        "the bucket of {} is in region {}, not {} (HTTP {}): requests are signed for {} "
+        "from now on",
+        t.exchange.object, *region, t.signed_for, t.reply.status, *region);
+  }
+  return true;
 }
 
 // A request is retried until its deadline (the retry budget from its first attempt, or
