@@ -229,6 +229,15 @@ Error RefusePeers(const std::string& source, const std::string& why) {
                                    source, why)};
 }
 
+// A requester-pays bucket refuses anyone but its owner who does not agree to pay, with a
+// plain AccessDenied (AWS and radosgw alike): the refusal names the option that agrees.
+Error WithRequesterPaysHint(Error error, const remote::StoreConfig& config) {
+  if (error.code == EACCES && config.scheme == remote::Scheme::kS3 && !config.request_payer) {
+    error.message += "; if the bucket is requester-pays, mount with --request-payer requester";
+  }
+  return error;
+}
+
 Result<Opened> OpenAnySource(const MountArgs& args, const OpenOptions& open_options) {
   if (!remote::IsRemoteUrl(args.source)) {
     if (!args.peers.empty() || !args.peers_file.empty()) {
@@ -251,7 +260,7 @@ Result<Opened> OpenAnySource(const MountArgs& args, const OpenOptions& open_opti
   // daemon, which opens its own.
   remote::ObjectStore store(location->config);
   auto opened = remote::OpenRemoteDataset(store, location->leaf, open_options);
-  if (!opened) return opened.error();
+  if (!opened) return WithRequesterPaysHint(opened.error(), location->config);
   // The serving process's store starts where this one learned the bucket is.
   if (store.Region() != location->config.region) {
     remote::MoveToRegion(location->config, store.Region());
