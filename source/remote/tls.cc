@@ -34,10 +34,12 @@ void SetTls(CURL* easy, bool verify, const std::string& ca_bundle) {
   if (!ca_bundle.empty()) curl_easy_setopt(easy, CURLOPT_CAINFO, ca_bundle.c_str());
 }
 
-std::string TlsHint(CURLcode code) {
+std::string TlsHint(CURLcode code, bool s3) {
   if (code == CURLE_PEER_FAILED_VERIFICATION) {
-    return "; if the server's certificate comes from a private CA, name the CA with --ca-bundle "
-           "FILE (or AWS_CA_BUNDLE, or the profile's ca_bundle, for s3://)";
+    return fmt::format(
+        "; if the server's certificate comes from a private CA, name the CA with --ca-bundle "
+        "FILE (or {})",
+        s3 ? "AWS_CA_BUNDLE, or ca_bundle in the profile" : "SSL_CERT_FILE or CURL_CA_BUNDLE");
   }
   if (code == CURLE_SSL_CACERT_BADFILE) return "; check the file given to --ca-bundle";
   return "";

@@ -27,8 +27,8 @@ Result<std::string> PickCaBundle(
 // `ca_bundle` when not empty, else curl's default store.
 void SetTls(CURL* easy, bool verify, const std::string& ca_bundle);
 
-// What a user can do about a failure of `code`, to follow curl's own text; empty when
-// nothing is to say.
-std::string TlsHint(CURLcode code);
+// What a user can do about a failure of `code` (of an s3:// store when `s3`), to follow
+// curl's own text; empty when nothing is to say.
+std::string TlsHint(CURLcode code, bool s3);
 
 }  // namespace gpufs::remote

@@ -85,7 +85,7 @@ LoopConfig LoopConfigFor(const StoreConfig& config) {
   if (config.scheme == Scheme::kS3) loop.signing = config.credentials;
   loop.region = config.region;
   loop.endpoint = config.endpoint;
-  loop.learn_region = config.scheme == Scheme::kS3;
+  loop.s3 = config.scheme == Scheme::kS3;
   return loop;
 }
 
@@ -97,7 +97,7 @@ struct TransferLoop::Transfer {
   unsigned attempts = 0;
   Clock::time_point first_start;
   Clock::time_point attempt_start;
-  std::string signed_for;     // the region the attempt in progress was signed for
+  std::string signed_for;     // the region the attempt in progress was signed (or sent) for
   unsigned region_moves = 0;  // times a wrong-region answer sent it again
   CURL* easy = nullptr;
   curl_slist* headers = nullptr;
@@ -299,8 +299,8 @@ void TransferLoop::Start(std::unique_ptr<Transfer> t) {
   curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, t->error);
   SetDeadlines(easy, config_.deadlines, BodyBound(ex));
   SetTls(easy, config_.verify_tls, config_.ca_bundle);
+  t->signed_for = region_.Get();
   if (config_.signing) {
-    t->signed_for = region_.Get();
     const std::string sigv4 = "aws:amz:" + t->signed_for + ":s3";
     curl_easy_setopt(easy, CURLOPT_AWS_SIGV4, sigv4.c_str());
     curl_easy_setopt(easy, CURLOPT_USERNAME, config_.signing->access_key.c_str());
@@ -337,7 +337,7 @@ void TransferLoop::Reap() {
 void TransferLoop::Finish(std::unique_ptr<Transfer> t, CURLcode result) {
   if (result == CURLE_OK || t->sink_stopped) {
     counters_.latency.Record(Clock::now() - t->attempt_start);
-    if (config_.learn_region && MovedToRegion(*t)) {
+    if (config_.s3 && MovedToRegion(*t)) {
       ready_.push_front(std::move(t));  // at once: nothing is wrong with the store
       return;
     }
@@ -358,7 +358,7 @@ void TransferLoop::Finish(std::unique_ptr<Transfer> t, CURLcode result) {
   }
   if (!IsRetryableTransport(result)) {
     Error error = Fail(EIO, "cannot {} {}: {}{}", t->exchange.verb, t->exchange.object, reason,
-                       TlsHint(result));
+                       TlsHint(result, config_.s3));
     Deliver(std::move(t), std::move(error));
     return;
   }

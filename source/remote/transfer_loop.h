@@ -43,7 +43,7 @@ struct LoopConfig {
   std::string region;
   std::string ca_bundle;      // empty: curl's default CAs
   std::string endpoint;       // the store's, which region learning may move (region.h)
-  bool learn_region = false;  // s3: a wrong-region answer moves requests to the bucket's
+  bool s3 = false;  // an S3 store, whose wrong-region answers move its requests (region.h)
   BackoffPolicy backoff;
 };
 
