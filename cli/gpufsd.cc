@@ -115,8 +115,9 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
                    "https://, else the system's)");
   mount.add_flag("--no-verify-tls", args.no_verify_tls,
                  "do not check the store's certificate: for test rigs only, never in production");
-  mount.add_option("--request-payer", args.request_payer,
-                   "requester: read a requester-pays S3 bucket, the reads billed to you")
+  mount
+      .add_option("--request-payer", args.request_payer,
+                  "requester: read a requester-pays S3 bucket, the reads billed to you")
       ->check(CLI::IsMember({"requester"}));
   mount
       .add_option("--connect-timeout", args.connect_timeout_s,

@@ -195,9 +195,10 @@ Result<remote::Location> LocateRemote(const MountArgs& args) {
   location->config.request_payer = !args.request_payer.empty();
   if (args.no_verify_tls) {
     location->config.verify_tls = false;
-    spdlog::warn("--no-verify-tls: the certificate of {} is NOT checked; anyone on the path can "
-                 "read and change what is sent. For test rigs only.",
-                 location->config.endpoint);
+    spdlog::warn(
+        "--no-verify-tls: the certificate of {} is NOT checked; anyone on the path can "
+        "read and change what is sent. For test rigs only.",
+        location->config.endpoint);
   }
   location->config.deadlines = remote::TransferDeadlines{
       Milliseconds(args.connect_timeout_s), Milliseconds(args.idle_timeout_s),

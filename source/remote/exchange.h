@@ -22,11 +22,12 @@ struct Reply {
   std::string content_range;  // the Content-Range header, trimmed
   std::optional<uint64_t> content_length;
   size_t body_bytes = 0;  // of a 2xx body, written to the sink
-  std::string bucket_region;  // S3's x-amz-bucket-region header (region.h)
   // A 2xx body for a text sink; for any other status, the start of the error body.
   std::string text;
   bool overflow = false;     // the 2xx body was longer than the sink: the transfer stopped
   bool not_partial = false;  // a 2xx other than 206 came for a `partial_only` exchange
+  // S3's x-amz-bucket-region header: the bucket's region, in a wrong-region answer (region.h)
+  std::string bucket_region;
 };
 
 struct Exchange {

@@ -73,8 +73,7 @@ void SplitLeaf(std::string_view path, std::string& root, std::string& leaf) {
   leaf = std::string(path.substr(root.size()));
 }
 
-Result<Location> ResolveHttp(std::string_view url, const LocationOptions& options,
-                             const Env& env) {
+Result<Location> ResolveHttp(std::string_view url, const LocationOptions& options, const Env& env) {
   const size_t authority = url.find("//") + 2;
   const size_t path_at = url.find('/', authority);
   const std::string_view host = url.substr(authority, path_at - authority);

@@ -41,9 +41,9 @@ struct LoopConfig {
   bool verify_tls = true;
   std::optional<Credentials> signing;  // SigV4 for S3 in `region`; none: unsigned
   std::string region;
-  std::string ca_bundle;      // empty: curl's default CAs
-  std::string endpoint;       // the store's, which region learning may move (region.h)
-  bool s3 = false;  // an S3 store, whose wrong-region answers move its requests (region.h)
+  std::string ca_bundle;  // empty: curl's default CAs
+  std::string endpoint;   // the store's, which region learning may move (region.h)
+  bool s3 = false;        // an S3 store, whose wrong-region answers move its requests (region.h)
   BackoffPolicy backoff;
 };
 
