@@ -7,7 +7,7 @@
 // the whole deadline (20 s by default), and once the store is back it should notice within
 // a few seconds, not sleep up to 20 s more. So the base is 100 ms and the cap 2 s: the
 // first retries come quickly (a dropped connection), later ones about once a second on
-// average, and about 15 attempts fit in the default 20 s deadline.
+// average, and over 20 attempts fit in the default 20 s deadline.
 #pragma once
 
 #include <chrono>
