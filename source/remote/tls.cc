@@ -1,7 +1,10 @@
 #include "source/remote/tls.h"
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -9,9 +12,19 @@ namespace gpufs::remote {
 
 Result<std::string> PickCaBundle(
     const std::vector<std::pair<std::string_view, std::string>>& candidates) {
+  // A bundle is a few hundred KiB; a FIFO or a device named by mistake is not read at all.
+  constexpr uint64_t kMaxBundle = 64 << 20;
   for (const auto& [from, path] : candidates) {
     if (path.empty()) continue;
     // Refused here, at mount, rather than by every request later with curl's error 77.
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0) {
+      return Fail(errno, "cannot read the CA bundle {} ({}): {}", path, from, strerror(errno));
+    }
+    if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) > kMaxBundle) {
+      return Fail(EINVAL, "cannot use the CA bundle {} ({}): not a regular file of at most 64 MiB",
+                  path, from);
+    }
     std::ifstream in(path, std::ios::binary);
     if (!in) {
       return Fail(errno != 0 ? errno : EIO, "cannot read the CA bundle {} ({}): {}", path, from,
@@ -23,7 +36,8 @@ Result<std::string> PickCaBundle(
       return Fail(EINVAL, "cannot use the CA bundle {} ({}): it holds no PEM certificate", path,
                   from);
     }
-    return path;
+    // Absolute: the daemon leaves its working folder when it detaches.
+    return std::filesystem::absolute(path).string();
   }
   return std::string();
 }
