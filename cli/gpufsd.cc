@@ -105,8 +105,8 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
       ->capture_default_str();
   mount
       .add_option("--retry-seconds", args.retry_seconds,
-                  "how long a failing request to an S3 or HTTP source is retried before the "
-                  "read fails with EIO")
+                  "deadline of a failing request to an S3 or HTTP source: retried with "
+                  "backoff until then (0: never), then the read fails with EIO")
       ->check(CLI::Range(0.0, 3600.0))
       ->capture_default_str();
   mount.add_option("--ca-bundle", args.ca_bundle,
