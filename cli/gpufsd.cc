@@ -105,10 +105,20 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
       ->capture_default_str();
   mount
       .add_option("--retry-seconds", args.retry_seconds,
-                  "how long a failing request to an S3 or HTTP source is retried before the "
-                  "read fails with EIO")
+                  "deadline of a failing request to an S3 or HTTP source: retried with "
+                  "backoff until then (0: never), then the read fails with EIO")
       ->check(CLI::Range(0.0, 3600.0))
       ->capture_default_str();
+  mount.add_option("--ca-bundle", args.ca_bundle,
+                   "PEM file of the CAs a store's certificate may come from (else AWS_CA_BUNDLE "
+                   "or the profile's ca_bundle for s3://, CURL_CA_BUNDLE or SSL_CERT_FILE for "
+                   "https://, else the system's)");
+  mount.add_flag("--no-verify-tls", args.no_verify_tls,
+                 "do not check the store's certificate: for test rigs only, never in production");
+  mount
+      .add_option("--request-payer", args.request_payer,
+                  "requester: read a requester-pays S3 bucket, the reads billed to you")
+      ->check(CLI::IsMember({"requester"}));
   mount
       .add_option("--connect-timeout", args.connect_timeout_s,
                   "seconds a connection to the store or a peer may take to open")

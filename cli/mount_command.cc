@@ -40,6 +40,7 @@
 #include "source/member_digests.h"
 #include "source/remote/credentials.h"
 #include "source/remote/object_store.h"
+#include "source/remote/region.h"
 #include "source/remote/remote_dataset.h"
 #include "source/remote/remote_source.h"
 
@@ -184,7 +185,8 @@ Result<remote::Location> LocateRemote(const MountArgs& args) {
     const size_t eq = entry.find('=');
     if (eq != std::string_view::npos) env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
   }
-  const remote::LocationOptions options{args.endpoint, args.no_sign_request, args.connections};
+  remote::LocationOptions options{args.endpoint, args.no_sign_request, args.connections};
+  options.ca_bundle = args.ca_bundle;
   // What the URL names is settled before credentials are fetched: once, for the final URL.
   remote::LocationOptions shape_only = options;
   shape_only.no_sign_request = true;
@@ -193,6 +195,14 @@ Result<remote::Location> LocateRemote(const MountArgs& args) {
   auto location = remote::ResolveLocation(args.source + (folder ? "/" : ""), options, env);
   if (!location) return location;
   location->config.retry_budget = Milliseconds(args.retry_seconds);
+  location->config.request_payer = !args.request_payer.empty();
+  if (args.no_verify_tls) {
+    location->config.verify_tls = false;
+    spdlog::warn(
+        "--no-verify-tls: the certificate of {} is NOT checked; anyone on the path can "
+        "read and change what is sent. For test rigs only.",
+        location->config.endpoint);
+  }
   location->config.deadlines = remote::TransferDeadlines{
       Milliseconds(args.connect_timeout_s), Milliseconds(args.idle_timeout_s),
       Milliseconds(args.deadline_allowance_s), args.min_rate};
@@ -223,6 +233,15 @@ Error RefusePeers(const std::string& source, const std::string& why) {
                                    source, why)};
 }
 
+// A requester-pays bucket refuses anyone but its owner who does not agree to pay, with a
+// plain AccessDenied (AWS and radosgw alike): the refusal names the option that agrees.
+Error WithRequesterPaysHint(Error error, const remote::StoreConfig& config) {
+  if (error.code == EACCES && config.scheme == remote::Scheme::kS3 && !config.request_payer) {
+    error.message += "; if the bucket is requester-pays, mount with --request-payer requester";
+  }
+  return error;
+}
+
 Result<Opened> OpenAnySource(const MountArgs& args, const OpenOptions& open_options) {
   if (!remote::IsRemoteUrl(args.source)) {
     if (!args.peers.empty() || !args.peers_file.empty()) {
@@ -245,7 +264,11 @@ Result<Opened> OpenAnySource(const MountArgs& args, const OpenOptions& open_opti
   // daemon, which opens its own.
   remote::ObjectStore store(location->config);
   auto opened = remote::OpenRemoteDataset(store, location->leaf, open_options);
-  if (!opened) return opened.error();
+  if (!opened) return WithRequesterPaysHint(opened.error(), location->config);
+  // The serving process's store starts where this one learned the bucket is.
+  if (store.Region() != location->config.region) {
+    remote::MoveToRegion(location->config, store.Region());
+  }
   std::shared_ptr<const MemberDigests> digests;
   if (peers) {
     auto made = MemberDigests::FromCatalog(opened->dataset.catalog);

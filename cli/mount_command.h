@@ -46,6 +46,9 @@ struct MountArgs {
   bool no_sign_request = false;  // public buckets
   unsigned connections = 32;     // requests in flight to the store
   double retry_seconds = 20;     // a failing request is retried this long, then EIO
+  std::string ca_bundle;         // --ca-bundle: the CAs a store's certificate must come from
+  bool no_verify_tls = false;    // test rigs only: logged at every mount
+  std::string request_payer;     // --request-payer requester: for requester-pays buckets
   // Each attempt's limits (source/remote/deadline.h, whose defaults these are), in seconds
   // and bytes per second as the options take them.
   double connect_timeout_s = Seconds(remote::TransferDeadlines{}.connect);

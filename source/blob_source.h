@@ -49,6 +49,10 @@ inline constexpr const char* kCredentialSource = "source";
 inline constexpr const char* kCredentialExpiresIn = "expires_in_s";  // null: never
 inline constexpr const char* kCredentialRefreshes = "refreshes";
 inline constexpr const char* kCredentialRefreshFailures = "refresh_failures";
+// Object stores: the region requests are signed for (learned when the configured one was
+// wrong), and false when --no-verify-tls turned certificate checks off.
+inline constexpr const char* kRegion = "region";
+inline constexpr const char* kTlsVerify = "tls_verify";
 }  // namespace source_stat
 
 // What the bytes of a read are for, which decides what other copies of them to avoid.

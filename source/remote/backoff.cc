@@ -13,4 +13,13 @@ std::chrono::milliseconds BackoffDelay(unsigned retry, std::mt19937_64& random,
   return std::chrono::milliseconds(draw(random));
 }
 
+std::optional<std::chrono::milliseconds> RetryDelay(unsigned retry,
+                                                    std::chrono::milliseconds elapsed,
+                                                    std::chrono::milliseconds deadline,
+                                                    std::mt19937_64& random,
+                                                    const BackoffPolicy& policy) {
+  if (elapsed >= deadline) return std::nullopt;
+  return std::min(BackoffDelay(retry, random, policy), deadline - elapsed);
+}
+
 }  // namespace gpufs::remote

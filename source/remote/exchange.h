@@ -3,6 +3,7 @@
 // or a listing is decided above it (responses.h), where the request's purpose is known.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -25,6 +26,8 @@ struct Reply {
   std::string text;
   bool overflow = false;     // the 2xx body was longer than the sink: the transfer stopped
   bool not_partial = false;  // a 2xx other than 206 came for a `partial_only` exchange
+  // S3's x-amz-bucket-region header: the bucket's region, in a wrong-region answer (region.h)
+  std::string bucket_region;
 };
 
 struct Exchange {
@@ -40,6 +43,9 @@ struct Exchange {
   std::string cookie;
   unsigned max_attempts = 0;  // 0: the loop's; a peer gets one, then the next peer
   bool via_peer = false;      // counted as a peer's request and bytes, not the store's
+  // When the read this request serves began, which its retry deadline counts from (a block
+  // that peers failed to send); unset: its first attempt.
+  std::optional<std::chrono::steady_clock::time_point> since;
   // Where a 2xx body goes: `capacity` bytes at `buffer`, or else Reply::text, up to
   // `max_text` bytes. More than that stops the transfer (Reply::overflow).
   char* buffer = nullptr;

@@ -16,6 +16,7 @@
 #include "source/remote/aws_config.h"
 #include "source/remote/credential_chain.h"
 #include "source/remote/object_store.h"
+#include "source/remote/tls.h"
 
 namespace gpufs::remote {
 namespace {
@@ -72,7 +73,7 @@ void SplitLeaf(std::string_view path, std::string& root, std::string& leaf) {
   leaf = std::string(path.substr(root.size()));
 }
 
-Result<Location> ResolveHttp(std::string_view url, const LocationOptions& options) {
+Result<Location> ResolveHttp(std::string_view url, const LocationOptions& options, const Env& env) {
   const size_t authority = url.find("//") + 2;
   const size_t path_at = url.find('/', authority);
   const std::string_view host = url.substr(authority, path_at - authority);
@@ -89,6 +90,11 @@ Result<Location> ResolveHttp(std::string_view url, const LocationOptions& option
   location.config.scheme = Scheme::kHttp;
   location.config.endpoint = std::string(url.substr(0, path_at));
   location.config.connections = options.connections;
+  Result<std::string> bundle = PickCaBundle({{"--ca-bundle", options.ca_bundle},
+                                             {"CURL_CA_BUNDLE", Get(env, "CURL_CA_BUNDLE")},
+                                             {"SSL_CERT_FILE", Get(env, "SSL_CERT_FILE")}});
+  if (!bundle.ok()) return bundle.error();
+  location.config.ca_bundle = std::move(*bundle);
   const std::string_view path = path_at == std::string_view::npos ? "/" : url.substr(path_at);
   SplitLeaf(path, location.config.root, location.leaf);
   return location;
@@ -176,6 +182,12 @@ Result<Location> ResolveS3(std::string_view url, const LocationOptions& options,
                       config.region, custom);
   if (!endpoint.ok()) return endpoint.error();
   config.endpoint = std::move(*endpoint);
+  Result<std::string> bundle = PickCaBundle(
+      {{"--ca-bundle", options.ca_bundle},
+       {"AWS_CA_BUNDLE", Get(env, "AWS_CA_BUNDLE")},
+       {"ca_bundle of profile '" + profile + "'", Setting(config_file->profile, "ca_bundle")}});
+  if (!bundle.ok()) return bundle.error();
+  config.ca_bundle = std::move(*bundle);
   // Virtual hosts only on AWS itself, and only for buckets that can be a host name.
   config.path_style = custom || !IsDnsBucket(bucket);
 
@@ -208,7 +220,7 @@ bool IsRemoteUrl(std::string_view source) {
 Result<Location> ResolveLocation(std::string_view url, const LocationOptions& options,
                                  const std::map<std::string, std::string>& env) {
   if (url.starts_with("s3://")) return ResolveS3(url, options, env);
-  if (IsHttpUrl(url)) return ResolveHttp(url, options);
+  if (IsHttpUrl(url)) return ResolveHttp(url, options, env);
   return Fail(EINVAL, "cannot use {}: not an s3://, http:// or https:// URL", url);
 }
 

@@ -59,6 +59,9 @@ std::string UrlOf(const StoreConfig& config, const std::string& name, const std:
 // attempt's keys (transfer_loop.cc).
 std::vector<std::string> BaseHeaders(const StoreConfig& config) {
   std::vector<std::string> headers;
+  if (config.scheme == Scheme::kS3 && config.request_payer) {
+    headers.push_back("x-amz-request-payer: requester");
+  }
   if (config.scheme == Scheme::kS3 && config.credentials) {
     headers.push_back("x-amz-content-sha256: UNSIGNED-PAYLOAD");
   }
@@ -120,6 +123,9 @@ struct ObjectStore::Block {
   // After this, a peer's failure sends the block to the store rather than the next peer:
   // peers that all trickle cost a read about two deadlines, not one per peer.
   PeerSet::Clock::time_point peers_until{};
+  // When the read began: the store's retry deadline counts from here once the peers have
+  // failed, so that a read through peers ends within the same deadline as a direct one.
+  std::optional<std::chrono::steady_clock::time_point> since{};
 };
 
 class ObjectStore::Impl {
@@ -266,7 +272,8 @@ void ObjectStore::GetThroughPeers(GetRequest request, const std::string& object,
     block->expected = r.expected;
     block->order = impl_->peers->Order(
         fmt::format("{}\n{}\n{}\n{}", object, r.expected->etag, r.expected->size, b));
-    block->peers_until = PeerSet::Clock::now() + TotalDeadline(config_.deadlines, block->length);
+    block->since = std::chrono::steady_clock::now();
+    block->peers_until = *block->since + TotalDeadline(config_.deadlines, block->length);
     block->served_by = read->served_by;
     block->index = b - first;
     block->done = [gather](Result<size_t> outcome) { gather->BlockDone(outcome); };
@@ -344,6 +351,7 @@ void ObjectStore::GetDirect(const Block& block) {
   exchange.buffer = block.buffer;
   exchange.capacity = block.length;
   exchange.partial_only = true;
+  exchange.since = block.since;
   exchange.done = [object = block.object, offset = block.offset, length = block.length,
                    expected = block.expected, finish = block.done](Result<Reply> reply) {
     if (!reply.ok()) return finish(reply.error());
@@ -472,8 +480,12 @@ Result<std::vector<ObjectInfo>> ObjectStore::List(const std::string& prefix) {
   }
 }
 
+std::string ObjectStore::Region() const { return impl_->loop.region().Get(); }
+
 nlohmann::json ObjectStore::Stats() const {
   nlohmann::json stats = StatsJson(config_.scheme == Scheme::kS3 ? "s3" : "http", impl_->counters);
+  stats[source_stat::kTlsVerify] = config_.verify_tls;
+  if (config_.scheme == Scheme::kS3) stats[source_stat::kRegion] = Region();
   uint64_t failures = 0;
   if (impl_->peers) {
     stats[source_stat::kPeers] = impl_->peers->Stats();

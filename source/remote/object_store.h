@@ -10,8 +10,8 @@
 //   with If-Match, and the response's ETag and Content-Range total are compared, so a
 //   changed object fails with EIO naming it, never with other bytes.
 // - Retries with exponential backoff and full jitter on broken or refused connections,
-//   timeouts, 5xx, 429 and S3's SlowDown, within a budget of attempts and time; then EIO
-//   with the last reason. 4xx answers are not retried: they carry the store's own message.
+//   timeouts, 5xx, 429 and S3's SlowDown, until the request's deadline (retry_budget);
+//   then EIO with the last reason, the attempts and the time. 4xx answers are not retried: they carry the store's own message.
 // - Secrets are never logged, never put in a message, a URL or argv.
 // - With peers (StoreConfig::peers), a GET that carries the digests of the object's
 //   members and covers whole members is cut at block boundaries and each block asks its
@@ -72,14 +72,19 @@ struct StoreConfig {
   // The keys of each attempt, refreshed as they expire; null: requests are not signed.
   std::shared_ptr<CredentialProvider> credentials;
   unsigned connections = 16;                       // requests in flight at most
-  unsigned max_attempts = 5;                       // per request, the first included
-  std::chrono::milliseconds retry_budget{20'000};  // time from first attempt to giving up
+  unsigned max_attempts = 0;                       // per request; 0: until the deadline
+  std::chrono::milliseconds retry_budget{20'000};  // the deadline, from the first attempt
   TransferDeadlines deadlines;                     // of each attempt, a peer's included
-  bool verify_tls = true;
+  bool verify_tls = true;                          // false only by --no-verify-tls
   unsigned list_page_size = 0;  // s3: keys per listing page; 0: the store's default (1000)
   // Caching proxies that ranged GETs go through (no URLs: none); see peers.h. HEADs and
   // listings always go to the store.
   PeerConfig peers;
+  // A PEM file of the CAs a server's certificate may come from (tls.h); empty: the system's.
+  std::string ca_bundle;
+  // s3: every request says "x-amz-request-payer: requester" (signed), as a requester-pays
+  // bucket asks of anyone but its owner (--request-payer requester).
+  bool request_payer = false;
 };
 
 // What the URL names and how to reach it, from the URL, the options and the conventions of
@@ -93,6 +98,7 @@ struct LocationOptions {
   // False: only keys written in the environment or the AWS files; no program is run and no
   // server asked for keys (the fuzzer of the AWS files).
   bool active_credential_sources = true;
+  std::string ca_bundle{};  // --ca-bundle; wins over the environment and profile (tls.h)
 };
 
 struct Location {
@@ -153,10 +159,13 @@ class ObjectStore {
   // s3://bucket/root+name, or endpoint+root+name: how messages name an object.
   std::string Describe(const std::string& name) const;
   const StoreConfig& config() const { return config_; }
+  // s3: the region requests are signed for, the configured one until the store named
+  // another (region.h). Thread-safe.
+  std::string Region() const;
 
   // {"kind": "s3"|"http", "requests", "retries", "errors", "bytes", "in_flight",
-  //  "latency_ms_p50", "latency_ms_p99"}: counts since start; latency of answered requests.
-  //  Signed stores add "credentials" (CredentialProvider::Stats).
+  //  "latency_ms_p50", "latency_ms_p99", "tls_verify", "region" (s3)}: counts since start;
+  //  latency of answered requests. Signed stores add "credentials" (CredentialProvider::Stats).
   nlohmann::json Stats() const;
 
  private:

@@ -4,7 +4,10 @@
 #include <charconv>
 #include <cstring>
 
+#include <spdlog/spdlog.h>
+
 #include "source/remote/responses.h"
+#include "source/remote/tls.h"
 
 namespace gpufs::remote {
 namespace {
@@ -79,12 +82,15 @@ bool SameKeys(const Credentials& a, const Credentials& b) {
 LoopConfig LoopConfigFor(const StoreConfig& config) {
   LoopConfig loop;
   loop.connections = std::max(1u, config.connections);
-  loop.max_attempts = std::max(1u, config.max_attempts);
+  loop.max_attempts = config.max_attempts;
   loop.retry_budget = config.retry_budget;
   loop.deadlines = config.deadlines;
   loop.verify_tls = config.verify_tls;
+  loop.ca_bundle = config.ca_bundle;
   if (config.scheme == Scheme::kS3) loop.signing = config.credentials;
   loop.region = config.region;
+  loop.endpoint = config.endpoint;
+  loop.s3 = config.scheme == Scheme::kS3;
   return loop;
 }
 
@@ -96,6 +102,8 @@ struct TransferLoop::Transfer {
   unsigned attempts = 0;
   Clock::time_point first_start;
   Clock::time_point attempt_start;
+  std::string signed_for;     // the region the attempt in progress was signed (or sent) for
+  unsigned region_moves = 0;  // times a wrong-region answer sent it again
   CURL* easy = nullptr;
   curl_slist* headers = nullptr;
   std::shared_ptr<const Credentials> keys;  // of the attempt in progress; null: unsigned
@@ -129,6 +137,8 @@ size_t TransferLoop::Transfer::OnHeader(char* data, size_t size, size_t count, v
   const std::string_view value = TrimLine(line.substr(colon + 1));
   if (EqualsNoCase(name, "ETag")) {
     t->reply.etag = std::string(value);
+  } else if (EqualsNoCase(name, "x-amz-bucket-region")) {
+    t->reply.bucket_region = std::string(value);
   } else if (EqualsNoCase(name, "Content-Range")) {
     t->reply.content_range = std::string(value);
   } else if (EqualsNoCase(name, "Content-Length")) {
@@ -171,7 +181,7 @@ size_t TransferLoop::Transfer::Body(const char* data, size_t n) {
 }
 
 TransferLoop::TransferLoop(LoopConfig config, StoreCounters& counters)
-    : config_(std::move(config)), counters_(counters) {
+    : config_(std::move(config)), counters_(counters), region_(config_.region, config_.endpoint) {
   InitCurlOnce();
   multi_ = curl_multi_init();
   const long connections = config_.connections;
@@ -281,8 +291,9 @@ void TransferLoop::Start(std::unique_ptr<Transfer> t) {
   for (const std::string& header : ex.headers) {
     t->headers = curl_slist_append(t->headers, header.c_str());
   }
+  t->signed_for = region_.Get();
   if (config_.signing) SignAttempt(easy, *t);
-  curl_easy_setopt(easy, CURLOPT_URL, ex.url.c_str());
+  curl_easy_setopt(easy, CURLOPT_URL, region_.Retarget(ex.url).c_str());
   curl_easy_setopt(easy, CURLOPT_PRIVATE, t.get());
   curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
@@ -299,8 +310,7 @@ void TransferLoop::Start(std::unique_ptr<Transfer> t) {
   curl_easy_setopt(easy, CURLOPT_WRITEDATA, t.get());
   curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, t->error);
   SetDeadlines(easy, config_.deadlines, BodyBound(ex));
-  curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, config_.verify_tls ? 1L : 0L);
-  curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, config_.verify_tls ? 2L : 0L);
+  SetTls(easy, config_.verify_tls, config_.ca_bundle);
   t->easy = easy;
   t->reply = Reply{};
   t->sink_stopped = false;
@@ -316,7 +326,7 @@ void TransferLoop::Start(std::unique_ptr<Transfer> t) {
 // The keys of the moment sign this attempt, its session token included.
 void TransferLoop::SignAttempt(CURL* easy, Transfer& t) {
   t.keys = config_.signing->Current();
-  const std::string sigv4 = "aws:amz:" + config_.region + ":s3";
+  const std::string sigv4 = "aws:amz:" + t.signed_for + ":s3";
   curl_easy_setopt(easy, CURLOPT_AWS_SIGV4, sigv4.c_str());
   curl_easy_setopt(easy, CURLOPT_USERNAME, t.keys->access_key.c_str());
   curl_easy_setopt(easy, CURLOPT_PASSWORD, t.keys->secret_key.c_str());
@@ -380,6 +390,10 @@ void TransferLoop::Reap() {
 void TransferLoop::Finish(std::unique_ptr<Transfer> t, CURLcode result) {
   if (result == CURLE_OK || t->sink_stopped) {
     counters_.latency.Record(Clock::now() - t->attempt_start);
+    if (config_.s3 && MovedToRegion(*t)) {
+      ready_.push_front(std::move(t));  // at once: nothing is wrong with the store
+      return;
+    }
     if (AwaitNewKeys(t)) return;
     if (!IsRetryableStatus(t->reply.status, t->reply.text)) {
       Reply reply = std::move(t->reply);
@@ -397,29 +411,55 @@ void TransferLoop::Finish(std::unique_ptr<Transfer> t, CURLcode result) {
                           config_.deadlines.idle.count() / 1e3);
   }
   if (!IsRetryableTransport(result)) {
-    Error error = Fail(EIO, "cannot {} {}: {}", t->exchange.verb, t->exchange.object, reason);
+    Error error = Fail(EIO, "cannot {} {}: {}{}", t->exchange.verb, t->exchange.object, reason,
+                       TlsHint(result, config_.s3));
     Deliver(std::move(t), std::move(error));
     return;
   }
   RetryOrFail(std::move(t), reason);
 }
 
+// A wrong-region answer: the request goes again, signed for (and on AWS sent to) the
+// bucket's region, as does every later one. Twice at most, so that a store that names
+// regions in turn cannot keep a request going.
+bool TransferLoop::MovedToRegion(Transfer& t) {
+  constexpr unsigned kMaxMoves = 2;
+  const std::optional<std::string> region = RegionOfAnswer(t.reply);
+  if (!region || *region == t.signed_for || t.region_moves >= kMaxMoves) return false;
+  ++t.region_moves;
+  if (region_.Learn(*region)) {
+    spdlog::warn(
+        "the bucket of {} is in region {}, not {} (HTTP {}): requests are signed for {} "
+        "from now on",
+        t.exchange.object, *region, t.signed_for, t.reply.status, *region);
+  }
+  return true;
+}
+
+// A request is retried until its deadline (the retry budget from its first attempt, or
+// from `Exchange::since`), not for a number of attempts: an outage shorter than the
+// deadline costs a read time, never an error. Only an exchange that asks for fewer
+// attempts (a peer's: one, then the next peer) stops sooner.
 void TransferLoop::RetryOrFail(std::unique_ptr<Transfer> t, const std::string& reason) {
   const auto now = Clock::now();
   const unsigned max_attempts =
       t->exchange.max_attempts > 0 ? t->exchange.max_attempts : config_.max_attempts;
-  if (t->attempts < max_attempts) {
-    const auto delay = BackoffDelay(t->attempts - 1, random_, config_.backoff);
-    if (now + delay - t->first_start < config_.retry_budget) {
+  const Clock::time_point since = t->exchange.since.value_or(t->first_start);
+  if (max_attempts == 0 || t->attempts < max_attempts) {
+    const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(now - since);
+    const auto delay =
+        RetryDelay(t->attempts - 1, elapsed, config_.retry_budget, random_, config_.backoff);
+    if (delay) {
       counters_.retries.fetch_add(1, std::memory_order_relaxed);
-      retries_.emplace(now + delay, std::move(t));
+      retries_.emplace(now + *delay, std::move(t));
       return;
     }
   }
-  const double seconds = std::chrono::duration<double>(now - t->first_start).count();
+  const double seconds = std::chrono::duration<double>(now - since).count();
   Error error =
-      Fail(EIO, "cannot {} {}: {} (gave up after {} attempt{} in {:.1f} s)", t->exchange.verb,
-           t->exchange.object, reason, t->attempts, t->attempts == 1 ? "" : "s", seconds);
+      Fail(EIO, "cannot {} {}: {} (gave up after {} attempt{} in {:.1f} s{})", t->exchange.verb,
+           t->exchange.object, reason, t->attempts, t->attempts == 1 ? "" : "s", seconds,
+           t->attempts == max_attempts ? "" : ", the retry deadline");
   Deliver(std::move(t), std::move(error));
 }
 

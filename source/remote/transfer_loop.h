@@ -3,11 +3,11 @@
 //
 // Each attempt runs under the deadlines of deadline.h. An attempt that fails in a way worth
 // repeating (a refused, reset or stalled connection, a deadline passed, a 5xx, 429 or SlowDown
-// answer) is tried again after an exponential backoff with full jitter, while attempts and the time
-// budget last; then the exchange fails with EIO and the last reason. Any other answer, 4xx
-// included, goes back as a Reply for the caller to judge (responses.h). The loop never reads a body
-// it was not asked for: a sink that is full, or a 200 where only a 206 may go, stops the transfer
-// there.
+// answer) is tried again after an exponential backoff with full jitter (backoff.h) until the
+// request's deadline, the retry budget; then the exchange fails with EIO and the last reason. Any
+// other answer, 4xx included, goes back as a Reply for the caller to judge (responses.h). The loop
+// never reads a body it was not asked for: a sink that is full, or a 200 where only a 206 may go,
+// stops the transfer there.
 #pragma once
 
 #include <curl/curl.h>
@@ -29,19 +29,23 @@
 #include "source/remote/deadline.h"
 #include "source/remote/exchange.h"
 #include "source/remote/object_store.h"
+#include "source/remote/region.h"
 #include "source/remote/store_stats.h"
 
 namespace gpufs::remote {
 
 struct LoopConfig {
   unsigned connections = 16;
-  unsigned max_attempts = 5;
+  unsigned max_attempts = 0;  // 0: as many as the retry budget allows
   std::chrono::milliseconds retry_budget{20'000};
   TransferDeadlines deadlines;
   bool verify_tls = true;
   // SigV4 for S3 in `region` with the provider's keys of the moment; null: unsigned.
   std::shared_ptr<CredentialProvider> signing;
   std::string region;
+  std::string ca_bundle;  // empty: curl's default CAs
+  std::string endpoint;   // the store's, which region learning may move (region.h)
+  bool s3 = false;        // an S3 store, whose wrong-region answers move its requests (region.h)
   BackoffPolicy backoff;
 };
 
@@ -63,6 +67,8 @@ class TransferLoop {
   void Post(std::function<void()> task);
   // True on the loop's own thread, where nothing may wait for the loop.
   bool OnLoopThread() const { return std::this_thread::get_id() == thread_.get_id(); }
+  // The region requests are signed for: the configured one until the store names another.
+  const BucketRegion& region() const { return region_; }
 
  private:
   struct Transfer;
@@ -75,6 +81,7 @@ class TransferLoop {
   void Start(std::unique_ptr<Transfer> transfer);
   void Reap();
   void Finish(std::unique_ptr<Transfer> transfer, CURLcode result);
+  bool MovedToRegion(Transfer& transfer);
   void RetryOrFail(std::unique_ptr<Transfer> transfer, const std::string& reason);
   void SignAttempt(CURL* easy, Transfer& transfer);
   bool AwaitNewKeys(std::unique_ptr<Transfer>& transfer);
@@ -87,6 +94,7 @@ class TransferLoop {
   StoreCounters& counters_;
   CURLM* multi_ = nullptr;
   std::mt19937_64 random_{std::random_device{}()};
+  BucketRegion region_;
 
   // The loop thread's own state.
   std::deque<std::unique_ptr<Transfer>> ready_;  // to start when a connection is free

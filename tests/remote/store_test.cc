@@ -395,6 +395,31 @@ TEST_F(S3Store, StoppedServerFailsWithinTheBudgetThenReadsAgain) {
   EXPECT_EQ(buffer, data.substr(1000, 100));
 }
 
+// --retry-seconds is a deadline, not a count: a store that refuses every connection is
+// tried for the whole budget. Five retries take at most 0.1+0.2+0.4+0.8+1.6 s, so a budget
+// of 4 s holds a sixth whatever the draws, past the five attempts of a count.
+TEST_F(S3Store, RefusingServerIsRetriedUntilTheDeadlineNotForACount) {
+  using namespace std::chrono_literals;
+  Put("obj", "x");
+  StoreConfig config = Config();
+  config.retry_budget = 4'000ms;
+  ObjectStore store(config);
+  Result<ObjectInfo> info = store.HeadSync("obj");
+  ASSERT_TRUE(info.ok()) << info.error().message;
+  StartAgain start_again("/s3/start");
+  ASSERT_TRUE(Control("POST", "/s3/stop").ok());
+  std::string buffer(1, '\0');
+  const auto start = std::chrono::steady_clock::now();
+  Result<size_t> got = GetSync(store, {"obj", 0, 1, buffer.data(), *info});
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.error().code, EIO);
+  EXPECT_NE(got.error().message.find("the retry deadline"), std::string::npos)
+      << got.error().message;
+  EXPECT_GE(elapsed, 4'000ms);
+  EXPECT_GE(Stat(store, "retries"), 6u);
+}
+
 TEST_F(S3Store, SlowDownIsRetried) {
   const std::string data = Pattern(20'000, 9);
   Put("obj", data);

@@ -281,6 +281,81 @@ class NginxOrigin(_Nginx):
 """
 
 
+class NginxTls(_Nginx):
+    """nginx speaking HTTPS at `url` (https://127.0.0.1:PORT) with the certificate
+    `cert` and its key `key`, in front of `upstream` ("http://HOST:PORT", e.g. radosgw)
+    or serving the folder `root`. The Host header goes upstream unchanged, so a SigV4
+    signature made for this server's address stays valid."""
+
+    name = "nginx-tls"
+
+    def __init__(self, cert, key, upstream=None, root=None, port=None, workers=2, timeout=30):
+        super().__init__(port, workers, timeout)
+        self.url = f"https://{LOOPBACK}:{self.port}"
+        self.cert, self.key, self.upstream = cert, key, upstream
+        self.root = os.path.abspath(root) if root else None
+
+    def _http_body(self):
+        if self.upstream:
+            serve = f"""location / {{
+      proxy_pass {self.upstream};
+      proxy_http_version 1.1;
+      proxy_set_header Host $http_host;
+      proxy_set_header Connection "";
+      proxy_request_buffering off;
+      proxy_buffering off;
+      client_max_body_size 0;
+    }}"""
+        else:
+            serve = f"""root {_q(self.root)};
+    autoindex off;
+    etag on;
+    location / {{ limit_except GET HEAD {{ deny all; }} }}"""
+        return f"""  server {{
+    listen {LOOPBACK}:{self.port} ssl;
+    ssl_certificate {_q(self.cert)};
+    ssl_certificate_key {_q(self.key)};
+    {serve}
+  }}
+"""
+
+    def _answers(self):
+        """True once nginx answers HTTPS at all (its certificate is not checked here)."""
+        import ssl
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        try:
+            with urllib.request.urlopen(self._ready_url(), timeout=2, context=context):
+                return True
+        except urllib.error.HTTPError:
+            return True
+
+
+def make_private_ca(folder):
+    """A private CA and a certificate it signed for 127.0.0.1 (subjectAltName IP), made
+    with openssl in `folder`: {"ca": CA certificate, "cert": server certificate, "key":
+    its key} paths. Raises ServerError without openssl."""
+    def run(*argv):
+        r = subprocess.run(["openssl", *argv], capture_output=True, text=True, cwd=folder,
+                           stdin=subprocess.DEVNULL)
+        if r.returncode != 0:
+            raise ServerError(f"openssl {' '.join(argv)} failed: {r.stderr}")
+
+    if shutil.which("openssl") is None:
+        raise ServerError("openssl not installed (apt install openssl)")
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
+        "-days", "2", "-subj", "/CN=gpufs test CA")
+    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
+        "-subj", f"/CN={LOOPBACK}")
+    with open(os.path.join(folder, "san.ext"), "w") as f:
+        f.write(f"subjectAltName = IP:{LOOPBACK}\n")
+    run("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+        "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "san.ext")
+    return {"ca": os.path.join(folder, "ca.pem"), "cert": os.path.join(folder, "server.pem"),
+            "key": os.path.join(folder, "server.key")}
+
+
 class NginxPeer(_Nginx):
     """The peer cache gpufs ships (deploy/nginx/gpufs-peer.conf, filled in by
     deploy/gpufs-peer-config) at `url`, in front of `origin` ("http://HOST:PORT", an S3

@@ -291,5 +291,45 @@ TEST(AwsIni, ErrorsNameTheFileAndLine) {
   }
 }
 
+// The CA bundle as the AWS CLI picks it for s3:// (option, AWS_CA_BUNDLE, profile) and as
+// the curl tool does for https:// (option, CURL_CA_BUNDLE, SSL_CERT_FILE).
+TEST_F(Location_, CaBundleFollowsTheAwsCliForS3AndCurlForHttps) {
+  const std::string pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+  WriteAws("option.pem", pem);
+  WriteAws("env.pem", pem);
+  WriteAws("profile.pem", pem);
+  WriteAws("config", "[default]\nca_bundle = " + AwsPath("profile.pem") + "\n");
+  Env env = keys_;
+  EXPECT_EQ(Resolve("s3://b/", env).config.ca_bundle, AwsPath("profile.pem"));
+  env["AWS_CA_BUNDLE"] = AwsPath("env.pem");
+  EXPECT_EQ(Resolve("s3://b/", env).config.ca_bundle, AwsPath("env.pem"));
+  LocationOptions options;
+  options.ca_bundle = AwsPath("option.pem");
+  EXPECT_EQ(Resolve("s3://b/", env, options).config.ca_bundle, AwsPath("option.pem"));
+  // AWS_CA_BUNDLE is the AWS tools'; an https:// source takes curl's variables.
+  EXPECT_EQ(Resolve("https://h/d/", env).config.ca_bundle, "");
+  EXPECT_EQ(Resolve("https://h/d/", {{"SSL_CERT_FILE", AwsPath("env.pem")}}).config.ca_bundle,
+            AwsPath("env.pem"));
+  EXPECT_EQ(Resolve("https://h/d/", {{"SSL_CERT_FILE", AwsPath("env.pem")},
+                                     {"CURL_CA_BUNDLE", AwsPath("profile.pem")}})
+                .config.ca_bundle,
+            AwsPath("profile.pem"));
+  EXPECT_EQ(Resolve("https://h/d/", env, options).config.ca_bundle, AwsPath("option.pem"));
+}
+
+TEST_F(Location_, UnreadableCaBundleIsRefusedNamingTheFile) {
+  LocationOptions options;
+  options.ca_bundle = AwsPath("missing.pem");
+  const Error missing = ResolveError("s3://b/", keys_, options);
+  EXPECT_EQ(missing.code, ENOENT);
+  EXPECT_NE(missing.message.find(AwsPath("missing.pem") + " (--ca-bundle)"), std::string::npos)
+      << missing.message;
+  WriteAws("config", "not a certificate\n");
+  const Error not_pem = ResolveError("https://h/", {{"SSL_CERT_FILE", AwsPath("config")}});
+  EXPECT_EQ(not_pem.code, EINVAL);
+  EXPECT_NE(not_pem.message.find("no PEM certificate"), std::string::npos) << not_pem.message;
+  EXPECT_NE(not_pem.message.find("SSL_CERT_FILE"), std::string::npos) << not_pem.message;
+}
+
 }  // namespace
 }  // namespace gpufs::remote
