@@ -36,7 +36,7 @@ class Chain {
     if (endpoint.empty()) endpoint = ServiceEndpoint(in_.files, profile, "sts");
     if (endpoint.empty()) endpoint = fmt::format("https://sts.{}.amazonaws.com", in_.region);
     while (endpoint.ends_with('/')) endpoint.pop_back();
-    return {endpoint, in_.region};
+    return {endpoint, in_.region, in_.ca_bundle};
   }
 
   Status Active(const std::string& what) const {

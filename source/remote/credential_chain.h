@@ -23,6 +23,7 @@ struct ChainInput {
   // False: keys written in the environment or the files only; a source that would run a
   // program or call a server is an error (the fuzzer).
   bool active_sources = true;
+  std::string ca_bundle;  // the store's (tls.h): STS is called with the same trust
 };
 
 // Null when no source has keys; `looked` then lists the sources after the files and why

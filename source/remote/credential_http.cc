@@ -4,6 +4,8 @@
 
 #include <memory>
 
+#include "source/remote/tls.h"
+
 namespace gpufs::remote {
 namespace {
 
@@ -43,6 +45,7 @@ Result<HttpAnswer> CallHttp(const HttpCall& call) {
   curl_easy_setopt(e, CURLOPT_URL, call.url.c_str());
   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  SetTls(e, true, call.ca_bundle);
   curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);  // keys and tokens go to this host only
   curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(call.connect_timeout.count()));
   curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(call.timeout.count()));

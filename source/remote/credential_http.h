@@ -22,6 +22,7 @@ struct HttpCall {
   std::string body;                  // POST/PUT body
   std::optional<Credentials> sigv4;  // sign as "aws:amz:REGION:SERVICE"
   std::string sigv4_scope;           // "REGION:sts"
+  std::string ca_bundle;             // empty: the system's CAs (tls.h)
   std::chrono::milliseconds connect_timeout{1000};
   std::chrono::milliseconds timeout{5000};
 };

@@ -172,22 +172,25 @@ Result<Location> ResolveS3(std::string_view url, const LocationOptions& options,
   }
   if (config.region.empty()) config.region = Setting(config_file->profile, "region");
   if (config.region.empty()) config.region = "us-east-1";
-  ChainInput chain{
-      &env, profile,
-      AwsFiles{credentials_file->path, config_file->path, credentials_file->ini, config_file->ini},
-      config.region, options.active_credential_sources};
-  bool custom = true;
-  Result<std::string> endpoint =
-      ResolveEndpoint(options, env, *config_file, ServiceEndpoint(chain.files, profile, "s3"),
-                      config.region, custom);
-  if (!endpoint.ok()) return endpoint.error();
-  config.endpoint = std::move(*endpoint);
   Result<std::string> bundle = PickCaBundle(
       {{"--ca-bundle", options.ca_bundle},
        {"AWS_CA_BUNDLE", Get(env, "AWS_CA_BUNDLE")},
        {"ca_bundle of profile '" + profile + "'", Setting(config_file->profile, "ca_bundle")}});
   if (!bundle.ok()) return bundle.error();
   config.ca_bundle = std::move(*bundle);
+  ChainInput chain{
+      &env,
+      profile,
+      AwsFiles{credentials_file->path, config_file->path, credentials_file->ini, config_file->ini},
+      config.region,
+      options.active_credential_sources,
+      config.ca_bundle};
+  bool custom = true;
+  Result<std::string> endpoint =
+      ResolveEndpoint(options, env, *config_file, ServiceEndpoint(chain.files, profile, "s3"),
+                      config.region, custom);
+  if (!endpoint.ok()) return endpoint.error();
+  config.endpoint = std::move(*endpoint);
   // Virtual hosts only on AWS itself, and only for buckets that can be a host name.
   config.path_style = custom || !IsDnsBucket(bucket);
 

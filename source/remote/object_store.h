@@ -11,7 +11,8 @@
 //   changed object fails with EIO naming it, never with other bytes.
 // - Retries with exponential backoff and full jitter on broken or refused connections,
 //   timeouts, 5xx, 429 and S3's SlowDown, until the request's deadline (retry_budget);
-//   then EIO with the last reason, the attempts and the time. 4xx answers are not retried: they carry the store's own message.
+//   then EIO with the last reason, the attempts and the time. 4xx answers are not retried: they
+//   carry the store's own message.
 // - Secrets are never logged, never put in a message, a URL or argv.
 // - With peers (StoreConfig::peers), a GET that carries the digests of the object's
 //   members and covers whole members is cut at block boundaries and each block asks its
@@ -68,7 +69,7 @@ struct StoreConfig {
   // in '/', no leading '/' for s3, leading '/' for http.
   std::string root;
   std::string region = "us-east-1";
-  bool path_style = true;                          // s3: endpoint/bucket/key, else bucket.host/key
+  bool path_style = true;  // s3: endpoint/bucket/key, else bucket.host/key
   // The keys of each attempt, refreshed as they expire; null: requests are not signed.
   std::shared_ptr<CredentialProvider> credentials;
   unsigned connections = 16;                       // requests in flight at most

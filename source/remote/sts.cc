@@ -30,6 +30,7 @@ std::string Form(std::initializer_list<std::pair<std::string, std::string>> fiel
 Result<CredentialSet> Call(const StsTarget& target, HttpCall call) {
   call.method = "POST";
   call.url = target.endpoint + "/";
+  call.ca_bundle = target.ca_bundle;
   call.headers.push_back("Content-Type: application/x-www-form-urlencoded; charset=utf-8");
   call.headers.push_back("Accept: application/xml");
   call.timeout = std::chrono::milliseconds(10'000);

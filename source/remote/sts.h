@@ -11,8 +11,9 @@
 namespace gpufs::remote {
 
 struct StsTarget {
-  std::string endpoint;  // "https://sts.us-east-1.amazonaws.com", no trailing slash
-  std::string region;    // signs AssumeRole
+  std::string endpoint;   // "https://sts.us-east-1.amazonaws.com", no trailing slash
+  std::string region;     // signs AssumeRole
+  std::string ca_bundle;  // a private CA the store's profile names (its ca_bundle)
 };
 
 struct RoleRequest {
