@@ -272,6 +272,28 @@ class Credentials(unittest.TestCase):
                       metrics)
         self.assertIn("gpufs_credentials_refreshes ", metrics)
 
+    def test_a_detached_daemon_refreshes_its_keys(self):
+        """The refresher's thread does not survive the fork that detaches gpufsd: the
+        daemon starts its own, so keys still change under a mount made without -f."""
+        mnt = tempfile.mkdtemp(dir=self.work)
+        with FakeAws(self.users, lifetime_s=20) as aws:
+            env = self.env(AWS_CONTAINER_CREDENTIALS_FULL_URI=aws.url + "/container",
+                           AWS_CONTAINER_AUTHORIZATION_TOKEN=aws.container_token)
+            done = subprocess.run([lib.GPUFSD, "mount", self.url, mnt, "--cache-size", "0"],
+                                  env=env, capture_output=True, text=True, timeout=60)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            try:
+                self.read_pass(mnt)
+                aws.rotate()
+                lib.settled_stats(mnt, lambda s: s["io"]["credentials"]["refreshes"] >= 1,
+                                  "a refresh in the detached daemon", timeout=20)
+                self.suspend(self.users[0])
+                self.read_pass(mnt)
+                io = stats_of(mnt)["io"]
+            finally:
+                lib.run_gpufsd("unmount", mnt)
+        self.assertEqual(io["errors"], 0)
+
     def test_a_rewritten_credentials_file_takes_effect(self):
         self.write_aws("credentials", self.keys_profile(self.users[0]))
         with lib.Mount(self.url, "--cache-size", "0", env=self.env()) as m:
