@@ -43,6 +43,11 @@ Result<size_t> CheckRangeReply(const Reply& reply, std::string_view object, uint
 Result<ObjectInfo> CheckHeadReply(const Reply& reply, std::string_view object,
                                   const std::string& name);
 
+// The answer to a GET of `Range: bytes=0-0`: the object's size (Content-Range's total) and
+// ETag. A 200 means the server ignores Range requests: EOPNOTSUPP, saying so.
+Result<ObjectInfo> CheckProbeReply(const Reply& reply, std::string_view object,
+                                   const std::string& name);
+
 // A whole object's answer (GET without a range, into a text sink of `max_bytes`).
 Result<std::string> CheckWholeReply(Reply reply, std::string_view object, size_t max_bytes);
 

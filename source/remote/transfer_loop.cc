@@ -69,6 +69,28 @@ void SetDeadlines(CURL* easy, const TransferDeadlines& deadlines, uint64_t body_
   curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME, idle_s);
 }
 
+// Redirects and HTTP credentials, for the store's own requests only (a peer gets neither).
+// curl sends credentials to the host they were given for alone: a redirect elsewhere loses
+// them (CURLOPT_UNRESTRICTED_AUTH stays off), and a signed request is never redirected.
+void ApplyHttpAccess(CURL* easy, const LoopConfig& config, const Exchange& exchange) {
+  if (exchange.via_peer) return;
+  if (config.follow_redirects) {
+    constexpr long kMaxRedirects = 5;
+    curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(easy, CURLOPT_MAXREDIRS, kMaxRedirects);
+    curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(easy, CURLOPT_UNRESTRICTED_AUTH, 0L);
+  }
+  if (config.basic_auth) {
+    curl_easy_setopt(easy, CURLOPT_HTTPAUTH, static_cast<long>(CURLAUTH_BASIC));
+    curl_easy_setopt(easy, CURLOPT_USERNAME, config.basic_auth->user.c_str());
+    curl_easy_setopt(easy, CURLOPT_PASSWORD, config.basic_auth->password.c_str());
+  } else if (!config.netrc_file.empty()) {
+    curl_easy_setopt(easy, CURLOPT_NETRC, static_cast<long>(CURL_NETRC_OPTIONAL));
+    curl_easy_setopt(easy, CURLOPT_NETRC_FILE, config.netrc_file.c_str());
+  }
+}
+
 }  // namespace
 
 LoopConfig LoopConfigFor(const StoreConfig& config) {
@@ -80,6 +102,11 @@ LoopConfig LoopConfigFor(const StoreConfig& config) {
   loop.verify_tls = config.verify_tls;
   if (config.scheme == Scheme::kS3) loop.signing = config.credentials;
   loop.region = config.region;
+  loop.follow_redirects = !loop.signing;
+  if (config.scheme == Scheme::kHttp) {
+    loop.basic_auth = config.basic_auth;
+    loop.netrc_file = config.netrc_file;
+  }
   return loop;
 }
 
@@ -296,6 +323,7 @@ void TransferLoop::Start(std::unique_ptr<Transfer> t) {
     curl_easy_setopt(easy, CURLOPT_USERNAME, config_.signing->access_key.c_str());
     curl_easy_setopt(easy, CURLOPT_PASSWORD, config_.signing->secret_key.c_str());
   }
+  ApplyHttpAccess(easy, config_, ex);
   t->easy = easy;
   t->reply = Reply{};
   t->sink_stopped = false;

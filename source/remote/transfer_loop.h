@@ -41,6 +41,10 @@ struct LoopConfig {
   std::optional<Credentials> signing;  // SigV4 for S3 in `region`; none: unsigned
   std::string region;
   BackoffPolicy backoff;
+  // Unsigned requests to the store follow redirects; see ApplyHttpAccess.
+  bool follow_redirects = false;
+  std::optional<BasicAuth> basic_auth;
+  std::string netrc_file;
 };
 
 LoopConfig LoopConfigFor(const StoreConfig& config);
