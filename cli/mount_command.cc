@@ -209,6 +209,9 @@ Result<remote::Location> LocateRemote(const MountArgs& args) {
     location = remote::ResolveLocation(args.source + "/", options, env);
   }
   if (!location) return location;
+  for (const std::string& warning : location->warnings) {
+    fmt::print(stderr, "gpufsd: warning: {}\n", warning);
+  }
   location->config.retry_budget = Milliseconds(args.retry_seconds);
   location->config.deadlines = remote::TransferDeadlines{
       Milliseconds(args.connect_timeout_s), Milliseconds(args.idle_timeout_s),

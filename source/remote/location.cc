@@ -12,8 +12,6 @@
 #include <fstream>
 #include <sstream>
 
-#include <spdlog/spdlog.h>
-
 #include "source/remote/aws_config.h"
 #include "source/remote/http_url.h"
 #include "source/remote/object_store.h"
@@ -109,7 +107,7 @@ Result<Location> ResolveHttp(std::string_view typed, const LocationOptions& opti
   }
   std::string warning;
   config.netrc_file = SafeNetrcFile(env, warning);
-  if (!warning.empty()) spdlog::warn("{}", warning);
+  if (!warning.empty()) location.warnings.push_back(std::move(warning));
   return location;
 }
 

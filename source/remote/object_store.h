@@ -113,6 +113,8 @@ struct Location {
   // For messages and user.gpufs.source: as given, without a password or a query's
   // signature (http_url.h).
   std::string url;
+  // What the caller should tell the user before it goes on (a .netrc left unused, say).
+  std::vector<std::string> warnings;
 };
 
 // `env` maps names to values (the process environment in the daemon, a fixture in tests).
