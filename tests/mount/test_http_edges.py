@@ -5,6 +5,7 @@ or a .netrc (and the password shown nowhere), a presigned URL, a mount without
 s3:ListBucket, a second mount on a mount point, and the default disk tier on a FUSE home."""
 import datetime
 import hashlib
+import hmac
 import json
 import os
 import shutil
@@ -12,8 +13,10 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 import unittest
 import urllib.parse
+import urllib.request
 import uuid
 
 import gpufs_testlib as lib
@@ -22,7 +25,7 @@ from gpufs_testlib import files_below, stats_of
 sys.path.insert(0, lib.ROOT)
 from tests.servers import ceph_s3, nginx  # noqa: E402
 from tests.servers.procs import Daemon, free_port, wait_for  # noqa: E402
-from tests.servers.s3client import _hmac, _quote  # noqa: E402
+from tests.servers.s3client import S3Client, S3Error, _hmac, _quote  # noqa: E402
 
 PASSWORD = "s3cr3t-pw-7f1"
 USER = "trainer"
@@ -85,7 +88,6 @@ def presign(endpoint, bucket, key, access_key, secret_key, region, expires=3600)
                          hashlib.sha256(canonical.encode()).hexdigest()])
     signing = _hmac(_hmac(_hmac(_hmac(("AWS4" + secret_key).encode(), day), region), "s3"),
                     "aws4_request")
-    import hmac
     signature = hmac.new(signing, to_sign.encode(), hashlib.sha256).hexdigest()
     return f"{endpoint}{path}?{canonical_query}&X-Amz-Signature={signature}"
 
@@ -215,15 +217,13 @@ class RangeIgnoringServers(Edges):
         server.start()
         try:
             base = f"http://127.0.0.1:{port}"
-            wait_for("http.server", lambda: _answers(base), __import__("time").monotonic() + 20,
-                     [server])
+            wait_for("http.server", lambda: _answers(base), time.monotonic() + 20, [server])
             self.check_refused(base)
         finally:
             server.stop()
 
 
 def _answers(base):
-    import urllib.request
     try:
         with urllib.request.urlopen(base + "/", timeout=2):
             return True
@@ -275,7 +275,8 @@ class Credentials(Edges):
             url = f"{self.site.url}/{name}"
             mount = lib.Mount(self.with_password(url), env=self.env())
             with mount as mnt:
-                self.assertSameFiles(mnt, self.tree_files if name.endswith(".tar") else self.pack_files)
+                self.assertSameFiles(
+                    mnt, self.tree_files if name.endswith(".tar") else self.pack_files)
                 self.assertEqual(os.getxattr(mnt, "user.gpufs.source").decode(), url)
                 self.check_hidden(mnt, mount.proc)
             self.assertNotIn(PASSWORD, mount_log(mount))
@@ -331,7 +332,7 @@ class S3(Edges):
         cls.s3.make_bucket(cls.bucket)
         cls.s3.put_file(cls.bucket, "private/train.tar", os.path.join(cls.www, "train.tar"))
         cls.s3.upload_tree(cls.pack, cls.bucket, "pack")
-        mtree, cls.mytar = lib.make_dataset(os.path.join(cls.work, "m"), 2, 6, 4)
+        mtree, cls.mytar = lib.make_dataset(os.path.join(cls.work, "m"), 3, 8, 4)
         cls.mytar_files = files_below(mtree)
         cls.s3.upload_tree(cls.mytar, cls.bucket, "mytar")
         cls.s3.upload_tree(os.path.dirname(cls.mytar), cls.bucket, "groups")
@@ -364,8 +365,15 @@ class S3(Edges):
             with lib.Mount(url, *options, env=self.env()) as mnt:
                 self.assertSameFiles(mnt, self.tree_files)
                 self.assertEqual(os.getxattr(mnt, "user.gpufs.source").decode(), shown)
+        unsigned = url.split("?")[0]
+        self.assertEqual(self.refused(unsigned),
+                         f"gpufsd: cannot stat {unsigned}: access denied (HTTP 403, AccessDenied)")
 
     def test_getobject_without_listbucket_mounts(self):
+        reader = S3Client(self.s3.endpoint, self.reader[1], self.reader[2], self.s3.region)
+        with self.assertRaises(S3Error) as listing:  # what the mounts below do without
+            reader.list(self.bucket, "pack/")
+        self.assertEqual(listing.exception.status, 403)
         cases = ((f"s3://{self.bucket}/pack/", (), self.pack_files),
                  (f"s3://{self.bucket}/mytar/", (), self.mytar_files),
                  (f"s3://{self.bucket}/groups/", ("--group-size", "4"), self.mytar_files))
