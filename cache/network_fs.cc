@@ -33,7 +33,8 @@ std::optional<std::string_view> NetworkFilesystemName(uint64_t f_type) {
 std::optional<uint64_t> FilesystemTypeOf(const std::filesystem::path& path) {
   for (std::filesystem::path at = path; !at.empty(); at = at.parent_path()) {
     struct statfs st {};
-    if (statfs(at.c_str(), &st) == 0) return static_cast<uint64_t>(st.f_type) & 0xFFFFFFFF;  // a 32-bit magic
+    if (statfs(at.c_str(), &st) == 0)
+      return static_cast<uint64_t>(st.f_type) & 0xFFFFFFFF;  // a 32-bit magic
     if (at == at.parent_path()) break;
   }
   return std::nullopt;

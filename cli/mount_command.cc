@@ -26,8 +26,8 @@
 
 #include "cache/arena.h"
 #include "cache/disk_tier.h"
-#include "cache/network_fs.h"
 #include "cache/group_cache.h"
+#include "cache/network_fs.h"
 #include "cache/policy.h"
 #include "cli/control_server.h"
 #include "cli/metrics_server.h"
@@ -55,8 +55,8 @@ int Refuse(const Error& error) {
 // A second daemon mounted over a FUSE mount hides the first, which keeps running unseen.
 Status RefuseStackedMount(const std::string& path) {
   struct statfs fs {};
-  if (statfs(path.c_str(), &fs) != 0 || (static_cast<uint64_t>(fs.f_type) & 0xFFFFFFFF) !=
-                                            0x65735546) {  // FUSE_SUPER_MAGIC
+  if (statfs(path.c_str(), &fs) != 0 ||
+      (static_cast<uint64_t>(fs.f_type) & 0xFFFFFFFF) != 0x65735546) {  // FUSE_SUPER_MAGIC
     return Ok{};
   }
   std::error_code ec;

@@ -27,8 +27,7 @@ std::string EncodeDisallowed(std::string_view text) {
   std::string out;
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
-    const bool escape =
-        c == '%' && i + 2 < text.size() && IsHex(text[i + 1]) && IsHex(text[i + 2]);
+    const bool escape = c == '%' && i + 2 < text.size() && IsHex(text[i + 1]) && IsHex(text[i + 2]);
     if (AllowedAsTyped(c) && (c != '%' || escape)) {
       out += c;
       continue;
@@ -80,7 +79,8 @@ Result<HttpUrl> ParseHttpUrl(std::string_view typed) {
     const size_t colon = userinfo.find(':');
     auto user = PercentDecode(userinfo.substr(0, colon), false);
     std::optional<std::string> password;
-    if (colon != std::string_view::npos) password = PercentDecode(userinfo.substr(colon + 1), false);
+    if (colon != std::string_view::npos)
+      password = PercentDecode(userinfo.substr(colon + 1), false);
     if (!user || (colon != std::string_view::npos && !password)) {
       return Fail(EINVAL, "cannot use {}: its user or password holds a malformed %-escape",
                   url.Shown());

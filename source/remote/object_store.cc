@@ -196,7 +196,7 @@ std::string ObjectStore::Describe(const std::string& name) const {
     return config_.endpoint + config_.root + target.substr(0, query) +
            (query == std::string::npos ? "" : ShownQuery(target.substr(query + 1)));
   }
-  return config_.endpoint + config_.root + name;
+  return config_.endpoint + config_.root + EncodePath(name);  // as requested
 }
 
 void ObjectStore::Get(GetRequest request, std::function<void(Result<size_t>)> done) {

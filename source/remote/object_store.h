@@ -170,7 +170,8 @@ class ObjectStore {
   // Blocks; thread-safe.
   Result<std::vector<ObjectInfo>> List(const std::string& prefix);
 
-  // s3://bucket/root+name, or endpoint+root+name: how messages name an object.
+  // s3://bucket/root+name, or the URL as requested (a query shown as "?…"): how messages
+  // name an object.
   std::string Describe(const std::string& name) const;
   const StoreConfig& config() const { return config_; }
 

@@ -133,8 +133,7 @@ TEST_F(Location_, HttpQueryIsKeptOnTheObjectAndNeverShown) {
   const Location l =
       Resolve("https://h/b/set.tar?X-Amz-Credential=K%2F1&X-Amz-Signature=abc123", {});
   EXPECT_EQ(l.leaf, "set.tar");
-  EXPECT_EQ(l.config.typed_object->target,
-            "set.tar?X-Amz-Credential=K%2F1&X-Amz-Signature=abc123");
+  EXPECT_EQ(l.config.typed_object->target, "set.tar?X-Amz-Credential=K%2F1&X-Amz-Signature=abc123");
   EXPECT_EQ(l.url, "https://h/b/set.tar?…");
   const Error folder = ResolveError("http://h/x/?sig=1", {});
   EXPECT_NE(folder.message.find("query"), std::string::npos) << folder.message;
