@@ -100,6 +100,12 @@ Error StatusError(const Reply& reply, std::string_view verb, std::string_view ob
     return Fail(ENOENT, "cannot {} {}: not found ({})", verb, object, detail);
   if (reply.status == 403)
     return Fail(EACCES, "cannot {} {}: access denied ({})", verb, object, detail);
+  if (reply.status == 401) {
+    return Fail(EACCES,
+                "cannot {} {}: the server wants credentials or refused them ({}); give them "
+                "as https://USER:PASSWORD@HOST/... or in ~/.netrc",
+                verb, object, detail);
+  }
   return Fail(EIO, "cannot {} {}: the server answered {}", verb, object, detail);
 }
 

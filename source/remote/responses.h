@@ -30,7 +30,7 @@ bool IsRetryableStatus(long status, std::string_view error_body);
 // store's own code and message when the body is an S3 error document.
 std::string DescribeStatus(const Reply& reply);
 
-// The error of a non-2xx answer: 404 ENOENT, 403 EACCES, else EIO, with the store's own
+// The error of a non-2xx answer: 404 ENOENT, 403 and 401 EACCES, else EIO, with the store's own
 // code and message when the body is an S3 error document.
 Error StatusError(const Reply& reply, std::string_view verb, std::string_view object);
 

@@ -298,7 +298,13 @@ class Credentials(Edges):
     def test_a_wrong_password_is_refused_without_showing_it(self):
         url = f"{self.site.url}/train.tar"
         message = self.refused(url.replace("http://", f"http://{USER}:wrong-{PASSWORD}@"))
-        self.assertEqual(message, f"gpufsd: cannot stat {url}: the server answered HTTP 401")
+        self.assertEqual(message, f"gpufsd: cannot stat {url}: the server wants credentials or "
+                         "refused them (HTTP 401); give them as https://USER:PASSWORD@HOST/... "
+                         "or in ~/.netrc")
+        self.assertEqual(self.refused(url),
+                         f"gpufsd: cannot stat {url}: the server wants credentials or refused "
+                         "them (HTTP 401); give them as https://USER:PASSWORD@HOST/... or in "
+                         "~/.netrc")
 
     def test_redirects_are_followed_and_credentials_stay_with_their_host(self):
         url = f"{self.redirector.url}/train.tar"
