@@ -104,6 +104,7 @@ Result<Location> ResolveHttp(std::string_view typed, const LocationOptions& opti
   }
   if (!url->user.empty() || url->password) {
     config.basic_auth = BasicAuth{url->user, url->password.value_or("")};
+    return location;  // a .netrc is not read
   }
   std::string warning;
   config.netrc_file = SafeNetrcFile(env, warning);

@@ -315,6 +315,9 @@ class Credentials(Edges):
         self.assertTrue(sent and got, (sent, got))
         self.assertTrue(all('auth="Basic ' in line for line in sent), sent)
         self.assertTrue(all(line.endswith('auth="-"') for line in got), got)  # none
+        # HEADs of a pack's blobs are redirected too.
+        with lib.Mount(f"{self.redirector.url}/pack/", env=self.env()) as mnt:
+            self.assertSameFiles(mnt, self.pack_files)
 
 
 def mount_log(mount):
