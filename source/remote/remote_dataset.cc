@@ -81,12 +81,11 @@ Result<std::map<std::string, ObjectInfo>> FindObjects(ObjectStore& store, const 
 // here, with the reason, by a ranged GET of one blob. (S3 stores all honour Range.)
 Status CheckRanges(ObjectStore& store, const std::vector<ObjectInfo>& objects) {
   if (store.config().scheme != Scheme::kHttp) return Ok{};
-  for (const ObjectInfo& o : objects) {
-    if (o.size == 0) continue;
-    auto probed = store.ProbeSync(o.name);
-    if (!probed) return probed.error();
-    return Ok{};
-  }
+  const auto first =
+      std::find_if(objects.begin(), objects.end(), [](const ObjectInfo& o) { return o.size > 0; });
+  if (first == objects.end()) return Ok{};
+  auto probed = store.ProbeSync(first->name);
+  if (!probed) return probed.error();
   return Ok{};
 }
 
@@ -374,6 +373,12 @@ Result<RemoteDataset> OpenRemoteDataset(ObjectStore& store, const std::string& l
   auto native = HeadIfAny(store, std::string(kNativeIndexName), &denials);
   if (!native) return native.error();
   if (*native) return OpenNativeIndexObject(store, **native, options);
+  if (denials.names.size() >= 2 && store.config().scheme == Scheme::kHttp) {
+    return Fail(EACCES,
+                "cannot open dataset {}: neither {} nor {} could be read: the server "
+                "answered 403 to each",
+                store.Describe(""), kMytarIndexName, kNativeIndexName);
+  }
   if (denials.names.size() >= 2) {
     return Fail(EACCES,
                 "cannot open dataset {}: neither {} nor {} could be read: the store answered "

@@ -71,7 +71,8 @@ void SetDeadlines(CURL* easy, const TransferDeadlines& deadlines, uint64_t body_
 
 // Redirects and HTTP credentials, for the store's own requests only (a peer gets neither).
 // curl sends credentials to the host they were given for alone: a redirect elsewhere loses
-// them (CURLOPT_UNRESTRICTED_AUTH stays off), and a signed request is never redirected.
+// them (CURLOPT_UNRESTRICTED_AUTH stays off), a signed request is never redirected, and
+// neither is a peer's, so its secret cookie never follows a redirect either.
 void ApplyHttpAccess(CURL* easy, const LoopConfig& config, const Exchange& exchange) {
   if (exchange.via_peer) return;
   if (config.follow_redirects) {
