@@ -91,11 +91,31 @@ Result<HttpUrl> ParseHttpUrl(std::string_view typed) {
   return url;
 }
 
-void HidePasswordInPlace(char* arg) {
+// Overwrites the value of each `name=` parameter of the query in `arg` (from `query_at`).
+static void HideParameter(char* arg, size_t query_at, std::string_view name) {
+  const std::string_view text(arg);
+  for (size_t at = query_at; at < text.size();) {
+    const size_t end = std::min(text.find('&', at), text.size());
+    const std::string_view parameter = text.substr(at, end - at);
+    if (parameter.size() > name.size() && parameter.starts_with(name) &&
+        parameter[name.size()] == '=') {
+      std::memset(arg + at + name.size() + 1, '*', parameter.size() - name.size() - 1);
+    }
+    at = end + 1;
+  }
+}
+
+void HideSecretsInPlace(char* arg) {
   const std::string_view text(arg);
   if (!text.starts_with("http://") && !text.starts_with("https://")) return;
   const size_t authority_at = text.find("://") + 3;
   const size_t end = std::min(text.find_first_of("/?#", authority_at), text.size());
+  const size_t query = text.find('?', authority_at);
+  if (query != std::string_view::npos) {
+    for (const std::string_view name : {"X-Amz-Signature", "X-Amz-Security-Token"}) {
+      HideParameter(arg, query + 1, name);
+    }
+  }
   const size_t at = text.substr(0, end).rfind('@');
   if (at == std::string_view::npos || at < authority_at) return;
   const size_t colon = text.substr(0, at).find(':', authority_at);

@@ -36,9 +36,11 @@ Result<HttpUrl> ParseHttpUrl(std::string_view typed);
 // A query shown in a message: "?…", or nothing for none.
 std::string ShownQuery(std::string_view query);
 
-// Overwrites, in place, the password of an http(s) URL's "user:password@" with '*', so
-// that the process's argv (ps, /proc/PID/cmdline) stops showing it. Other text is left.
-void HidePasswordInPlace(char* arg);
+// Overwrites, in place, the secrets of an http(s) URL with '*': the password of its
+// "user:password@", and the values of a presigned query's X-Amz-Signature and
+// X-Amz-Security-Token, so that the process's argv (ps, /proc/PID/cmdline) stops showing
+// them. Other text is left.
+void HideSecretsInPlace(char* arg);
 
 // The .netrc file curl may take HTTP credentials from: $NETRC, else $HOME/.netrc; empty
 // when there is none. One that others could read or write, or that another user owns, is

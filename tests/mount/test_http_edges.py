@@ -370,10 +370,15 @@ class S3(Edges):
         url = presign(self.s3.endpoint, self.bucket, "private/train.tar", self.s3.access_key,
                       self.s3.secret_key, self.s3.region)
         shown = f"{self.s3.endpoint}/{self.bucket}/private/train.tar?…"
+        signature = url.rsplit("X-Amz-Signature=", 1)[1]
         for options in ((), ("--no-sign-request",)):
-            with lib.Mount(url, *options, env=self.env()) as mnt:
+            mount = lib.Mount(url, *options, env=self.env())
+            with mount as mnt:
                 self.assertSameFiles(mnt, self.tree_files)
                 self.assertEqual(os.getxattr(mnt, "user.gpufs.source").decode(), shown)
+                with open(f"/proc/{mount.proc.pid}/cmdline", "rb") as f:
+                    self.assertNotIn(signature.encode(), f.read())
+                self.assertNotIn(signature, mount.stderr())
         unsigned = url.split("?")[0]
         self.assertEqual(self.refused(unsigned),
                          f"gpufsd: cannot stat {unsigned}: access denied (HTTP 403, AccessDenied)")

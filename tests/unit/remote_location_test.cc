@@ -140,13 +140,17 @@ TEST_F(Location_, HttpQueryIsKeptOnTheObjectAndNeverShown) {
   EXPECT_EQ(folder.message.find("sig=1"), std::string::npos) << folder.message;
 }
 
-TEST(HttpUrl, PasswordIsHiddenInPlace) {
+TEST(HttpUrl, SecretsAreHiddenInPlace) {
   char arg[] = "https://user:secret@host/x?y=1";
-  HidePasswordInPlace(arg);
+  HideSecretsInPlace(arg);
   EXPECT_STREQ(arg, "https://user:******@host/x?y=1");
   char plain[] = "https://host/x@y";
-  HidePasswordInPlace(plain);
+  HideSecretsInPlace(plain);
   EXPECT_STREQ(plain, "https://host/x@y");
+  char presigned[] = "https://h/b/t.tar?X-Amz-Date=1&X-Amz-Signature=abc&X-Amz-Security-Token=t";
+  HideSecretsInPlace(presigned);
+  EXPECT_STREQ(presigned,
+               "https://h/b/t.tar?X-Amz-Date=1&X-Amz-Signature=***&X-Amz-Security-Token=*");
 }
 
 TEST_F(Location_, NetrcIsUsedOnlyWhenPrivate) {
