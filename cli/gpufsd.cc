@@ -8,6 +8,7 @@
 
 #include "cli/dataset_commands.h"
 #include "cli/mount_command.h"
+#include "source/remote/http_url.h"
 
 namespace {
 
@@ -241,6 +242,9 @@ int main(int argc, char** argv) {
   }
 
   CLI11_PARSE(app, argc, argv);
+  // The options hold their own copies: ps and /proc/PID/cmdline need not show a password
+  // or a presigned URL's signature.
+  for (int i = 1; i < argc; ++i) gpufs::remote::HideSecretsInPlace(argv[i]);
   if (mount->parsed()) return gpufs::RunMount(mount_args);
   if (pack->parsed()) return gpufs::RunPack(pack_args);
   if (index->parsed()) return gpufs::RunIndex(source, group_size, threads);

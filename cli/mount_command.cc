@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -26,6 +27,7 @@
 #include "cache/arena.h"
 #include "cache/disk_tier.h"
 #include "cache/group_cache.h"
+#include "cache/network_fs.h"
 #include "cache/policy.h"
 #include "cli/control_server.h"
 #include "cli/metrics_server.h"
@@ -52,13 +54,31 @@ int Refuse(const Error& error) {
   return 1;
 }
 
+// A second daemon mounted over a FUSE mount hides the first, which keeps running unseen.
+Status RefuseStackedMount(const std::string& path) {
+  struct statfs fs {};
+  if (statfs(path.c_str(), &fs) != 0 ||
+      (static_cast<uint64_t>(fs.f_type) & 0xFFFFFFFF) != 0x65735546) {  // FUSE_SUPER_MAGIC
+    return Ok{};
+  }
+  std::error_code ec;
+  const std::filesystem::path where = std::filesystem::canonical(path, ec);
+  auto mount = ec ? Result<MountPoint>(Error{ENOENT, ""}) : MountOf(where);
+  if (!mount || mount->path != where.string()) return Ok{};  // a folder inside one is fine
+  const std::string type = mount->is_gpufs() ? "gpufs" : mount->type;
+  return Fail(EBUSY,
+              "cannot mount at {}: it is already a mount ({} of {}); unmount it first with "
+              "`gpufsd unmount {}`",
+              path, type, mount->source, path);
+}
+
 Status CheckMountpoint(const std::string& path) {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) {
     return Fail(errno, "cannot mount at {}: {}", path, strerror(errno));
   }
   if (!S_ISDIR(st.st_mode)) return Fail(ENOTDIR, "cannot mount at {}: not a folder", path);
-  return Ok{};
+  return RefuseStackedMount(path);
 }
 
 // The kernel caps a FUSE mount's read-ahead at 128 KiB during INIT; only the mount's bdi
@@ -194,6 +214,9 @@ Result<remote::Location> LocateRemote(const MountArgs& args) {
   const bool folder = shape && !shape->leaf.empty() && !shape->leaf.ends_with(".tar");
   auto location = remote::ResolveLocation(args.source + (folder ? "/" : ""), options, env);
   if (!location) return location;
+  for (const std::string& warning : location->warnings) {
+    fmt::print(stderr, "gpufsd: warning: {}\n", warning);
+  }
   location->config.retry_budget = Milliseconds(args.retry_seconds);
   location->config.request_payer = !args.request_payer.empty();
   if (args.no_verify_tls) {
@@ -295,6 +318,17 @@ Result<std::unique_ptr<DiskTier>> OpenTier(const MountArgs& args, const Opened& 
   options.dataset = TierDatasetFolder(opened.Label());
   options.max_bytes = args.disk_cache_bytes;
   options.evict = args.policy != "pin";
+  if (args.disk_cache.empty()) {
+    const auto type = FilesystemTypeOf(options.root);
+    const auto network = type ? NetworkFilesystemName(*type) : std::nullopt;
+    if (network) {
+      spdlog::warn(
+          "no disk cache: the default folder {} is on {}, a network filesystem, where a "
+          "cache is slow and fills a quota; give --disk-cache DIR on a local disk to keep one",
+          options.root.string(), *network);
+      return std::unique_ptr<DiskTier>();
+    }
+  }
   auto tier = DiskTier::Open(std::move(options));
   if (!tier && args.disk_cache.empty()) {
     spdlog::warn("no disk cache: {}", tier.error().message);

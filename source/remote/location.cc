@@ -15,8 +15,10 @@
 
 #include "source/remote/aws_config.h"
 #include "source/remote/credential_chain.h"
+#include "source/remote/http_url.h"
 #include "source/remote/object_store.h"
 #include "source/remote/tls.h"
+#include "source/remote/url.h"
 
 namespace gpufs::remote {
 namespace {
@@ -73,30 +75,46 @@ void SplitLeaf(std::string_view path, std::string& root, std::string& leaf) {
   leaf = std::string(path.substr(root.size()));
 }
 
-Result<Location> ResolveHttp(std::string_view url, const LocationOptions& options, const Env& env) {
-  const size_t authority = url.find("//") + 2;
-  const size_t path_at = url.find('/', authority);
-  const std::string_view host = url.substr(authority, path_at - authority);
-  if (host.find('@') != std::string_view::npos) {
-    // The URL itself is not repeated: it holds a password.
-    return Fail(EINVAL, "cannot use an http(s) source with a user or password in its URL");
-  }
-  if (host.empty()) return Fail(EINVAL, "cannot use {}: no host", url);
-  if (url.find_first_of("?#") != std::string_view::npos) {
-    return Fail(EINVAL, "cannot use {}: a query or fragment in a source URL", url);
-  }
+// The URL as typed (http_url.h): its folder is the root, its last segment (decoded) the
+// leaf, which is then asked for exactly as typed, its query included.
+Result<Location> ResolveHttp(std::string_view typed, const LocationOptions& options,
+                             const Env& env) {
+  Result<HttpUrl> url = ParseHttpUrl(typed);
+  if (!url.ok()) return url.error();
   Location location;
-  location.url = std::string(url);
-  location.config.scheme = Scheme::kHttp;
-  location.config.endpoint = std::string(url.substr(0, path_at));
-  location.config.connections = options.connections;
+  location.url = url->Shown();
+  StoreConfig& config = location.config;
+  config.scheme = Scheme::kHttp;
+  config.endpoint = url->origin;
+  config.connections = options.connections;
   Result<std::string> bundle = PickCaBundle({{"--ca-bundle", options.ca_bundle},
                                              {"CURL_CA_BUNDLE", Get(env, "CURL_CA_BUNDLE")},
                                              {"SSL_CERT_FILE", Get(env, "SSL_CERT_FILE")}});
   if (!bundle.ok()) return bundle.error();
-  location.config.ca_bundle = std::move(*bundle);
-  const std::string_view path = path_at == std::string_view::npos ? "/" : url.substr(path_at);
-  SplitLeaf(path, location.config.root, location.leaf);
+  config.ca_bundle = std::move(*bundle);
+  std::string leaf;
+  SplitLeaf(url->path, config.root, leaf);
+  if (leaf.empty() && !url->query.empty()) {
+    return Fail(EINVAL,
+                "cannot use {}: a query is kept only on a URL that names one object (a "
+                "presigned URL of a tar archive), not a folder",
+                location.url);
+  }
+  if (!leaf.empty()) {
+    auto name = PercentDecode(leaf, false);
+    if (!name || name->find('/') != std::string::npos) {
+      return Fail(EINVAL, "cannot use {}: its last segment is not a file name", location.url);
+    }
+    location.leaf = *name;
+    config.typed_object = TypedObject{*name, leaf + (url->query.empty() ? "" : "?" + url->query)};
+  }
+  if (!url->user.empty() || url->password) {
+    config.basic_auth = BasicAuth{url->user, url->password.value_or("")};
+    return location;  // a .netrc is not read
+  }
+  std::string warning;
+  config.netrc_file = SafeNetrcFile(env, warning);
+  if (!warning.empty()) location.warnings.push_back(std::move(warning));
   return location;
 }
 

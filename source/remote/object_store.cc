@@ -14,6 +14,7 @@
 #include "source/remote/credentials.h"
 #include "source/remote/gather.h"
 #include "source/remote/hash_workers.h"
+#include "source/remote/http_url.h"
 #include "source/remote/responses.h"
 #include "source/remote/s3_xml.h"
 #include "source/remote/store_stats.h"
@@ -41,7 +42,8 @@ std::string UrlOf(const StoreConfig& config, const std::string& name, const std:
                   bool bucket_only) {
   std::string url;
   if (config.scheme == Scheme::kHttp) {
-    url = config.endpoint + config.root + EncodePath(name);
+    const bool typed = config.typed_object && config.typed_object->name == name;
+    url = config.endpoint + config.root + (typed ? config.typed_object->target : EncodePath(name));
   } else if (config.path_style) {
     url = config.endpoint + "/" + EncodePath(config.bucket);
     if (!bucket_only) url += "/" + EncodePath(config.root + name);
@@ -192,7 +194,14 @@ ObjectStore::~ObjectStore() = default;
 
 std::string ObjectStore::Describe(const std::string& name) const {
   if (config_.scheme == Scheme::kS3) return "s3://" + config_.bucket + "/" + config_.root + name;
-  return config_.endpoint + config_.root + name;
+  if (config_.typed_object && config_.typed_object->name == name) {
+    // As requested, its query's signature left out.
+    const std::string& target = config_.typed_object->target;
+    const size_t query = target.find('?');
+    return config_.endpoint + config_.root + target.substr(0, query) +
+           (query == std::string::npos ? "" : ShownQuery(target.substr(query + 1)));
+  }
+  return config_.endpoint + config_.root + EncodePath(name);  // as requested
 }
 
 void ObjectStore::Get(GetRequest request, std::function<void(Result<size_t>)> done) {
@@ -446,6 +455,23 @@ void ObjectStore::Head(const std::string& name, std::function<void(Result<Object
 Result<ObjectInfo> ObjectStore::HeadSync(const std::string& name) {
   if (auto refused = impl_->RefuseOnLoopThread("stat", Describe(name))) return *refused;
   return Await<ObjectInfo>([&](auto done) { Head(name, std::move(done)); });
+}
+
+Result<ObjectInfo> ObjectStore::ProbeSync(const std::string& name) {
+  const std::string object = Describe(name);
+  if (auto refused = impl_->RefuseOnLoopThread("stat", object)) return *refused;
+  return Await<ObjectInfo>([&](std::function<void(Result<ObjectInfo>)> done) {
+    auto finish = impl_->Track(std::move(done));
+    Exchange exchange = Request(config_, object, "stat", UrlOf(config_, name, "", false));
+    exchange.headers.push_back("Range: bytes=0-0");
+    exchange.max_text = 1;
+    exchange.partial_only = true;
+    exchange.done = [object, name, finish = std::move(finish)](Result<Reply> reply) {
+      if (!reply.ok()) return finish(reply.error());
+      finish(CheckProbeReply(*reply, object, name));
+    };
+    impl_->loop.Submit(std::move(exchange));
+  });
 }
 
 Result<std::vector<ObjectInfo>> ObjectStore::List(const std::string& prefix) {

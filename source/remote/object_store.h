@@ -59,6 +59,19 @@ struct Credentials {
 
 class CredentialProvider;  // credentials.h
 
+// HTTP basic credentials, sent to the source's own host only (never after a redirect to
+// another host, never to a peer).
+struct BasicAuth {
+  std::string user;
+  std::string password;
+};
+
+// The object an http(s) URL names, requested exactly as typed (http_url.h).
+struct TypedObject {
+  std::string name;    // %-decoded: the name as ObjectStore calls take it
+  std::string target;  // the last path segment as typed, then "?query" when there is one
+};
+
 struct StoreConfig {
   Scheme scheme = Scheme::kHttp;
   // s3: the endpoint, e.g. "http://127.0.0.1:7480" or "https://s3.us-east-1.amazonaws.com";
@@ -78,6 +91,11 @@ struct StoreConfig {
   TransferDeadlines deadlines;                     // of each attempt, a peer's included
   bool verify_tls = true;                          // false only by --no-verify-tls
   unsigned list_page_size = 0;  // s3: keys per listing page; 0: the store's default (1000)
+  // http only: credentials (a URL's user:password@), a checked .netrc curl may take them
+  // from (empty: none), and the object the URL names, asked for as typed.
+  std::optional<BasicAuth> basic_auth;
+  std::string netrc_file;
+  std::optional<TypedObject> typed_object;
   // Caching proxies that ranged GETs go through (no URLs: none); see peers.h. HEADs and
   // listings always go to the store.
   PeerConfig peers;
@@ -105,7 +123,11 @@ struct LocationOptions {
 struct Location {
   StoreConfig config;  // root: the URL's folder
   std::string leaf;    // the URL's last segment when it names an object, else empty
-  std::string url;     // as given, for messages and user.gpufs.source (holds no secret)
+  // For messages and user.gpufs.source: as given, without a password or a query's
+  // signature (http_url.h).
+  std::string url;
+  // What the caller should tell the user before it goes on (a .netrc left unused, say).
+  std::vector<std::string> warnings;
 };
 
 // `env` maps names to values (the process environment in the daemon, a fixture in tests).
@@ -153,11 +175,16 @@ class ObjectStore {
   // The size and ETag of an object, `done` on the store's thread. Thread-safe.
   void Head(const std::string& name, std::function<void(Result<ObjectInfo>)> done);
   Result<ObjectInfo> HeadSync(const std::string& name);
+  // The size and ETag from a ranged GET of its first byte: a GET-presigned URL refuses a
+  // HEAD, and a server that ignores Range is refused here (EOPNOTSUPP), not on every read.
+  // Blocks; thread-safe.
+  Result<ObjectInfo> ProbeSync(const std::string& name);
   // S3 only: every object whose name starts with `prefix` (relative to the root), all pages.
   // Blocks; thread-safe.
   Result<std::vector<ObjectInfo>> List(const std::string& prefix);
 
-  // s3://bucket/root+name, or endpoint+root+name: how messages name an object.
+  // s3://bucket/root+name, or the URL as requested (a query shown as "?…"): how messages
+  // name an object.
   std::string Describe(const std::string& name) const;
   const StoreConfig& config() const { return config_; }
   // s3: the region requests are signed for, the configured one until the store named

@@ -40,16 +40,20 @@ std::string CacheKey(const ObjectStore& store, const std::string& name) {
   return fmt::format("{:016x}", ChecksumOf(url.data(), url.size()));
 }
 
-// The objects under the root, by name: one listing on S3, a HEAD of each name on HTTP
-// (all in flight at once).
+// The objects under the root, by name: one listing on S3, a HEAD of each name on HTTP or
+// where listing is denied (all in flight at once).
 Result<std::map<std::string, ObjectInfo>> FindObjects(ObjectStore& store, const std::string& folder,
                                                       const std::vector<std::string>& names) {
   std::map<std::string, ObjectInfo> found;
   if (store.config().scheme == Scheme::kS3) {
+    // Credentials without s3:ListBucket are refused the listing: a HEAD of each name
+    // (s3:GetObject) finds the same objects.
     auto listed = store.List(folder);
-    if (!listed) return listed.error();
-    for (ObjectInfo& o : *listed) found[o.name] = std::move(o);
-    return found;
+    if (!listed && listed.error().code != EACCES) return listed.error();
+    if (listed) {
+      for (ObjectInfo& o : *listed) found[o.name] = std::move(o);
+      return found;
+    }
   }
   std::mutex mutex;
   std::condition_variable cv;
@@ -71,6 +75,18 @@ Result<std::map<std::string, ObjectInfo>> FindObjects(ObjectStore& store, const 
   cv.wait(lock, [&] { return pending == 0; });
   if (failure) return *failure;
   return found;
+}
+
+// A web server that ignores Range would answer every read with the whole file: refused
+// here, with the reason, by a ranged GET of one blob. (S3 stores all honour Range.)
+Status CheckRanges(ObjectStore& store, const std::vector<ObjectInfo>& objects) {
+  if (store.config().scheme != Scheme::kHttp) return Ok{};
+  const auto first =
+      std::find_if(objects.begin(), objects.end(), [](const ObjectInfo& o) { return o.size > 0; });
+  if (first == objects.end()) return Ok{};
+  auto probed = store.ProbeSync(first->name);
+  if (!probed) return probed.error();
+  return Ok{};
 }
 
 // Each blob's object, checked against what the index says of it.
@@ -95,7 +111,7 @@ Status CheckBlobObjects(ObjectStore& store, const std::string& folder, RemoteDat
       d.objects.push_back(it->second);
     }
   }
-  if (problems.empty()) return Ok{};
+  if (problems.empty()) return CheckRanges(store, d.objects);
   return Fail(EINVAL, "cannot use the dataset at {}: {}{}", store.Describe(folder),
               problems.front(),
               problems.size() > 1 ? fmt::format(" (and {} more blobs)", problems.size() - 1) : "");
@@ -155,8 +171,16 @@ Result<RemoteDataset> OpenNativeIndexObject(ObjectStore& store, const ObjectInfo
   return d;
 }
 
-// The head of `name`, or nothing when the store says it does not exist.
-Result<std::optional<ObjectInfo>> HeadIfAny(ObjectStore& store, const std::string& name) {
+// The probes of a dataset's names that the store refused (403 AccessDenied): without
+// s3:ListBucket, S3 answers 403, not 404, for a name that does not exist.
+struct Denials {
+  std::vector<std::string> names;
+};
+
+// The head of `name`, or nothing when the store says it does not exist, or denies it with
+// AccessDenied (noted in `denials`, when given).
+Result<std::optional<ObjectInfo>> HeadIfAny(ObjectStore& store, const std::string& name,
+                                            Denials* denials = nullptr) {
   auto head = store.HeadSync(name);
   if (head) return std::optional<ObjectInfo>(*head);
   if (head.error().code == ENOENT) return std::optional<ObjectInfo>();
@@ -164,7 +188,15 @@ Result<std::optional<ObjectInfo>> HeadIfAny(ObjectStore& store, const std::strin
     // A HEAD's answer has no body, so no word of why: a GET of the same object brings
     // the store's own message (a wrong key, a bad signature, a denied policy).
     auto get = store.GetWhole(name, kMaxIndexBytes);
-    if (!get) return get.error();
+    if (get) return head.error();
+    const bool denied = get.error().code == EACCES &&
+                        (get.error().message.find("AccessDenied") != std::string::npos ||
+                         store.config().scheme == Scheme::kHttp);
+    if (denied && denials != nullptr) {
+      denials->names.push_back(name);
+      return std::optional<ObjectInfo>();
+    }
+    return get.error();
   }
   return head.error();
 }
@@ -195,7 +227,8 @@ bool SameTree(const Catalog& index, const Catalog& text) {
 // members' checksums and SHA-256 digests. None when there is no such index.
 Result<std::optional<Catalog>> IndexOfText(ObjectStore& store, const std::string& folder,
                                            const Catalog& text, const OpenOptions& options) {
-  auto index = HeadIfAny(store, folder + std::string(kNativeIndexName));
+  Denials denied;  // without s3:ListBucket, a missing index.gpufs is denied, not missing
+  auto index = HeadIfAny(store, folder + std::string(kNativeIndexName), &denied);
   if (!index || !*index)
     return index ? Result<std::optional<Catalog>>(std::nullopt) : index.error();
   std::vector<std::string> notes;  // the mytar mount opens the cache folder again, and says
@@ -286,18 +319,21 @@ Result<RemoteDataset> OpenTarObject(ObjectStore& store, const ObjectInfo& archiv
 
 // The folder's metadata.txt: at the root, in the chosen group-size folder, or (S3) in the
 // only group-size folder there is.
-Result<std::optional<ObjectInfo>> FindMytarIndex(ObjectStore& store, const OpenOptions& options) {
+Result<std::optional<ObjectInfo>> FindMytarIndex(ObjectStore& store, const OpenOptions& options,
+                                                 Denials& denials) {
   const std::string index(kMytarIndexName);
   if (options.group_size) {
-    auto found = HeadIfAny(store, fmt::format("{}/{}", *options.group_size, index));
+    auto found = HeadIfAny(store, fmt::format("{}/{}", *options.group_size, index), &denials);
     if (!found || *found) return found;
     return Fail(ENOENT, "cannot open dataset {}: no group size {} ({} is missing)",
                 store.Describe(""), *options.group_size,
                 store.Describe(fmt::format("{}/{}", *options.group_size, index)));
   }
-  auto root = HeadIfAny(store, index);
+  auto root = HeadIfAny(store, index, &denials);
   if (!root || *root || store.config().scheme != Scheme::kS3) return root;
   auto listed = store.List("");
+  // Without s3:ListBucket, a group-size folder is found only with --group-size.
+  if (!listed && listed.error().code == EACCES) return std::optional<ObjectInfo>();
   if (!listed) return listed.error();
   std::vector<ObjectInfo> below;
   for (const ObjectInfo& o : *listed) {
@@ -323,16 +359,33 @@ Result<std::optional<ObjectInfo>> FindMytarIndex(ObjectStore& store, const OpenO
 Result<RemoteDataset> OpenRemoteDataset(ObjectStore& store, const std::string& leaf,
                                         const OpenOptions& options) {
   if (!leaf.empty()) {
-    auto archive = store.HeadSync(leaf);
+    // Over HTTP a ranged GET finds the size: it works with a GET-presigned URL, which
+    // refuses a HEAD, and refuses a server that ignores Range before the tar is listed.
+    auto archive =
+        store.config().scheme == Scheme::kHttp ? store.ProbeSync(leaf) : store.HeadSync(leaf);
     if (!archive) return archive.error();
     return OpenTarObject(store, *archive, options);
   }
-  auto mytar = FindMytarIndex(store, options);
+  Denials denials;
+  auto mytar = FindMytarIndex(store, options, denials);
   if (!mytar) return mytar.error();
   if (*mytar) return OpenMytarObject(store, **mytar, options);
-  auto native = HeadIfAny(store, std::string(kNativeIndexName));
+  auto native = HeadIfAny(store, std::string(kNativeIndexName), &denials);
   if (!native) return native.error();
   if (*native) return OpenNativeIndexObject(store, **native, options);
+  if (denials.names.size() >= 2 && store.config().scheme == Scheme::kHttp) {
+    return Fail(EACCES,
+                "cannot open dataset {}: neither {} nor {} could be read: the server "
+                "answered 403 to each",
+                store.Describe(""), kMytarIndexName, kNativeIndexName);
+  }
+  if (denials.names.size() >= 2) {
+    return Fail(EACCES,
+                "cannot open dataset {}: neither {} nor {} could be read: the store answered "
+                "403 AccessDenied to each; check that your credentials may s3:GetObject on "
+                "{}* (s3:ListBucket is not needed)",
+                store.Describe(""), kMytarIndexName, kNativeIndexName, store.Describe(""));
+  }
   return Fail(ENOENT,
               "cannot open dataset {}: it holds neither {} (a pack) nor {} (mytar){}; a tar "
               "archive's URL names the archive",

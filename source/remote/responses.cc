@@ -100,6 +100,12 @@ Error StatusError(const Reply& reply, std::string_view verb, std::string_view ob
     return Fail(ENOENT, "cannot {} {}: not found ({})", verb, object, detail);
   if (reply.status == 403)
     return Fail(EACCES, "cannot {} {}: access denied ({})", verb, object, detail);
+  if (reply.status == 401) {
+    return Fail(EACCES,
+                "cannot {} {}: the server wants credentials or refused them ({}); give them "
+                "as https://USER:PASSWORD@HOST/... or in ~/.netrc",
+                verb, object, detail);
+  }
   return Fail(EIO, "cannot {} {}: the server answered {}", verb, object, detail);
 }
 
@@ -145,6 +151,26 @@ Result<ObjectInfo> CheckHeadReply(const Reply& reply, std::string_view object,
     return Fail(EIO, "cannot stat {}: the answer has no Content-Length", object);
   }
   return ObjectInfo{name, *reply.content_length, reply.etag};
+}
+
+Result<ObjectInfo> CheckProbeReply(const Reply& reply, std::string_view object,
+                                   const std::string& name) {
+  if (reply.status == 200) {
+    return Fail(EOPNOTSUPP,
+                "cannot use {}: the server ignores Range requests (it answered 200 with the "
+                "whole file to a ranged GET); serve it with nginx or another server that "
+                "supports ranges (nginx: max_ranges must not be 0)",
+                object);
+  }
+  if (reply.status != 206) {
+    return reply.status >= 200 && reply.status < 300
+               ? Fail(EIO, "cannot stat {}: unexpected HTTP {} to a ranged GET", object,
+                      reply.status)
+               : StatusError(reply, "stat", object);
+  }
+  Result<ContentRange> range = ParseContentRange(reply.content_range);
+  if (!range.ok()) return Fail(EIO, "cannot stat {}: {}", object, range.error().message);
+  return ObjectInfo{name, range->total, reply.etag};
 }
 
 Result<std::string> CheckWholeReply(Reply reply, std::string_view object, size_t max_bytes) {

@@ -30,7 +30,7 @@ bool IsRetryableStatus(long status, std::string_view error_body);
 // store's own code and message when the body is an S3 error document.
 std::string DescribeStatus(const Reply& reply);
 
-// The error of a non-2xx answer: 404 ENOENT, 403 EACCES, else EIO, with the store's own
+// The error of a non-2xx answer: 404 ENOENT, 403 and 401 EACCES, else EIO, with the store's own
 // code and message when the body is an S3 error document.
 Error StatusError(const Reply& reply, std::string_view verb, std::string_view object);
 
@@ -42,6 +42,11 @@ Result<size_t> CheckRangeReply(const Reply& reply, std::string_view object, uint
 // A HEAD's answer: the object's size and ETag.
 Result<ObjectInfo> CheckHeadReply(const Reply& reply, std::string_view object,
                                   const std::string& name);
+
+// The answer to a GET of `Range: bytes=0-0`: the object's size (Content-Range's total) and
+// ETag. A 200 means the server ignores Range requests: EOPNOTSUPP, saying so.
+Result<ObjectInfo> CheckProbeReply(const Reply& reply, std::string_view object,
+                                   const std::string& name);
 
 // A whole object's answer (GET without a range, into a text sink of `max_bytes`).
 Result<std::string> CheckWholeReply(Reply reply, std::string_view object, size_t max_bytes);

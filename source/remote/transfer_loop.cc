@@ -77,6 +77,29 @@ bool SameKeys(const Credentials& a, const Credentials& b) {
          a.session_token == b.session_token;
 }
 
+// Redirects and HTTP credentials, for the store's own requests only (a peer gets neither).
+// curl sends credentials to the host they were given for alone: a redirect elsewhere loses
+// them (CURLOPT_UNRESTRICTED_AUTH stays off), a signed request is never redirected, and
+// neither is a peer's, so its secret cookie never follows a redirect either.
+void ApplyHttpAccess(CURL* easy, const LoopConfig& config, const Exchange& exchange) {
+  if (exchange.via_peer) return;
+  if (config.follow_redirects) {
+    constexpr long kMaxRedirects = 5;
+    curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(easy, CURLOPT_MAXREDIRS, kMaxRedirects);
+    curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(easy, CURLOPT_UNRESTRICTED_AUTH, 0L);
+  }
+  if (config.basic_auth) {
+    curl_easy_setopt(easy, CURLOPT_HTTPAUTH, static_cast<long>(CURLAUTH_BASIC));
+    curl_easy_setopt(easy, CURLOPT_USERNAME, config.basic_auth->user.c_str());
+    curl_easy_setopt(easy, CURLOPT_PASSWORD, config.basic_auth->password.c_str());
+  } else if (!config.netrc_file.empty()) {
+    curl_easy_setopt(easy, CURLOPT_NETRC, static_cast<long>(CURL_NETRC_OPTIONAL));
+    curl_easy_setopt(easy, CURLOPT_NETRC_FILE, config.netrc_file.c_str());
+  }
+}
+
 }  // namespace
 
 LoopConfig LoopConfigFor(const StoreConfig& config) {
@@ -91,6 +114,11 @@ LoopConfig LoopConfigFor(const StoreConfig& config) {
   loop.region = config.region;
   loop.endpoint = config.endpoint;
   loop.s3 = config.scheme == Scheme::kS3;
+  loop.follow_redirects = !loop.signing;
+  if (config.scheme == Scheme::kHttp) {
+    loop.basic_auth = config.basic_auth;
+    loop.netrc_file = config.netrc_file;
+  }
   return loop;
 }
 
@@ -311,6 +339,7 @@ void TransferLoop::Start(std::unique_ptr<Transfer> t) {
   curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, t->error);
   SetDeadlines(easy, config_.deadlines, BodyBound(ex));
   SetTls(easy, config_.verify_tls, config_.ca_bundle);
+  ApplyHttpAccess(easy, config_, ex);
   t->easy = easy;
   t->reply = Reply{};
   t->sink_stopped = false;

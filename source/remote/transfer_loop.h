@@ -47,6 +47,10 @@ struct LoopConfig {
   std::string endpoint;   // the store's, which region learning may move (region.h)
   bool s3 = false;        // an S3 store, whose wrong-region answers move its requests (region.h)
   BackoffPolicy backoff;
+  // Unsigned requests to the store follow redirects; see ApplyHttpAccess.
+  bool follow_redirects = false;
+  std::optional<BasicAuth> basic_auth;
+  std::string netrc_file;
 };
 
 LoopConfig LoopConfigFor(const StoreConfig& config);

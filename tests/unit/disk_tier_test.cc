@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "cache/group_cache.h"
+#include "cache/network_fs.h"
 #include "dataset/format/checksums.h"
 #include "tests/unit/fake_source.h"
 #include "tests/unit/temp_dir.h"
@@ -468,6 +469,35 @@ TEST_F(DigestedTierTest, AMemberReadAloneInPiecesIsHashedOnce) {
   ASSERT_GT(slices, 8u);
   // Each member whole once at most, then only the pieces asked for; and the groups.
   EXPECT_LE(read, 8 * 5000 + slices * kPiece + 2 * (24 << 10)) << slices << " slice hits";
+}
+
+}  // namespace
+}  // namespace gpufs
+
+namespace gpufs {
+namespace {
+
+TEST(NetworkFilesystem, NamesNetworkAndFuseTypesNotLocalOnes) {
+  EXPECT_EQ(NetworkFilesystemName(0x6969), "NFS");
+  EXPECT_EQ(NetworkFilesystemName(0x0BD00BD0), "Lustre");
+  EXPECT_EQ(NetworkFilesystemName(0xFF534D42), "CIFS");
+  EXPECT_EQ(NetworkFilesystemName(0xFE534D42), "SMB2");
+  EXPECT_EQ(NetworkFilesystemName(0x47504653), "GPFS");
+  EXPECT_EQ(NetworkFilesystemName(0x00C36400), "CephFS");
+  EXPECT_EQ(NetworkFilesystemName(0x65735546), "FUSE");
+  EXPECT_EQ(NetworkFilesystemName(0x19830326), "BeeGFS");
+  EXPECT_EQ(NetworkFilesystemName(0x5346414F), "AFS");
+  EXPECT_EQ(NetworkFilesystemName(0x01021997), "9P");
+  EXPECT_EQ(NetworkFilesystemName(0xEF53), std::nullopt);      // ext4
+  EXPECT_EQ(NetworkFilesystemName(0x58465342), std::nullopt);  // XFS
+  EXPECT_EQ(NetworkFilesystemName(0x01021994), std::nullopt);  // tmpfs
+}
+
+TEST(NetworkFilesystem, TypeOfAMissingFolderIsItsNearestAncestors) {
+  TempDir dir;
+  const auto here = FilesystemTypeOf(dir.path());
+  ASSERT_TRUE(here);
+  EXPECT_EQ(FilesystemTypeOf(dir.path() / "not" / "yet"), here);
 }
 
 }  // namespace

@@ -2,12 +2,14 @@
 // in a temporary HOME: what a URL names, and where credentials, region and endpoint come
 // from when several places offer them.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
 
 #include "source/remote/aws_config.h"
 #include "source/remote/credentials.h"
+#include "source/remote/http_url.h"
 #include "source/remote/object_store.h"
 #include "tests/unit/temp_dir.h"
 
@@ -101,12 +103,71 @@ TEST_F(Location_, HttpUrlSplitsOriginRootAndLeaf) {
   EXPECT_EQ(bare.leaf, "");
 }
 
-TEST_F(Location_, HttpUrlWithAPasswordIsRefusedWithoutRepeatingIt) {
-  const Error e = ResolveError("https://user:hunter2@example.com/data/", {});
-  EXPECT_EQ(e.code, EINVAL);
+TEST_F(Location_, HttpUrlUserAndPasswordAreCredentialsNeverShown) {
+  const Location l = Resolve("https://us%40r:hun%3Ater2@example.com/data/", {});
+  ASSERT_TRUE(l.config.basic_auth);
+  EXPECT_EQ(l.config.basic_auth->user, "us@r");
+  EXPECT_EQ(l.config.basic_auth->password, "hun:ter2");
+  EXPECT_EQ(l.config.endpoint, "https://example.com");
+  EXPECT_EQ(l.url, "https://example.com/data/");
+  const Error e = ResolveError("https://user:hunter2@/x", {});
   EXPECT_EQ(e.message.find("hunter2"), std::string::npos) << e.message;
-  EXPECT_NE(ResolveError("http://h/x?sig=1", {}).message.find("query"), std::string::npos);
+  EXPECT_NE(e.message.find("no host"), std::string::npos) << e.message;
   EXPECT_NE(ResolveError("http:///x", {}).message.find("no host"), std::string::npos);
+}
+
+TEST_F(Location_, HttpUrlIsRequestedAsTyped) {
+  const Location spaced = Resolve("http://h/d%20ir/with%20space.tar", {});
+  EXPECT_EQ(spaced.config.root, "/d%20ir/");
+  EXPECT_EQ(spaced.leaf, "with space.tar");
+  ASSERT_TRUE(spaced.config.typed_object);
+  EXPECT_EQ(spaced.config.typed_object->target, "with%20space.tar");
+  const Location raw = Resolve("http://h/a b/c\"d.tar", {});
+  EXPECT_EQ(raw.config.root, "/a%20b/");
+  EXPECT_EQ(raw.config.typed_object->target, "c%22d.tar");
+  EXPECT_EQ(raw.leaf, "c\"d.tar");
+  const Location escaped = Resolve("http://h/a%23b%3F.tar", {});
+  EXPECT_EQ(escaped.leaf, "a#b?.tar");
+  EXPECT_EQ(escaped.config.typed_object->target, "a%23b%3F.tar");
+  EXPECT_NE(ResolveError("http://h/a#b.tar", {}).message.find("%23"), std::string::npos);
+}
+
+TEST_F(Location_, HttpQueryIsKeptOnTheObjectAndNeverShown) {
+  const Location l =
+      Resolve("https://h/b/set.tar?X-Amz-Credential=K%2F1&X-Amz-Signature=abc123", {});
+  EXPECT_EQ(l.leaf, "set.tar");
+  EXPECT_EQ(l.config.typed_object->target, "set.tar?X-Amz-Credential=K%2F1&X-Amz-Signature=abc123");
+  EXPECT_EQ(l.url, "https://h/b/set.tar?…");
+  const Error folder = ResolveError("http://h/x/?sig=1", {});
+  EXPECT_NE(folder.message.find("query"), std::string::npos) << folder.message;
+  EXPECT_EQ(folder.message.find("sig=1"), std::string::npos) << folder.message;
+}
+
+TEST(HttpUrl, SecretsAreHiddenInPlace) {
+  char arg[] = "https://user:secret@host/x?y=1";
+  HideSecretsInPlace(arg);
+  EXPECT_STREQ(arg, "https://user:******@host/x?y=1");
+  char plain[] = "https://host/x@y";
+  HideSecretsInPlace(plain);
+  EXPECT_STREQ(plain, "https://host/x@y");
+  char presigned[] = "https://h/b/t.tar?X-Amz-Date=1&X-Amz-Signature=abc&X-Amz-Security-Token=t";
+  HideSecretsInPlace(presigned);
+  EXPECT_STREQ(presigned,
+               "https://h/b/t.tar?X-Amz-Date=1&X-Amz-Signature=***&X-Amz-Security-Token=*");
+}
+
+TEST_F(Location_, NetrcIsUsedOnlyWhenPrivate) {
+  const std::string netrc = (home_.path() / "netrc").string();
+  { std::ofstream(netrc) << "machine h login u password p\n"; }
+  chmod(netrc.c_str(), 0644);
+  std::string warning;
+  EXPECT_EQ(SafeNetrcFile({{"NETRC", netrc}}, warning), "");
+  EXPECT_NE(warning.find("chmod 600"), std::string::npos) << warning;
+  chmod(netrc.c_str(), 0600);
+  warning.clear();
+  EXPECT_EQ(SafeNetrcFile({{"NETRC", netrc}}, warning), netrc);
+  EXPECT_EQ(warning, "");
+  EXPECT_EQ(SafeNetrcFile({{"HOME", (home_.path() / "none").string()}}, warning), "");
 }
 
 TEST_F(Location_, OtherSchemesAreRefused) {

@@ -31,6 +31,26 @@ Reply ErrorReply(long status, std::string body) {
   return reply;
 }
 
+TEST(ProbeReply, GivesSizeAndEtagFromTheRange) {
+  Result<ObjectInfo> info = CheckProbeReply(Partial(0, 0, 1234, "\"x\""), kObject, "k");
+  ASSERT_TRUE(info.ok()) << info.error().message;
+  EXPECT_EQ(info->size, 1234u);
+  EXPECT_EQ(info->etag, "\"x\"");
+}
+
+TEST(ProbeReply, AServerIgnoringRangeIsRefusedSayingWhy) {
+  Reply whole;
+  whole.status = 200;
+  whole.not_partial = true;
+  const Error e = CheckProbeReply(whole, "http://h/train.tar", "train.tar").error();
+  EXPECT_EQ(e.code, EOPNOTSUPP);
+  EXPECT_EQ(e.message,
+            "cannot use http://h/train.tar: the server ignores Range requests (it answered 200 "
+            "with the whole file to a ranged GET); serve it with nginx or another server that "
+            "supports ranges (nginx: max_ranges must not be 0)");
+  EXPECT_EQ(CheckProbeReply(ErrorReply(403, ""), kObject, "k").error().code, EACCES);
+}
+
 TEST(ContentRange, ParsesFirstLastAndTotal) {
   Result<ContentRange> r = ParseContentRange("bytes 10-19/100");
   ASSERT_TRUE(r.ok()) << r.error().message;
