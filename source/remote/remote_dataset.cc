@@ -8,6 +8,8 @@
 #include <map>
 #include <mutex>
 
+#include <fmt/ranges.h>
+
 #include "dataset/format/checksums.h"
 #include "dataset/format/file_io.h"
 #include "dataset/format/mytar.h"
@@ -317,6 +319,22 @@ Result<RemoteDataset> OpenTarObject(ObjectStore& store, const ObjectInfo& archiv
   return RemoteDataset{std::move(*d), {archive}};
 }
 
+// The mount's answer when no name of a dataset could be read and some were refused: over
+// S3 without s3:ListBucket a missing name is refused too, so the permission is named.
+Error DeniedProbes(ObjectStore& store, const Denials& denials) {
+  std::vector<std::string> names;
+  for (const std::string& name : denials.names) names.push_back(store.Describe(name));
+  if (store.config().scheme == Scheme::kHttp) {
+    return Error{EACCES, fmt::format("cannot open dataset {}: access denied (HTTP 403) to {}",
+                                     store.Describe(""), fmt::join(names, " and "))};
+  }
+  return Error{EACCES,
+               fmt::format("cannot open dataset {}: access denied (HTTP 403 AccessDenied) to {}; "
+                           "check that your credentials may s3:GetObject on {}* "
+                           "(s3:ListBucket is not needed)",
+                           store.Describe(""), fmt::join(names, " and "), store.Describe(""))};
+}
+
 // The folder's metadata.txt: at the root, in the chosen group-size folder, or (S3) in the
 // only group-size folder there is.
 Result<std::optional<ObjectInfo>> FindMytarIndex(ObjectStore& store, const OpenOptions& options,
@@ -373,19 +391,7 @@ Result<RemoteDataset> OpenRemoteDataset(ObjectStore& store, const std::string& l
   auto native = HeadIfAny(store, std::string(kNativeIndexName), &denials);
   if (!native) return native.error();
   if (*native) return OpenNativeIndexObject(store, **native, options);
-  if (denials.names.size() >= 2 && store.config().scheme == Scheme::kHttp) {
-    return Fail(EACCES,
-                "cannot open dataset {}: neither {} nor {} could be read: the server "
-                "answered 403 to each",
-                store.Describe(""), kMytarIndexName, kNativeIndexName);
-  }
-  if (denials.names.size() >= 2) {
-    return Fail(EACCES,
-                "cannot open dataset {}: neither {} nor {} could be read: the store answered "
-                "403 AccessDenied to each; check that your credentials may s3:GetObject on "
-                "{}* (s3:ListBucket is not needed)",
-                store.Describe(""), kMytarIndexName, kNativeIndexName, store.Describe(""));
-  }
+  if (!denials.names.empty()) return DeniedProbes(store, denials);
   return Fail(ENOENT,
               "cannot open dataset {}: it holds neither {} (a pack) nor {} (mytar){}; a tar "
               "archive's URL names the archive",

@@ -399,9 +399,10 @@ class S3(Edges):
         url = f"s3://{self.bucket}/pack/"
         self.assertEqual(
             self.refused(url, env=self.env_of(self.stranger)),
-            f"gpufsd: cannot open dataset {url}: neither metadata.txt nor index.gpufs could be "
-            "read: the store answered 403 AccessDenied to each; check that your credentials "
-            f"may s3:GetObject on {url}* (s3:ListBucket is not needed)")
+            f"gpufsd: cannot open dataset {url}: access denied (HTTP 403 AccessDenied) to "
+            f"{url}metadata.txt and {url}index.gpufs; check that your credentials may "
+            f"s3:GetObject on {url}* (s3:ListBucket is not needed); if the bucket is "
+            "requester-pays, mount with --request-payer requester")
 
 
 if __name__ == "__main__":
