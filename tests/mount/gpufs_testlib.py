@@ -114,6 +114,22 @@ def pack_to_serve(tree, served, group_bytes):
     return pack
 
 
+def pack_in_s3(cls, prefix, train, val, group_bytes, served=None):
+    """For a setUpClass: a split tree of `train`/`val` shapes in a fresh cls.work, packed
+    (into cls.work/`served` when given) and uploaded under pack/ of a fresh bucket of the
+    shared S3 store. Sets cls.work, cls.expected, cls.s3 and cls.bucket; the pack's path."""
+    from tests.servers import ceph_s3  # the mount tests that need no store do not load it
+    cls.work = tempfile.mkdtemp(prefix=f"gpufs-{prefix}-")
+    tree = make_split_tree(os.path.join(cls.work, "tree"), train, val)
+    cls.expected = files_below(tree)
+    pack = pack_to_serve(tree, os.path.join(cls.work, served or ""), group_bytes)
+    cls.s3 = ceph_s3.shared()
+    cls.bucket = ceph_s3.unique_bucket(prefix)
+    cls.s3.make_bucket(cls.bucket)
+    cls.s3.upload_tree(pack, cls.bucket, "pack/")
+    return pack
+
+
 def blob_bytes(pack):
     """Bytes in a pack's blobs, its index left out: what a full read fetches."""
     return sum(os.path.getsize(os.path.join(pack, n)) for n in os.listdir(pack)

@@ -282,14 +282,7 @@ class S3Peers(unittest.TestCase):
         reason = ceph_s3.skip_reason() or nginx.NginxPeer.skip_reason()
         if reason:
             raise unittest.SkipTest(reason)
-        cls.work = tempfile.mkdtemp(prefix="gpufs-s3peers-")
-        tree = lib.make_split_tree(os.path.join(cls.work, "tree"), (4, 10), (2, 4))
-        cls.expected = files_below(tree)
-        pack = lib.pack_to_serve(tree, cls.work, GROUP_BYTES)
-        cls.s3 = ceph_s3.shared()
-        cls.bucket = ceph_s3.unique_bucket("peers")
-        cls.s3.make_bucket(cls.bucket)
-        cls.s3.upload_tree(pack, cls.bucket, "pack/")
+        lib.pack_in_s3(cls, "peers", (4, 10), (2, 4), GROUP_BYTES)
 
     @classmethod
     def tearDownClass(cls):

@@ -28,15 +28,8 @@ class StoreAccess(unittest.TestCase):
         reason = ceph_s3.skip_reason() or nginx.NginxOrigin.skip_reason()
         if reason:
             raise unittest.SkipTest(reason)
-        cls.work = tempfile.mkdtemp(prefix="gpufs-access-")
-        tree = lib.make_split_tree(os.path.join(cls.work, "tree"), (3, 6), (2, 3))
-        cls.expected = files_below(tree)
+        lib.pack_in_s3(cls, "access", (3, 6), (2, 3), GROUP_BYTES, served="www")
         cls.served = os.path.join(cls.work, "www")
-        pack = lib.pack_to_serve(tree, cls.served, GROUP_BYTES)
-        cls.s3 = ceph_s3.shared()
-        cls.bucket = ceph_s3.unique_bucket("access")
-        cls.s3.make_bucket(cls.bucket)
-        cls.s3.upload_tree(pack, cls.bucket, "pack/")
         cls.home = os.path.join(cls.work, "home")  # no ~/.aws of the machine's
         os.mkdir(cls.home)
 
