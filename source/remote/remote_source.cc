@@ -15,16 +15,34 @@ namespace {
 // of a 1 MiB member fetches eight times what it needs, once, where the peer can serve it.
 constexpr uint64_t kMaxWholeMember = 1 << 20;
 
+// Long enough for the kernel's second read of a page whose readahead failed, which comes
+// at once; short enough that reads after an outage go to the store again.
+constexpr auto kRecentGiveUp = std::chrono::seconds(1);
+
+}  // namespace
+
 // Whatever went wrong (an object deleted or denied since the mount), the reader sees EIO,
 // the one error read() is expected to give; the message keeps the cause.
-std::function<void(Result<size_t>)> AsReadError(std::function<void(Result<size_t>)> done) {
-  return [done = std::move(done)](Result<size_t> r) {
+std::function<void(Result<size_t>)> RemoteSource::AsReadDone(
+    uint32_t blob, std::function<void(Result<size_t>)> done) {
+  return [this, blob, done = std::move(done)](Result<size_t> r) {
+    if (!r && r.error().code == ETIMEDOUT) {
+      std::lock_guard lock(mu_);
+      give_ups_.insert_or_assign(blob, std::pair(Clock::now(), r.error()));
+    }
     if (!r && r.error().code != EIO) r = Error{EIO, r.error().message};
     done(std::move(r));
   };
 }
 
-}  // namespace
+std::optional<Error> RemoteSource::RecentGiveUp(uint32_t blob) const {
+  std::lock_guard lock(mu_);
+  auto it = give_ups_.find(blob);
+  if (it == give_ups_.end() || Clock::now() - it->second.first > kRecentGiveUp) {
+    return std::nullopt;
+  }
+  return it->second.second;
+}
 
 RemoteSource::RemoteSource(ObjectStore& store, std::vector<ObjectInfo> objects,
                            std::vector<BlobInfo> expected, size_t part,
@@ -68,6 +86,10 @@ void RemoteSource::Submit(ReadKind, std::vector<BlobRead> reads) {
       read.done(size_t{0});
       continue;
     }
+    if (auto given_up = RecentGiveUp(read.blob)) {
+      read.done(Error{EIO, given_up->message});
+      continue;
+    }
     const auto length =
         static_cast<size_t>(std::min<uint64_t>(read.length, object.size - read.offset));
     if (digests_) {
@@ -75,7 +97,7 @@ void RemoteSource::Submit(ReadKind, std::vector<BlobRead> reads) {
       continue;
     }
     store_.Get(GetRequest{object.name, read.offset, length, read.buffer, object, nullptr, 0},
-               AsReadError(std::move(read.done)));
+               AsReadDone(read.blob, std::move(read.done)));
   }
 }
 
@@ -91,7 +113,7 @@ void RemoteSource::GetWidened(BlobRead& read, size_t length) {
   const auto tail = digests_->Straddling(read.blob, end);
   if (!head && !tail) {
     store_.Get(GetRequest{object.name, start, length, read.buffer, object, digests_, read.blob},
-               AsReadError(std::move(read.done)));
+               AsReadDone(read.blob, std::move(read.done)));
     return;
   }
   std::vector<std::pair<uint64_t, uint64_t>> sticking;
@@ -101,7 +123,7 @@ void RemoteSource::GetWidened(BlobRead& read, size_t length) {
   const uint64_t middle_to = tail ? std::max(tail->first, middle_from) : end;
   const bool middle = middle_from < middle_to;
   auto parts = std::make_shared<Gather>(sticking.size() + (middle ? 1 : 0), length,
-                                        AsReadError(std::move(read.done)));
+                                        AsReadDone(read.blob, std::move(read.done)));
   const auto done = [parts](Result<size_t> r) { parts->BlockDone(r); };
   if (middle) {
     store_.Get(GetRequest{object.name, middle_from, static_cast<size_t>(middle_to - middle_from),

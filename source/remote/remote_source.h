@@ -4,13 +4,20 @@
 // all in flight at once, which is how one connection's rate limit stops being the
 // group's.
 //
+// A blob whose read just gave up at the retry deadline fails at once for a short while:
+// the kernel asks again straight away for a page whose readahead failed, and that read
+// should not wait out a second deadline of a store that has just proved unreachable.
+//
 // With peers, a read covers whole members: a member that sticks out of it at either end is
 // read whole into a buffer of its own and the asked-for part copied out, so that the store
 // may send every part through peers and check each member against its SHA-256
 // (member_digests.h) before the read is done.
 #pragma once
 
+#include <chrono>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "source/blob_source.h"
@@ -40,12 +47,21 @@ class RemoteSource : public BlobSource {
  private:
   // Reads `length` bytes of `read` as parts of whole members, which peers may serve.
   void GetWidened(BlobRead& read, size_t length);
+  // `done` as a reader's: every error EIO, a give-up at the deadline noted for `blob`.
+  std::function<void(Result<size_t>)> AsReadDone(uint32_t blob,
+                                                 std::function<void(Result<size_t>)> done);
+  // The give-up of `blob` within kRecentGiveUp, if any. Thread-safe.
+  std::optional<Error> RecentGiveUp(uint32_t blob) const;
 
   ObjectStore& store_;
   const std::vector<ObjectInfo> objects_;
   const std::vector<BlobInfo> expected_;
   const size_t part_;
   const std::shared_ptr<const MemberDigests> digests_;
+
+  using Clock = std::chrono::steady_clock;
+  mutable std::mutex mu_;
+  std::map<uint32_t, std::pair<Clock::time_point, Error>> give_ups_;  // guarded by mu_
 };
 
 }  // namespace gpufs::remote

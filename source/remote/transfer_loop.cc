@@ -485,10 +485,11 @@ void TransferLoop::RetryOrFail(std::unique_ptr<Transfer> t, const std::string& r
     }
   }
   const double seconds = std::chrono::duration<double>(now - since).count();
-  Error error =
-      Fail(EIO, "cannot {} {}: {} (gave up after {} attempt{} in {:.1f} s{})", t->exchange.verb,
-           t->exchange.object, reason, t->attempts, t->attempts == 1 ? "" : "s", seconds,
-           t->attempts == max_attempts ? "" : ", the retry deadline");
+  const bool deadline = t->attempts != max_attempts;  // ETIMEDOUT: the store, not this peer
+  Error error = Fail(deadline ? ETIMEDOUT : EIO,
+                     "cannot {} {}: {} (gave up after {} attempt{} in {:.1f} s{})",
+                     t->exchange.verb, t->exchange.object, reason, t->attempts,
+                     t->attempts == 1 ? "" : "s", seconds, deadline ? ", the retry deadline" : "");
   Deliver(std::move(t), std::move(error));
 }
 

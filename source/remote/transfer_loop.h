@@ -4,7 +4,8 @@
 // Each attempt runs under the deadlines of deadline.h. An attempt that fails in a way worth
 // repeating (a refused, reset or stalled connection, a deadline passed, a 5xx, 429 or SlowDown
 // answer) is tried again after an exponential backoff with full jitter (backoff.h) until the
-// request's deadline, the retry budget; then the exchange fails with EIO and the last reason. Any
+// request's deadline, the retry budget; then the exchange fails with ETIMEDOUT (EIO when an
+// exchange's own count of attempts ran out first) and the last reason. Any
 // other answer, 4xx included, goes back as a Reply for the caller to judge (responses.h). The loop
 // never reads a body it was not asked for: a sink that is full, or a 200 where only a 206 may go,
 // stops the transfer there.
