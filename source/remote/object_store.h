@@ -11,8 +11,8 @@
 //   changed object fails with EIO naming it, never with other bytes.
 // - Retries with exponential backoff and full jitter on broken or refused connections,
 //   timeouts, 5xx, 429 and S3's SlowDown, until the request's deadline (retry_budget);
-//   then EIO with the last reason, the attempts and the time. 4xx answers are not retried: they
-//   carry the store's own message.
+//   then ETIMEDOUT (a reader sees EIO) with the last reason, the attempts and the time.
+//   4xx answers are not retried: they carry the store's own message.
 // - Secrets are never logged, never put in a message, a URL or argv.
 // - With peers (StoreConfig::peers), a GET that carries the digests of the object's
 //   members and covers whole members is cut at block boundaries and each block asks its
