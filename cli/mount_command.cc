@@ -211,7 +211,10 @@ Result<remote::Location> LocateRemote(const MountArgs& args) {
   remote::LocationOptions shape_only = options;
   shape_only.no_sign_request = true;
   auto shape = remote::ResolveLocation(args.source, shape_only, env);
-  const bool folder = shape && !shape->leaf.empty() && !shape->leaf.ends_with(".tar");
+  // A URL with a query (a presigned one) names one object, whatever its name ends with.
+  const auto& typed = shape ? shape->config.typed_object : std::nullopt;
+  const bool query = typed && typed->target.find('?') != std::string::npos;
+  const bool folder = shape && !shape->leaf.empty() && !shape->leaf.ends_with(".tar") && !query;
   auto location = remote::ResolveLocation(args.source + (folder ? "/" : ""), options, env);
   if (!location) return location;
   for (const std::string& warning : location->warnings) {

@@ -340,6 +340,7 @@ class S3(Edges):
         cls.bucket = ceph_s3.unique_bucket("edges")
         cls.s3.make_bucket(cls.bucket)
         cls.s3.put_file(cls.bucket, "private/train.tar", os.path.join(cls.www, "train.tar"))
+        cls.s3.put_file(cls.bucket, "private/train-v2", os.path.join(cls.www, "train.tar"))
         cls.s3.upload_tree(cls.pack, cls.bucket, "pack")
         mtree, cls.mytar = lib.make_dataset(os.path.join(cls.work, "m"), 3, 8, 4)
         cls.mytar_files = files_below(mtree)
@@ -382,6 +383,12 @@ class S3(Edges):
         unsigned = url.split("?")[0]
         self.assertEqual(self.refused(unsigned),
                          f"gpufsd: cannot stat {unsigned}: access denied (HTTP 403, AccessDenied)")
+
+    def test_a_presigned_url_names_its_object_whatever_its_name(self):
+        url = presign(self.s3.endpoint, self.bucket, "private/train-v2", self.s3.access_key,
+                      self.s3.secret_key, self.s3.region)
+        with lib.Mount(url, env=self.env()) as mnt:
+            self.assertSameFiles(mnt, self.tree_files)
 
     def test_getobject_without_listbucket_mounts(self):
         reader = S3Client(self.s3.endpoint, self.reader[1], self.reader[2], self.s3.region)
