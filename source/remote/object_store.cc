@@ -128,6 +128,7 @@ struct ObjectStore::Block {
   // When the read began: the store's retry deadline counts from here once the peers have
   // failed, so that a read through peers ends within the same deadline as a direct one.
   std::optional<std::chrono::steady_clock::time_point> since{};
+  unsigned max_attempts = 0;  // 0: until the retry deadline
 };
 
 class ObjectStore::Impl {
@@ -219,7 +220,8 @@ void ObjectStore::Get(GetRequest request, std::function<void(Result<size_t>)> do
   // Only an answer that can be checked against the object's ETag and the digests of every
   // member it holds may come from a peer.
   const bool via_peers =
-      impl_->peers && request.expected && !request.expected->etag.empty() && request.digests &&
+      !request.one_attempt && impl_->peers && request.expected && !request.expected->etag.empty() &&
+      request.digests &&
       request.digests->WholeMembers(request.blob, request.offset, request.offset + request.length);
   if (!via_peers) {
     GetDirect(Block{request.name,
@@ -231,7 +233,10 @@ void ObjectStore::Get(GetRequest request, std::function<void(Result<size_t>)> do
                     {},
                     nullptr,
                     0,
-                    std::move(finish)});
+                    std::move(finish),
+                    {},
+                    {},
+                    request.one_attempt ? 1u : 0u});
     return;
   }
   GetThroughPeers(std::move(request), object, std::move(finish));
@@ -361,6 +366,7 @@ void ObjectStore::GetDirect(const Block& block) {
   exchange.capacity = block.length;
   exchange.partial_only = true;
   exchange.since = block.since;
+  exchange.max_attempts = block.max_attempts;
   exchange.done = [object = block.object, offset = block.offset, length = block.length,
                    expected = block.expected, finish = block.done](Result<Reply> reply) {
     if (!reply.ok()) return finish(reply.error());

@@ -157,6 +157,10 @@ struct GetRequest {
   // alone serves it.
   std::shared_ptr<const MemberDigests> digests = nullptr;
   uint32_t blob = 0;
+  // One attempt at the store, no retries and no peers: a read asked again right after it
+  // gave up at the retry deadline (remote_source.h) learns at once whether the store is
+  // back.
+  bool one_attempt = false;
 };
 
 // Counters of requests, kept by the store; Stats() reports them.

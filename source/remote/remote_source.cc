@@ -28,20 +28,17 @@ std::function<void(Result<size_t>)> RemoteSource::AsReadDone(
   return [this, blob, done = std::move(done)](Result<size_t> r) {
     if (!r && r.error().code == ETIMEDOUT) {
       std::lock_guard lock(mu_);
-      give_ups_.insert_or_assign(blob, std::pair(Clock::now(), r.error()));
+      give_ups_.insert_or_assign(blob, Clock::now());
     }
     if (!r && r.error().code != EIO) r = Error{EIO, r.error().message};
     done(std::move(r));
   };
 }
 
-std::optional<Error> RemoteSource::RecentGiveUp(uint32_t blob) const {
+bool RemoteSource::RecentGiveUp(uint32_t blob) const {
   std::lock_guard lock(mu_);
   auto it = give_ups_.find(blob);
-  if (it == give_ups_.end() || Clock::now() - it->second.first > kRecentGiveUp) {
-    return std::nullopt;
-  }
-  return it->second.second;
+  return it != give_ups_.end() && Clock::now() - it->second <= kRecentGiveUp;
 }
 
 RemoteSource::RemoteSource(ObjectStore& store, std::vector<ObjectInfo> objects,
@@ -86,12 +83,14 @@ void RemoteSource::Submit(ReadKind, std::vector<BlobRead> reads) {
       read.done(size_t{0});
       continue;
     }
-    if (auto given_up = RecentGiveUp(read.blob)) {
-      read.done(Error{EIO, given_up->message});
-      continue;
-    }
     const auto length =
         static_cast<size_t>(std::min<uint64_t>(read.length, object.size - read.offset));
+    if (RecentGiveUp(read.blob)) {
+      store_.Get(
+          GetRequest{object.name, read.offset, length, read.buffer, object, nullptr, 0, true},
+          AsReadDone(read.blob, std::move(read.done)));
+      continue;
+    }
     if (digests_) {
       GetWidened(read, length);
       continue;

@@ -4,9 +4,10 @@
 // all in flight at once, which is how one connection's rate limit stops being the
 // group's.
 //
-// A blob whose read just gave up at the retry deadline fails at once for a short while:
-// the kernel asks again straight away for a page whose readahead failed, and that read
-// should not wait out a second deadline of a store that has just proved unreachable.
+// A blob whose read just gave up at the retry deadline is read with one attempt for a
+// short while: the kernel asks again straight away for a page whose readahead failed, and
+// that read should not wait out a second deadline of a store that has just proved
+// unreachable, yet should succeed when the store is back.
 //
 // With peers, a read covers whole members: a member that sticks out of it at either end is
 // read whole into a buffer of its own and the asked-for part copied out, so that the store
@@ -50,8 +51,8 @@ class RemoteSource : public BlobSource {
   // `done` as a reader's: every error EIO, a give-up at the deadline noted for `blob`.
   std::function<void(Result<size_t>)> AsReadDone(uint32_t blob,
                                                  std::function<void(Result<size_t>)> done);
-  // The give-up of `blob` within kRecentGiveUp, if any. Thread-safe.
-  std::optional<Error> RecentGiveUp(uint32_t blob) const;
+  // True when a read of `blob` gave up at the deadline within kRecentGiveUp. Thread-safe.
+  bool RecentGiveUp(uint32_t blob) const;
 
   ObjectStore& store_;
   const std::vector<ObjectInfo> objects_;
@@ -61,7 +62,7 @@ class RemoteSource : public BlobSource {
 
   using Clock = std::chrono::steady_clock;
   mutable std::mutex mu_;
-  std::map<uint32_t, std::pair<Clock::time_point, Error>> give_ups_;  // guarded by mu_
+  std::map<uint32_t, Clock::time_point> give_ups_;  // guarded by mu_
 };
 
 }  // namespace gpufs::remote

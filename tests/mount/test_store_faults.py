@@ -112,7 +112,7 @@ class StoreOutage(unittest.TestCase):
                 self.assertEqual(failed.exception.errno, errno.EIO, failed.exception)
                 # About the deadline: not before it, and not two of them (3 s each): the
                 # kernel asks once more for a page whose readahead failed, and that read
-                # fails at once, the store having just given up.
+                # makes one attempt, the store having just given up.
                 self.assertGreaterEqual(took, 2.9)
                 self.assertLess(took, 5.5)
                 self.assertEqual(read_bytes(path), self.expected[name])

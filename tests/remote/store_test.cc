@@ -420,6 +420,32 @@ TEST_F(S3Store, RefusingServerIsRetriedUntilTheDeadlineNotForACount) {
   EXPECT_GE(Stat(store, "retries"), 6u);
 }
 
+// A read asked again right after its give-up makes one attempt: EIO (not the deadline's
+// ETIMEDOUT) at once while the store is still away, the bytes once it is back.
+TEST_F(S3Store, OneAttemptIsNotRetried) {
+  Put("obj", "x");
+  StoreConfig config = Config();
+  ObjectStore store(config);
+  Result<ObjectInfo> info = store.HeadSync("obj");
+  ASSERT_TRUE(info.ok()) << info.error().message;
+  std::string buffer(1, '\0');
+  {
+    StartAgain start_again("/s3/start");
+    ASSERT_TRUE(Control("POST", "/s3/stop").ok());
+    GetRequest request{"obj", 0, 1, buffer.data(), *info};
+    request.one_attempt = true;
+    Result<size_t> got = GetSync(store, request);
+    ASSERT_FALSE(got.ok());
+    EXPECT_EQ(got.error().code, EIO) << got.error().message;
+    EXPECT_EQ(Stat(store, "retries"), 0u);
+  }
+  GetRequest request{"obj", 0, 1, buffer.data(), *info};
+  request.one_attempt = true;
+  Result<size_t> got = GetSync(store, request);
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  EXPECT_EQ(buffer, "x");
+}
+
 TEST_F(S3Store, SlowDownIsRetried) {
   const std::string data = Pattern(20'000, 9);
   Put("obj", data);
