@@ -111,12 +111,16 @@ class Outage(threading.Thread):
         self.join()
 
 
-def error_line(stderr):
-    """The line of a loader's traceback that names what it died of: the last 'XError: ...'
-    line (the DataLoader re-raises a worker's error with the worker's traceback inside)."""
+def error_lines(stderr):
+    """The first line of the error a loader died of, and the line that names its cause: the
+    DataLoader re-raises a worker's error ("OSError: Caught OSError in DataLoader worker
+    process 1.") with the worker's traceback inside, which ends with the worker's own
+    error ("OSError: [Errno 5] Input/output error")."""
     lines = [line for line in stderr.splitlines()
              if re.match(r"^[A-Za-z_.]*(Error|Exception)\b.*:", line)]
-    return lines[-1] if lines else (stderr.strip().splitlines() or ["(no output)"])[-1]
+    if not lines:
+        lines = stderr.strip().splitlines()[-1:] or ["(no output)"]
+    return lines[0], lines[-1]
 
 
 # --- one epoch ----------------------------------------------------------------------
@@ -141,7 +145,8 @@ def outage_epoch(peers, tool, binary, fwd, files, outage_s, after_s, args):
             except subprocess.CalledProcessError as e:
                 points = read_progress(progress) or [(0, time.monotonic())]
                 # Up to the error (its line in the progress file), not the teardown after.
-                row.update(completed=False, error=error_line(e.stderr),
+                first, cause = error_lines(e.stderr)
+                row.update(completed=False, error_first_line=first, error=cause,
                            stderr_tail=e.stderr[-3000:], files=points[-1][0],
                            epoch_s=points[-1][1] - points[0][1])
             finally:
@@ -200,7 +205,9 @@ def print_table(result):
             began = (f"{r['outage_began_s']:.1f} s in, at {r['outage_began_fraction']:.0%} "
                      f"of the files" if "outage_began_s" in r else
                      "(epoch ended first)" if r.get("outage_missed") else "")
-            if r.get("outage_lasted_s", r["outage_s"]) < r["outage_s"] - 0.05:
+            if not r["completed"] and "outage_began_s" in r:
+                began += f"; the error {r['epoch_s'] - r['outage_began_s']:.1f} s after"
+            elif r.get("outage_lasted_s", r["outage_s"]) < r["outage_s"] - 0.05:
                 began += f"; the epoch ended {r['outage_lasted_s']:.1f} s into it"
             print(f"{tool:16}{r['outage_s']:9}  {completed_cell(r):18}{r['files']:7}"
                   f"{r['epoch_s']:9.1f}{extra}  {began}")
