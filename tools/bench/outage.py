@@ -53,7 +53,8 @@ TOOLS = ("gpufs", BASELINE, "s3fs", "rclone")
 RETRY_SETTINGS = {
     "gpufs": "--retry-seconds 20 (default): each request retried until 20 s have passed, "
              "backoff 100 ms..2 s with jitter",
-    "s3fs": "retries=5 (default), connect_timeout=300, readwrite_timeout=120",
+    "s3fs": "retries=5 (default; 4 s sleep after a refused connection), connect_timeout=300, "
+            "readwrite_timeout=120",
     "rclone": "--low-level-retries 10 (default), --contimeout 1m, --timeout 5m",
 }
 
