@@ -70,6 +70,10 @@ class TcpForwarder:
             except OSError:
                 _reset(client)
                 continue
+            # As radosgw's tcp_nodelay: a reply's last small segment sent at once, not held
+            # for the peer's delayed ACK (~40 ms per request on a kept-alive connection).
+            for s in (client, upstream):
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             with self._lock:
                 if self._listener is not listener:  # closed meanwhile
                     _reset(client)

@@ -15,7 +15,7 @@ PYTHON = "/usr/bin/python3"  # the interpreter with torch and torchvision
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 import make_sample  # noqa: E402
-from servers.procs import Daemon, wait_for  # noqa: E402
+from servers.procs import Daemon, exit_on_sigterm, wait_for  # noqa: E402
 
 
 def drop_caches():
@@ -87,6 +87,19 @@ def sample_tree(cache, files, classes):
         make_sample.make_tree(tree + ".part", classes, files // classes, 0, False, 720)
         os.rename(tree + ".part", tree)
     return tree
+
+
+def begin_run(cache, out, files, classes):
+    """What a benchmark that starts servers and mounts does first: Ctrl-C and SIGTERM made
+    to unwind through its `with` blocks, which stop all of them (SIGINT too when a shell
+    started it in the background with SIGINT ignored); the folders `cache` and `out` made;
+    the sample tree of `files` in `classes`. Returns (tree, files, bytes)."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    exit_on_sigterm()
+    os.makedirs(cache, exist_ok=True)
+    os.makedirs(out, exist_ok=True)
+    tree = sample_tree(cache, files, classes)
+    return (tree, *tree_bytes(tree))
 
 
 def tree_bytes(root):

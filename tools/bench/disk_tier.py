@@ -47,7 +47,6 @@ import glob
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -56,11 +55,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from benchlib import (ROOT, FuseMount, SlowVolume, drop_caches, loader_epochs,  # noqa: E402
-                      sample_tree, text_bars, tree_bytes, version_line)
+from benchlib import (ROOT, FuseMount, SlowVolume, begin_run, drop_caches,  # noqa: E402
+                      loader_epochs, text_bars, tree_bytes, version_line)
 from slow_disk import budget_for  # noqa: E402
 from servers import nginx  # noqa: E402
-from servers.procs import exit_on_sigterm  # noqa: E402
 
 GPUFSD = os.environ.get("GPUFSD", os.path.join(ROOT, "build", "cli", "gpufsd"))
 EPOCHS = 3
@@ -422,14 +420,7 @@ def main():
     subprocess.run(["bash", os.path.join(ROOT, "tools", "install_deps.sh"), "bench"],
                    check=True)
     check_tools(args.scenarios)
-    # Ctrl-C and SIGTERM unwind through the ExitStack, which stops every server, mount and
-    # volume; SIGINT too when a shell started this in the background with it ignored.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    exit_on_sigterm()
-    os.makedirs(args.cache, exist_ok=True)
-    os.makedirs(args.out, exist_ok=True)
-    tree = sample_tree(args.cache, args.files, args.classes)
-    files, data_bytes = tree_bytes(tree)
+    tree, files, data_bytes = begin_run(args.cache, args.out, args.files, args.classes)
     result = {"files": files, "data_bytes": data_bytes, "workers": args.workers,
               "epochs": EPOCHS, "budget": args.budget, "versions": versions(),
               "config": {"rclone mount": RCLONE_FLAGS, "rclone copy": COPY_FLAGS}}

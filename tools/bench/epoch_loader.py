@@ -2,13 +2,16 @@
 """Runs epochs of an unmodified torchvision ImageFolder + DataLoader and reports each.
 
     epoch_loader.py ROOT --epochs 3 --mode raw|decode [--blkio-group G --device MAJ:MIN]
-                    [--drop-caches] [--workers 2] [--first-epoch 1]
+                    [--drop-caches] [--workers 2] [--first-epoch 1] [--progress FILE]
 
 One JSON line per epoch on stdout: files, seconds, files/s, the seconds ImageFolder took
 to list the tree (once, before the first epoch), bytes read from the device (from the
 blkio group's counters), and the gpufs cache and source counters when ROOT is a gpufs
 mount (its disk tier's too, where it has one). With --drop-caches the kernel page cache is emptied before each epoch, as if the
-dataset were much larger than memory; only a daemon's own cache survives.
+dataset were much larger than memory; only a daemon's own cache survives. With --progress
+FILE a line "FILES MONOTONIC_SECONDS" is appended to FILE as each epoch starts (0 files) and
+after each batch, so that a caller can follow an epoch as it runs; when the loader raises,
+a last line "FILES MONOTONIC_SECONDS raised".
 """
 import argparse
 import json
@@ -60,6 +63,11 @@ def gpufs_stats(root):
         return None
 
 
+def note_progress(progress, files, what=""):
+    if progress:
+        progress.write(f"{files} {time.monotonic():.6f}{' ' + what if what else ''}\n")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("root")
@@ -72,7 +80,11 @@ def main():
     parser.add_argument("--first-epoch", type=int, default=1,
                         help="number of the first epoch (it seeds the shuffle): a run of "
                              "one epoch per process still shuffles each epoch anew")
+    parser.add_argument("--progress", default="",
+                        help="append 'files monotonic_seconds' here at each epoch's start "
+                             "and after each batch")
     args = parser.parse_args()
+    progress = open(args.progress, "a", buffering=1) if args.progress else None
     start = time.perf_counter()
     if args.mode == "raw":
         dataset = datasets.ImageFolder(args.root, loader=raw_loader)
@@ -90,7 +102,15 @@ def main():
         before = device_read_bytes(args.blkio_group, args.device)
         stats_before = gpufs_stats(args.root)
         start = time.perf_counter()
-        files = sum(len(batch) if args.mode == "raw" else len(batch[1]) for batch in loader)
+        files = 0
+        note_progress(progress, files)
+        try:
+            for batch in loader:
+                files += len(batch) if args.mode == "raw" else len(batch[1])
+                note_progress(progress, files)
+        except Exception:
+            note_progress(progress, files, "raised")
+            raise
         seconds = time.perf_counter() - start
         # The clock is system-wide: a caller lines the epoch up with what it sampled.
         row = {"epoch": epoch + 1, "files": files, "seconds": seconds,

@@ -65,11 +65,11 @@ import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from benchlib import (PYTHON, ROOT, FuseMount, cpu_seconds, drop_caches,  # noqa: E402
-                      sample_tree, text_bars, tree_bytes, version_line)
+from benchlib import (PYTHON, ROOT, FuseMount, begin_run, cpu_seconds,  # noqa: E402
+                      drop_caches, text_bars, version_line)
 from disk_tier import Work  # noqa: E402
 from servers import nginx  # noqa: E402
-from servers.procs import exit_on_sigterm, free_port, wait_for  # noqa: E402
+from servers.procs import free_port, wait_for  # noqa: E402
 
 GPUFSD = os.environ.get("GPUFSD", os.path.join(ROOT, "build", "cli", "gpufsd"))
 MODES = ("alone", "peers", "peers-members", "one-node")
@@ -603,14 +603,8 @@ def main():
     if os.geteuid() != 0:
         sys.exit("peers: needs root (FUSE mounts, drop_caches)")
     check_tools()
-    # Ctrl-C and SIGTERM unwind through the ExitStack, which stops every rank, mount and
-    # server; SIGINT too when a shell started this in the background with it ignored.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    exit_on_sigterm()
-    os.makedirs(args.cache, exist_ok=True)
-    os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
-    tree = sample_tree(args.cache, args.files, args.classes)
-    files, data_bytes = tree_bytes(tree)
+    tree, files, data_bytes = begin_run(args.cache, os.path.join(args.out, "logs"),
+                                        args.files, args.classes)
     source = source_samples(tree)
     result = {"files": files, "data_bytes": data_bytes, "epochs": args.epochs,
               "rounds": args.rounds, "workers": args.workers, "decode": args.decode,

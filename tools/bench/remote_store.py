@@ -33,7 +33,6 @@ import http.client
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -43,10 +42,10 @@ import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from benchlib import (ROOT, FuseMount, cpu_seconds, loader_epochs, sample_tree,  # noqa: E402
-                      text_bars, tree_bytes, version_line)
+from benchlib import (ROOT, FuseMount, begin_run, cpu_seconds, loader_epochs,  # noqa: E402
+                      text_bars, version_line)
 from servers import ceph_s3, nginx  # noqa: E402
-from servers.procs import ServerError, exit_on_sigterm  # noqa: E402
+from servers.procs import ServerError  # noqa: E402
 from servers.s3client import UNSIGNED, sign  # noqa: E402
 
 GPUFSD = os.environ.get("GPUFSD", os.path.join(ROOT, "build", "cli", "gpufsd"))
@@ -157,14 +156,17 @@ class Peers:
         os.mkdir(path)
         return path
 
-    def mount(self, peer, endpoint):
+    def mount(self, peer, endpoint, gpufsd=GPUFSD):
+        """A FuseMount of `peer` reaching the store at `endpoint`; gpufs through the
+        `gpufsd` binary given, with its disk tier (on by default) in a fresh folder."""
         mnt = self.fresh(f"mnt-{peer}")
         env = clean_env()
         if peer == "gpufs":
             env.update(self.store.env(), AWS_ENDPOINT_URL=endpoint)
-            return FuseMount("gpufsd", [GPUFSD, "mount", "-f", f"s3://{BUCKET}/pack/", mnt,
-                                        "--endpoint", endpoint], mnt, env=env,
-                             unmount=[GPUFSD, "unmount", mnt])
+            return FuseMount("gpufsd", [gpufsd, "mount", "-f", f"s3://{BUCKET}/pack/", mnt,
+                                        "--endpoint", endpoint,
+                                        "--disk-cache", self.fresh("gpufs-tier")], mnt,
+                             env=env, unmount=[gpufsd, "unmount", mnt])
         if peer == "s3fs":
             options = S3FS_OPTIONS + [f"url={endpoint}", f"passwd_file={self.passwd}",
                                       f"tmpdir={self.fresh('s3fs-tmp')}"]
@@ -305,6 +307,24 @@ def chart(result, out):
 
 # --- the run ----------------------------------------------------------------------------
 
+def stored_dataset(stack, tree, data_bytes, name):
+    """A Ceph store holding `tree` twice, one object per file under tree/ and as a gpufs
+    pack under pack/ of bucket BUCKET, and a work folder; both go when `stack` closes.
+    Returns (store, work folder)."""
+    work = tempfile.mkdtemp(prefix=f"gpufs-bench-{name}-", dir="/var/tmp")
+    stack.callback(shutil.rmtree, work, ignore_errors=True)
+    pack = os.path.join(work, "pack")
+    subprocess.run([GPUFSD, "pack", tree, pack], check=True, capture_output=True)
+    store = stack.enter_context(ceph_s3.CephS3(memstore_bytes=3 * data_bytes + (1 << 30)))
+    store.make_bucket(BUCKET)
+    start = time.perf_counter()
+    store.upload_tree(tree, BUCKET, "tree")
+    store.upload_tree(pack, BUCKET, "pack")
+    print(f"store up in {store.bringup_s:.1f} s at {store.endpoint}; both copies "
+          f"uploaded in {time.perf_counter() - start:.0f} s", flush=True)
+    return store, work
+
+
 def check_tools(peers):
     missing = [t for t, needed in (("s3fs", "s3fs" in peers), ("rclone", "rclone" in peers),
                                    ("fusermount3", True)) if needed and not shutil.which(t)]
@@ -350,14 +370,7 @@ def main():
     subprocess.run(["bash", os.path.join(ROOT, "tools", "install_deps.sh"), "bench"],
                    check=True)
     check_tools(peers)
-    # Ctrl-C and SIGTERM unwind through the `with` blocks, which stop every server and
-    # mount; SIGINT too when a shell started this in the background with it ignored.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    exit_on_sigterm()
-    os.makedirs(args.cache, exist_ok=True)
-    os.makedirs(args.out, exist_ok=True)
-    tree = sample_tree(args.cache, args.files, args.classes)
-    files, data_bytes = tree_bytes(tree)
+    tree, files, data_bytes = begin_run(args.cache, args.out, args.files, args.classes)
     result = {"files": files, "data_bytes": data_bytes, "workers": args.workers,
               "modes": modes, "peers": peers, "links": [], "rows": [],
               "config": {"s3fs": S3FS_OPTIONS, "rclone": RCLONE_FLAGS, "gpufs": "defaults"},
@@ -365,17 +378,7 @@ def main():
     print(f"{files} files, mean {data_bytes / files / 1e3:.0f} KB, "
           f"{data_bytes / 1e6:.0f} MB", flush=True)
     with contextlib.ExitStack() as stack:
-        work = tempfile.mkdtemp(prefix="gpufs-bench-remote-", dir="/var/tmp")
-        stack.callback(shutil.rmtree, work, ignore_errors=True)
-        pack = os.path.join(work, "pack")
-        subprocess.run([GPUFSD, "pack", tree, pack], check=True, capture_output=True)
-        store = stack.enter_context(ceph_s3.CephS3(memstore_bytes=3 * data_bytes + (1 << 30)))
-        store.make_bucket(BUCKET)
-        start = time.perf_counter()
-        store.upload_tree(tree, BUCKET, "tree")
-        store.upload_tree(pack, BUCKET, "pack")
-        print(f"store up in {store.bringup_s:.1f} s at {store.endpoint}; both copies "
-              f"uploaded in {time.perf_counter() - start:.0f} s", flush=True)
+        store, work = stored_dataset(stack, tree, data_bytes, "remote")
         blobs = [(k, s) for k, s, _ in store.list(BUCKET, "pack/") if "/blob-" in k]
         peers_at = Peers(store, work)
         proxy = stack.enter_context(nginx.FaultProxy(
