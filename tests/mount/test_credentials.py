@@ -161,6 +161,17 @@ class Credentials(unittest.TestCase):
         lib.drop_page_cache()
         self.assertEqual(files_below(mnt), self.expected)
 
+    def rotated_between_passes(self, aws, mnt, what):
+        """A read pass; the endpoint rotated to user 2 and a refresh awaited; user 1
+        suspended; a read pass again. The daemon's io counters."""
+        self.read_pass(mnt)
+        aws.rotate()
+        lib.settled_stats(mnt, lambda s: s["io"]["credentials"]["refreshes"] >= 1, what,
+                          timeout=20)
+        self.suspend(self.users[0])
+        self.read_pass(mnt)
+        return stats_of(mnt)["io"]
+
     def credentials_of(self, mnt):
         return stats_of(mnt)["io"]["credentials"]
 
@@ -252,14 +263,8 @@ class Credentials(unittest.TestCase):
             port = free_port()
             with lib.Mount(self.url, "--cache-size", "0", "--metrics", f"127.0.0.1:{port}",
                            env=env) as m:
-                self.read_pass(m)
-                aws.rotate()
                 # Halfway through a 20 s lifetime, before any refusal.
-                lib.settled_stats(m, lambda s: s["io"]["credentials"]["refreshes"] >= 1,
-                                  "a refresh before expiry", timeout=20)
-                self.suspend(self.users[0])
-                self.read_pass(m)
-                io = stats_of(m)["io"]
+                io = self.rotated_between_passes(aws, m, "a refresh before expiry")
                 watch = subprocess.run([GPUFS_STAT, "-w", "--interval", "0.1", "--count", "1", m],
                                        capture_output=True, text=True, timeout=30)
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
@@ -283,13 +288,7 @@ class Credentials(unittest.TestCase):
                                   env=env, capture_output=True, text=True, timeout=60)
             self.assertEqual(done.returncode, 0, done.stderr)
             try:
-                self.read_pass(mnt)
-                aws.rotate()
-                lib.settled_stats(mnt, lambda s: s["io"]["credentials"]["refreshes"] >= 1,
-                                  "a refresh in the detached daemon", timeout=20)
-                self.suspend(self.users[0])
-                self.read_pass(mnt)
-                io = stats_of(mnt)["io"]
+                io = self.rotated_between_passes(aws, mnt, "a refresh in the detached daemon")
             finally:
                 lib.run_gpufsd("unmount", mnt)
         self.assertEqual(io["errors"], 0)

@@ -20,7 +20,6 @@ import argparse
 import multiprocessing as mp
 import os
 import random
-import subprocess
 import sys
 import tempfile
 import time
