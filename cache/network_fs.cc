@@ -17,7 +17,7 @@ std::optional<std::string_view> NetworkFilesystemName(uint64_t f_type) {
       {0x517B, "SMB"},
       {0x47504653, "GPFS"},
       {0x00C36400, "CephFS"},
-      {0x65735546, "FUSE"},
+      {kFuseMagic, "FUSE"},
       {0x19830326, "BeeGFS"},
       {0x5346414F, "AFS"},
       {0x01021997, "9P"},

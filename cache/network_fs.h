@@ -10,6 +10,8 @@
 
 namespace gpufs {
 
+inline constexpr uint64_t kFuseMagic = 0x65735546;  // FUSE_SUPER_MAGIC, linux/magic.h
+
 // The name of a network filesystem (or FUSE, which may be one: s3fs, sshfs) by its statfs
 // f_type; nullopt for a local one. A pure function of the number.
 std::optional<std::string_view> NetworkFilesystemName(uint64_t f_type);

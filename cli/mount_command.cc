@@ -56,11 +56,7 @@ int Refuse(const Error& error) {
 
 // A second daemon mounted over a FUSE mount hides the first, which keeps running unseen.
 Status RefuseStackedMount(const std::string& path) {
-  struct statfs fs {};
-  if (statfs(path.c_str(), &fs) != 0 ||
-      (static_cast<uint64_t>(fs.f_type) & 0xFFFFFFFF) != 0x65735546) {  // FUSE_SUPER_MAGIC
-    return Ok{};
-  }
+  if (FilesystemTypeOf(path) != kFuseMagic) return Ok{};
   std::error_code ec;
   const std::filesystem::path where = std::filesystem::canonical(path, ec);
   auto mount = ec ? Result<MountPoint>(Error{ENOENT, ""}) : MountOf(where);

@@ -195,14 +195,11 @@ ObjectStore::~ObjectStore() = default;
 
 std::string ObjectStore::Describe(const std::string& name) const {
   if (config_.scheme == Scheme::kS3) return "s3://" + config_.bucket + "/" + config_.root + name;
-  if (config_.typed_object && config_.typed_object->name == name) {
-    // As requested, its query's signature left out.
-    const std::string& target = config_.typed_object->target;
-    const size_t query = target.find('?');
-    return config_.endpoint + config_.root + target.substr(0, query) +
-           (query == std::string::npos ? "" : ShownQuery(target.substr(query + 1)));
-  }
-  return config_.endpoint + config_.root + EncodePath(name);  // as requested
+  // The URL as requested, a query (a presigned signature) shown as "?…".
+  const std::string url = UrlOf(config_, name, "", false);
+  const size_t query = url.find('?');
+  if (query == std::string::npos) return url;
+  return url.substr(0, query) + ShownQuery(std::string_view(url).substr(query + 1));
 }
 
 void ObjectStore::Get(GetRequest request, std::function<void(Result<size_t>)> done) {
