@@ -1,5 +1,7 @@
 // The store's thread: one libcurl multi handle running every Exchange, at most
-// `connections` on the wire at once over reused connections, the rest queued in order.
+// `connections` on the wire at once over reused connections, the rest queued in order;
+// urgent exchanges (a reader waits on them) go first, and up to `connections` more of them
+// may be on the wire when all are busy.
 //
 // Each attempt runs under the deadlines of deadline.h. An attempt that fails in a way worth
 // repeating (a refused, reset or stalled connection, a deadline passed, a 5xx, 429 or SlowDown
@@ -82,6 +84,7 @@ class TransferLoop {
 
   void Run();
   void TakeIncoming(std::deque<Incoming>& incoming);
+  bool MayStart(const Transfer& transfer) const;
   void StartReady();
   void Start(std::unique_ptr<Transfer> transfer);
   void Reap();
