@@ -200,18 +200,21 @@ def consumed_while_reading(points, until):
 
 def reading_split(samples, progress, epoch, index=0):
     """How an epoch lined up with its source's reads: `source_end_s`, when the source's
-    last byte arrived (seconds into the epoch; None where the count never grew in it), and
+    last byte arrived (seconds into the epoch; None where the count never grew in it),
+    `first_batch_s`, when the loader returned its first batch, and
     `consumed_while_reading`, the fraction of the epoch's files the loader had returned by
-    then (0.0 where the source read nothing). `samples`: the source's byte count over time
+    the source's last byte (0.0 where the source read nothing). `samples`: the source's byte count over time
     (a Sampler's); `progress`: the epoch_loader.py --progress file of the run; `epoch`: the
     run's row of epoch number `index` (from 0)."""
     start = epoch["monotonic_start"]
+    points = progress_epochs(read_progress(progress))[index]
+    # When the loader's first batch came: a source done before it has a fraction of 0.
+    split = {"first_batch_s": points[1][1] - start if len(points) > 1 else None}
     end = last_growth(samples, start, start + epoch["seconds"])
     if end is None:
-        return {"source_end_s": None, "consumed_while_reading": 0.0}
-    points = progress_epochs(read_progress(progress))[index]
-    return {"source_end_s": end - start,
-            "consumed_while_reading": consumed_while_reading(points, end)}
+        return dict(split, source_end_s=None, consumed_while_reading=0.0)
+    return dict(split, source_end_s=end - start,
+                consumed_while_reading=consumed_while_reading(points, end))
 
 
 def gpufs_stats(mnt):

@@ -212,6 +212,7 @@ def main():
                           f"{e['files_per_s'] / bound:5.2f} x bound   {e['device_reads']:6d} "
                           f"reads of {e['request_kib']:6.0f} KiB   start {e['start_s']:4.2f} s, "
                           f"volume {e['volume_s']:5.2f} s, tail {e['tail_s']:4.2f} s, "
+                          f"first batch {e['first_batch_s']:.2f} s, "
                           f"consumed while reading {e['consumed_while_reading']:.2f}"
                           + (f", loader alone {e['loader_s']:.2f} s" if "loader_s" in e else ""),
                           flush=True)

@@ -235,8 +235,9 @@ def cold_epoch(peers, peer, endpoint, mode, workers, proxy):
 def consumed_words(row):
     if row.get("source_end_s") is None:
         return ""
-    return (f", source done {row['source_end_s']:.1f} s into {row['seconds']:.1f} s, "
-            f"consumed while reading {row['consumed_while_reading']:.2f}")
+    return (f", source done {row['source_end_s']:.2f} s into {row['seconds']:.2f} s (first "
+            f"batch at {row['first_batch_s']:.2f} s), consumed while reading "
+            f"{row['consumed_while_reading']:.2f}")
 
 
 def median_run(runs):
