@@ -203,9 +203,9 @@ def reading_split(samples, progress, epoch, index=0):
     last byte arrived (seconds into the epoch; None where the count never grew in it),
     `first_batch_s`, when the loader returned its first batch, and
     `consumed_while_reading`, the fraction of the epoch's files the loader had returned by
-    the source's last byte (0.0 where the source read nothing). `samples`: the source's byte count over time
-    (a Sampler's); `progress`: the epoch_loader.py --progress file of the run; `epoch`: the
-    run's row of epoch number `index` (from 0)."""
+    the source's last byte (0.0 where the source read nothing). `samples`: the source's
+    byte count over time (a Sampler's); `progress`: the epoch_loader.py --progress file of
+    the run; `epoch`: the run's row of epoch number `index` (from 0)."""
     start = epoch["monotonic_start"]
     points = progress_epochs(read_progress(progress))[index]
     # When the loader's first batch came: a source done before it has a fraction of 0.

@@ -10,18 +10,21 @@ tree, a squashfs image (squashfuse_ll) and a gpufs pack (`gpufsd pack`, default 
 groups). For each mean file size (--sides: the longest side of the generated images,
 560 px ~80 KB, 720 px ~130 KB) and each loader width (DataLoader workers), one cold epoch
 (page cache dropped, fresh mount) of an unmodified torchvision ImageFolder + DataLoader
-reading raw bytes runs over each; gpufsd runs with its default options. The bound is the
-volume's bandwidth over the mean file size.
+reading raw bytes runs over each; gpufsd runs with its default options and its disk tier
+off (--no-disk-cache, said although a local source has none unless asked for). The bound
+is the volume's bandwidth over the mean file size.
 
 Besides files/s it reports what the volume did during the epoch, from the loop device's
 /sys/block/*/stat: requests completed and their mean size (the volume charges one I/O per
 request, so small requests make an epoch IOPS-bound), and where the epoch's time went,
 from the device sampled every 20 ms: the start (epoch start to the first read on the
 volume), the volume's span (first to last read) and the tail (last read to the epoch's
-end, the loader consuming what it could not while the volume read). For gpufs a second
-epoch follows, all from gpufsd's memory: the loader's own time for the epoch, which no
-storage can go below. gpufs runs --rounds times per cell and the median epoch is
-reported; the baselines, ten times slower, once.
+end, the loader consuming what it could not while the volume read); and, for every peer,
+"consumed while reading": the fraction of the epoch's files the loader had returned (its
+--progress lines, one per batch) by the last time the volume's sectors read grew. For
+gpufs a second epoch follows, all from gpufsd's memory: the loader's own time for the
+epoch, which no storage can go below. gpufs runs --rounds times per cell and the median
+epoch is reported; the baselines, ten times slower, once.
 Prints one table; writes results.json to --out.
 """
 import argparse

@@ -646,7 +646,8 @@ def main():
                        if not m.startswith("peers-members")), 0)
     result["setup"] = (
         f"{NODES} nodes (one-node: 1), each a gpufsd mount with its own XDG_CACHE_HOME, "
-        f"--no-disk-cache (disk tier: off), RAM budget {budget / 2**30:.1f} GiB (the default; holds the pack), "
+        f"--no-disk-cache (disk tier: off), RAM budget {budget / 2**30:.1f} GiB (the default; "
+        "holds the pack), "
         f"peers-members --cache-size 0; --peer-block {args.peer_block >> 20} MiB; "
         f"{args.workers} DataLoader workers per rank, batch 32, "
         f"{'decode' if args.decode else 'raw bytes'}, "
