@@ -233,12 +233,19 @@ def cold_epoch(peers, peer, endpoint, mode, workers, proxy):
     return row
 
 
-def consumed_words(row):
-    if row.get("source_end_s") is None:
-        return ""
-    return (f", source done {row['source_end_s']:.2f} s into {row['seconds']:.2f} s (first "
-            f"batch at {row['first_batch_s']:.2f} s), consumed while reading "
-            f"{row['consumed_while_reading']:.2f}")
+def round_words(row):
+    """What a round's line says beside files/s: when the source finished, and a warning
+    where gpufs's disk tier served any of a cold epoch."""
+    words = ""
+    if row.get("source_end_s") is not None:
+        words += (f", source done {row['source_end_s']:.2f} s into {row['seconds']:.2f} s "
+                  f"(first batch at {row['first_batch_s']:.2f} s), consumed while reading "
+                  f"{row['consumed_while_reading']:.2f}")
+    tier = row.get("gpufs", {}).get("tier", {})
+    if tier.get("hits") or tier.get("slice_hits"):
+        words += (f"; NOT COLD: {tier['hits']} groups and {tier['slice_hits']} slices came "
+                  "from the disk tier")
+    return words
 
 
 def median_run(runs):
@@ -464,7 +471,7 @@ def main():
                         row = cold_epoch(peers_at, peer, endpoint, mode, args.workers, via)
                         runs[peer].append(row)
                         print(f"  {mode:7}{peer:8}" + (f"{row['files_per_s']:8.0f} files/s"
-                              + consumed_words(row)
+                              + round_words(row)
                               if "error" not in row else "failed: " + row["error"]),
                               flush=True)
                 result["rows"] += [dict(median_run(r), link=name) for r in runs.values()]
