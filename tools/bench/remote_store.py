@@ -198,33 +198,62 @@ def warm_local_epoch(tree, mode, workers):
     return dict(epoch, peer=LOCAL, mode=mode)
 
 
-def source_probe(peer, mnt):
-    """What tells how many bytes `peer`'s mount at `mnt` has fetched so far, or None where
-    nothing does: gpufs counts its source's bytes; s3fs and rclone keep no such count, and
-    radosgw's bytes on loopback mix with its own traffic to the OSD."""
-    return (lambda: gpufs_source_bytes(mnt)) if peer == "gpufs" else None
+class LoggedBytes:
+    """A probe: the body bytes an nginx access log has recorded so far, read on from where
+    the last call stopped. nginx logs a request once its last byte has gone out, so the
+    count grows as each answer ends."""
+
+    def __init__(self, path):
+        self.path, self.offset, self.total = path, 0, 0
+
+    def __call__(self):
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            chunk = f.read()
+        whole = chunk[:chunk.rfind(b"\n") + 1]  # a line being written is left for later
+        self.offset += len(whole)
+        for line in whole.decode(errors="replace").splitlines():
+            m = nginx.ACCESS_LOG_LINE.match(line)
+            if m:
+                self.total += int(m["bytes"])
+        return self.total
+
+
+def source_probes(peer, mnt, proxy):
+    """{name: probe} of what tells how many bytes `peer`'s mount at `mnt` has fetched so
+    far: gpufs counts its source's bytes ("daemon"); through the cloud-like link, the
+    proxy's access log tells it for every peer ("proxy"). s3fs and rclone count nothing,
+    and radosgw's bytes on loopback mix with its own traffic to the OSD: on the direct
+    link they have none."""
+    probes = {"daemon": lambda: gpufs_source_bytes(mnt)} if peer == "gpufs" else {}
+    if proxy:
+        probes["proxy"] = LoggedBytes(proxy.access_log)
+    return probes
 
 
 def cold_epoch(peers, peer, endpoint, mode, workers, proxy):
     """One fresh mount of `peer`, one cold epoch through it (page cache dropped before
-    it); a result row. Where the mount counts its source's bytes, the row also has
-    `consumed_while_reading`: the fraction of the files the loader had returned by the
-    last time that count grew (sampled every 20 ms)."""
+    it); a result row. Where the source's bytes can be followed (source_probes, sampled
+    every 20 ms), the row also has `consumed_while_reading`: the fraction of the files the
+    loader had returned by the last time that count grew (gpufs: its own count; others:
+    the proxy's log), and `reading` with the split by each probe."""
     row = {"peer": peer, "mode": mode}
     requests = proxy.requests() if proxy else None
     try:
         with peers.mount(peer, endpoint) as m:
             progress = os.path.join(peers.fresh("progress"), "lines")
-            probe = source_probe(peer, m.mnt)
             daemon_cpu, store_cpu = cpu_seconds(m.pid), cpu_seconds(peers.store.rgw.pid)
             with contextlib.ExitStack() as sampling:
-                sampler = sampling.enter_context(Sampler(probe)) if probe else None
+                samplers = {name: sampling.enter_context(Sampler(probe))
+                            for name, probe in source_probes(peer, m.mnt, proxy).items()}
                 epoch = loader_epochs(m.mnt, mode, epochs=1, workers=workers, timeout=3600,
                                       extra=["--progress", progress])[0]
             row.update(epoch, daemon_cpu_s=cpu_seconds(m.pid) - daemon_cpu,
                        store_cpu_s=cpu_seconds(peers.store.rgw.pid) - store_cpu)
-            if sampler:
-                row.update(reading_split(sampler.samples, progress, epoch))
+            row["reading"] = {name: reading_split(s.samples, progress, epoch)
+                              for name, s in samplers.items()}
+            if row["reading"]:
+                row.update(row["reading"].get("daemon") or row["reading"]["proxy"])
     except (subprocess.SubprocessError, ServerError, OSError) as e:
         detail = getattr(e, "stderr", None) or ""
         row["error"] = f"{e}\n{detail[-2000:]}".strip()
@@ -237,10 +266,11 @@ def round_words(row):
     """What a round's line says beside files/s: when the source finished, and a warning
     where gpufs's disk tier served any of a cold epoch."""
     words = ""
-    if row.get("source_end_s") is not None:
-        words += (f", source done {row['source_end_s']:.2f} s into {row['seconds']:.2f} s "
-                  f"(first batch at {row['first_batch_s']:.2f} s), consumed while reading "
-                  f"{row['consumed_while_reading']:.2f}")
+    for name, split in row.get("reading", {}).items():
+        if split["source_end_s"] is not None:
+            words += (f"; by the {name}: source done {split['source_end_s']:.2f} s into "
+                      f"{row['seconds']:.2f} s (first batch at {split['first_batch_s']:.2f} "
+                      f"s), consumed while reading {split['consumed_while_reading']:.2f}")
     tier = row.get("gpufs", {}).get("tier", {})
     if tier.get("hits") or tier.get("slice_hits"):
         words += (f"; NOT COLD: {tier['hits']} groups and {tier['slice_hits']} slices came "
@@ -264,10 +294,12 @@ def median_run(runs):
 LEGEND = """
 CPU s/GB: the mount daemon's CPU seconds over the GB (10^9 bytes) of files the epoch read.
 consumed while reading: the fraction of the epoch's files the loader had returned when the
-source's last byte arrived (the last time the daemon's source byte count grew, sampled every
-20 ms): near 1.0 the loader kept up with the store; low, the files were fetched early and
-the loader's own time came after. Blank for s3fs and rclone: they count no bytes fetched,
-and radosgw's bytes on loopback mix with its own traffic to the OSD."""
+source's last byte arrived, sampled every 20 ms: near 1.0 the loader kept up with the store;
+low, the files were fetched early and the loader's own time came after. The last byte is
+the last time gpufs's source byte count grew; for s3fs and rclone, the last time the cloud
+link's proxy logged a request's end (results.json has both for gpufs there). Blank for s3fs
+and rclone on the direct link: they count no bytes fetched, and radosgw's bytes on loopback
+mix with its own traffic to the OSD."""
 
 
 def by_peer(rows, link, mode):
