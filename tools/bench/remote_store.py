@@ -18,8 +18,9 @@ trainer does, and again reading raw bytes) over:
 Each is a fresh mount with its own caches empty (gpufs with its disk tier off, or with
 --gpufs-tier fresh in a new empty folder), and the page cache is dropped before the epoch;
 the ImageFolder scan before it is timed apart. Besides files/s the table has the mount
-daemon's CPU seconds (and per GB of files read), and for gpufs the fraction of the files
-the loader had consumed by the time the store's last byte arrived (see LEGEND). With
+daemon's CPU seconds (and per GB of files read), and the fraction of the files the
+loader had consumed by the time the store's last byte arrived (see LEGEND: gpufs on both
+links, s3fs and rclone on the cloud-like one). With
 --rounds N each peer runs N such epochs (in turn with the others) and the median is shown.
 Two references bound what any mount can do: "local tree" is the same loader on the tree on
 local disk with everything in the page cache (what the CPUs allow), and "bound" is the
