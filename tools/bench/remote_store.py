@@ -20,13 +20,12 @@ Each is a fresh mount with its own caches empty (gpufs with its disk tier off, o
 the ImageFolder scan before it is timed apart. Besides files/s the table has the mount
 daemon's CPU seconds (and per GB of files read), and the fraction of the files the
 loader had consumed by the time the store's last byte arrived (see LEGEND: gpufs on both
-links, s3fs and rclone on the cloud-like one). With
---rounds N each peer runs N such epochs (in turn with the others) and the median is shown.
-Two references bound what any mount can do: "local tree" is the same loader on the tree on
-local disk with everything in the page cache (what the CPUs allow), and "bound" is the
-link's bandwidth bound: the pack's bytes fetched as 8 MiB ranged GETs by 4 to 32 threads,
-each on one kept-alive connection, best rate over the thread counts, divided by the mean
-file size (files/s).
+links, s3fs and rclone on the cloud-like one). With --rounds N each peer runs N such
+epochs (in turn with the others) and the median is shown. Two references bound what any
+mount can do: "local tree" is the same loader on the tree on local disk with everything in
+the page cache (what the CPUs allow), and "bound" is the link's bandwidth bound: the pack's
+bytes fetched as 8 MiB ranged GETs by 4 to 32 threads, each on one kept-alive connection,
+best rate over the thread counts, divided by the mean file size (files/s).
 
 Prints a table (ratios gpufs/s3fs, gpufs/rclone, each peer's fraction of the bound) and
 writes results.json and a chart to --out. Every server and mount it starts is stopped by
