@@ -174,7 +174,7 @@ void GroupCache::OnRun(const Run& run, bool demand, Result<size_t> got) {
                                                entry.arena_bytes - (from - entry.data_start));
     const uint64_t end = g.offset + g.size;  // what the group needs of the blob
     const uint64_t need = end > from ? std::min<uint64_t>(end - from, length) : 0;
-    if (!got && demand) {
+    if (!got && demand && run.count < entry.blocks.size()) {
       RequeueDemand(run, Error{got.error().code, fmt::format("cannot read group {}: {}",
                                                              entry.group, got.error().message)});
     } else if (!got) {
@@ -206,9 +206,10 @@ void GroupCache::OnRun(const Run& run, bool demand, Result<size_t> got) {
   Pump(lock);
 }
 
-// Under mu_: a demand read failed. Its readers get the error; the rest of the group does
-// not depend on it, so its blocks go back to prefetch's queue (where a second failure
-// fails the load) and the group's other readers and later ones go on.
+// Under mu_: a demand read of part of a group failed. Its readers get the error; the rest
+// of the group does not depend on it, so its blocks go back to prefetch's queue (where a
+// second failure fails the load) and the group's other readers and later ones go on. (A
+// demand read of the whole group fails the load, as any failed read of it does.)
 void GroupCache::RequeueDemand(const Run& run, Error error) {
   Entry& entry = *run.entry;
   ++counters_.io_errors;
