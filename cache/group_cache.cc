@@ -107,11 +107,10 @@ Result<CachedBytes> GroupCache::Read(NodeId file, uint64_t offset, size_t size) 
       Urge(entry, file);
       Pump(lock);
       changed_.wait(lock, [&] {
-        return entry->ready || entry->failed || Servable(*entry, file) ||
-               DemandFailed(*entry, file);
+        return entry->ready || entry->failed || Servable(*entry, file) || BlockFailed(*entry, file);
       });
       if (entry->failed) return entry->error;
-      if (const Error* error = DemandFailed(*entry, file)) return *error;
+      if (const Error* error = BlockFailed(*entry, file)) return *error;
       continue;
     }
     const bool wanted = options_.whole_groups && policy_->Wanted(group);

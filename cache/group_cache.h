@@ -127,7 +127,9 @@ class GroupCache {
 
  private:
   friend class CachedBytes;
-  enum class Block : uint8_t { kQueued, kInFlight, kLanded };
+  // kFailed: a prefetch read of it failed; a reader's demand read asks for it again.
+  enum class Block : uint8_t { kQueued, kInFlight, kLanded, kFailed };
+  static bool Demandable(Block state);
   struct Entry {
     uint32_t group = 0;
     bool ready = false;
@@ -146,9 +148,10 @@ class GroupCache {
     uint32_t next_block = 0;  // the first block that may still be queued
     uint32_t requests_in_flight = 0;
     uint32_t blocks_landed = 0;
+    uint32_t blocks_failed = 0;
     bool in_load_queue = false;  // some of its blocks may still be queued for prefetch
-    // Demand reads that failed, by block: the readers that waited on them get the error,
-    // and the blocks go back to prefetch's queue (a failed prefetch read fails the load).
+    // Reads of part of the group that failed, by block: the readers that waited on them
+    // get the error; the rest of the group goes on (group_loads.cc, FailBlocks).
     std::map<uint32_t, Error> failed_blocks;
     bool room_freed = false;  // a failed load's room, once nothing writes or reads it
   };
@@ -179,8 +182,8 @@ class GroupCache {
   size_t BlockBytes() const;
   std::pair<uint32_t, uint32_t> BlocksOf(const Entry& entry, NodeId file) const;
   bool Servable(const Entry& entry, NodeId file) const;
-  const Error* DemandFailed(const Entry& entry, NodeId file) const;
-  void RequeueDemand(const Run& run, Error error);
+  const Error* BlockFailed(const Entry& entry, NodeId file) const;
+  void FailBlocks(const Run& run, bool requeue, Error error);
   void Urge(const EntryRef& entry, NodeId file);
   Status CheckEarlyMember(NodeId file, const CachedBytes& bytes, uint64_t offset);
   bool HasBlobCheck(uint32_t group) const;

@@ -106,9 +106,9 @@ void GroupCache::TakeDemands(std::vector<BlobRead>& reads) {
     if (entry.failed) continue;
     const uint32_t end = wanted.first + wanted.count;
     for (uint32_t b = wanted.first; b < end; ++b) {
-      if (entry.blocks[b] != Block::kQueued) continue;
+      if (!Demandable(entry.blocks[b])) continue;
       uint32_t last = b;
-      while (last + 1 < end && entry.blocks[last + 1] == Block::kQueued) ++last;
+      while (last + 1 < end && Demandable(entry.blocks[last + 1])) ++last;
       reads.push_back(ReadOf(Run{wanted.entry, b, last - b + 1}, true));
       ++counters_.demand_reads;
       b = last;
@@ -144,6 +144,7 @@ GroupCache::Run GroupCache::PickPrefetchRun() {
 BlobRead GroupCache::ReadOf(const Run& run, bool demand) {
   Entry& entry = *run.entry;
   for (uint32_t b = run.first; b < run.first + run.count; ++b) {
+    if (entry.blocks[b] == Block::kFailed) --entry.blocks_failed;
     entry.blocks[b] = Block::kInFlight;
     entry.failed_blocks.erase(b);  // readers now wait on this read instead
   }
@@ -174,9 +175,10 @@ void GroupCache::OnRun(const Run& run, bool demand, Result<size_t> got) {
                                                entry.arena_bytes - (from - entry.data_start));
     const uint64_t end = g.offset + g.size;  // what the group needs of the blob
     const uint64_t need = end > from ? std::min<uint64_t>(end - from, length) : 0;
-    if (!got && demand && run.count < entry.blocks.size()) {
-      RequeueDemand(run, Error{got.error().code, fmt::format("cannot read group {}: {}",
-                                                             entry.group, got.error().message)});
+    if (!got && run.count < entry.blocks.size()) {
+      FailBlocks(run, demand,
+                 Error{got.error().code,
+                       fmt::format("cannot read group {}: {}", entry.group, got.error().message)});
     } else if (!got) {
       FailLoad(entry, Error{got.error().code, fmt::format("cannot read group {}: {}", entry.group,
                                                           got.error().message)});
@@ -188,6 +190,13 @@ void GroupCache::OnRun(const Run& run, bool demand, Result<size_t> got) {
       entry.blocks_landed += run.count;
       counters_.bytes_from_disk += *got;
     }
+  }
+  if (!entry.failed && entry.blocks_failed > 0 && !entry.failed_blocks.empty() &&
+      entry.blocks_landed + entry.blocks_failed == entry.blocks.size()) {
+    // Nothing left to read: the readers of the failed blocks have their error and the
+    // others were served; the group is not kept, and a later reader loads it again.
+    FailLoad(entry, entry.failed_blocks.begin()->second);
+    counters_.io_errors -= 1;  // counted with the read that failed
   }
   if (entry.failed) {
     FreeFailed(entry);
@@ -206,17 +215,22 @@ void GroupCache::OnRun(const Run& run, bool demand, Result<size_t> got) {
   Pump(lock);
 }
 
-// Under mu_: a demand read of part of a group failed. Its readers get the error; the rest
-// of the group does not depend on it, so its blocks go back to prefetch's queue (where a
-// second failure fails the load) and the group's other readers and later ones go on. (A
-// demand read of the whole group fails the load, as any failed read of it does.)
-void GroupCache::RequeueDemand(const Run& run, Error error) {
+// Under mu_: a read of part of a group failed. The readers waiting on its blocks get the
+// error; the rest of the group does not depend on them and goes on. A demand read's blocks
+// go back to prefetch's queue for one more try; a failed prefetch read's blocks wait for a
+// reader, whose demand read tries them again. Once nothing is left to read, a group with
+// failed blocks is dropped (see OnRun).
+void GroupCache::FailBlocks(const Run& run, bool requeue, Error error) {
   Entry& entry = *run.entry;
   ++counters_.io_errors;
-  spdlog::warn("{}; read again with the rest of the group", error.message);
+  spdlog::warn("{}", error.message);
   for (uint32_t b = run.first; b < run.first + run.count; ++b) {
-    entry.blocks[b] = Block::kQueued;
+    entry.blocks[b] = requeue ? Block::kQueued : Block::kFailed;
     entry.failed_blocks.insert_or_assign(b, error);
+  }
+  if (!requeue) {
+    entry.blocks_failed += run.count;
+    return;
   }
   entry.next_block = std::min(entry.next_block, run.first);
   if (!entry.in_load_queue) {
@@ -225,13 +239,19 @@ void GroupCache::RequeueDemand(const Run& run, Error error) {
   }
 }
 
-// Under mu_: the error of a failed demand read of member `file`'s blocks, if any.
-const Error* GroupCache::DemandFailed(const Entry& entry, NodeId file) const {
+// Blocks a reader's demand read may ask for: queued, or failed before (asked again).
+bool GroupCache::Demandable(Block state) {
+  return state == Block::kQueued || state == Block::kFailed;
+}
+
+// Under mu_: the error of a failed read of member `file`'s blocks, if any is not being
+// read again.
+const Error* GroupCache::BlockFailed(const Entry& entry, NodeId file) const {
   if (entry.failed_blocks.empty()) return nullptr;
   const auto [first, last] = BlocksOf(entry, file);
   for (auto it = entry.failed_blocks.lower_bound(first);
        it != entry.failed_blocks.end() && it->first <= last; ++it) {
-    if (entry.blocks[it->first] == Block::kQueued) return &it->second;
+    if (entry.blocks[it->first] != Block::kInFlight) return &it->second;
   }
   return nullptr;
 }
@@ -306,8 +326,8 @@ void GroupCache::Urge(const EntryRef& entry, NodeId file) {
   if (entry->blocks.empty()) return;
   const auto [first, last] = BlocksOf(*entry, file);
   for (uint32_t b = first; b <= last; ++b) {
-    if (entry->blocks[b] != Block::kQueued) continue;
-    // A failed demand read's error was for the readers that waited on it, not this one.
+    if (!Demandable(entry->blocks[b])) continue;
+    // A failed read's error was for the readers that waited on it, not this one.
     entry->failed_blocks.erase(entry->failed_blocks.lower_bound(first),
                                entry->failed_blocks.upper_bound(last));
     demands_.push_back(Run{entry, first, last - first + 1});

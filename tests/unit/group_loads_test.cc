@@ -281,21 +281,27 @@ TEST_F(GroupLoadsTest, KeepsAtMostReadsInFlight) {
   EXPECT_EQ(reader.get().value(), Member(0));
 }
 
-TEST_F(GroupLoadsTest, AFailedPieceFailsTheReadersAndFreesTheRoomOnlyOnceNoPieceIsInFlight) {
+TEST_F(GroupLoadsTest, AFailedPieceFailsItsReadersAndTheGroupGoesOnlyOnceNothingIsInFlight) {
   MakeCache(3);
   auto reader = ReadLater(0);
-  EXPECT_EQ(source_->Held(3).size(), 3u);
+  EXPECT_EQ(source_->Held(3).size(), 3u);  // piece 0 demanded, pieces 1-2 prefetched
+  auto failing = ReadLater(2);             // pieces 1-2, in flight: joins them
+  while (cache_->counters().shared_waits.load() < 1) std::this_thread::yield();
   source_->Answer(kPiece, EIO);
-  auto got = reader.get();
+  auto got = failing.get();
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.error().code, EIO);
   EXPECT_THAT(got.error().message, HasSubstr("held://blob"));
-  // Pieces 0 and 2 are still being written into the group's room.
+  // The reader of member 0 does not depend on piece 1; pieces 0 and 2 are still being
+  // written into the group's room.
   EXPECT_GT(arena_->used(), 0u);
   source_->Answer(0);
+  EXPECT_EQ(reader.get().value(), Member(0));
   EXPECT_GT(arena_->used(), 0u);
   source_->Answer(2 * kPiece);
+  // Nothing left to read: a group with a failed piece is not kept.
   EXPECT_EQ(arena_->used(), 0u);
+  EXPECT_FALSE(cache_->Resident(0));
   EXPECT_EQ(cache_->counters().io_errors.load(), 1u);
 }
 
