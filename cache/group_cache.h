@@ -177,6 +177,7 @@ class GroupCache {
   BlobRead ReadOf(const Run& run, bool demand);
   void OnRun(const Run& run, bool demand, Result<size_t> got);
   void FailLoad(Entry& entry, Error error);
+  void DropLoad(Entry& entry, Error error);
   void FreeFailed(Entry& entry);
   void Finish(Entry& entry, Status status);
   size_t BlockBytes() const;

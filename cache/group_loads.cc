@@ -195,8 +195,7 @@ void GroupCache::OnRun(const Run& run, bool demand, Result<size_t> got) {
       entry.blocks_landed + entry.blocks_failed == entry.blocks.size()) {
     // Nothing left to read: the readers of the failed blocks have their error and the
     // others were served; the group is not kept, and a later reader loads it again.
-    FailLoad(entry, entry.failed_blocks.begin()->second);
-    counters_.io_errors -= 1;  // counted with the read that failed
+    DropLoad(entry, entry.failed_blocks.begin()->second);  // counted with the read that failed
   }
   if (entry.failed) {
     FreeFailed(entry);
@@ -260,6 +259,11 @@ const Error* GroupCache::BlockFailed(const Entry& entry, NodeId file) const {
 // request of it is in flight.
 void GroupCache::FailLoad(Entry& entry, Error error) {
   ++counters_.io_errors;
+  DropLoad(entry, std::move(error));
+}
+
+// Under mu_: FailLoad, the error already counted.
+void GroupCache::DropLoad(Entry& entry, Error error) {
   failed_[entry.group] = true;
   entry.failed = true;
   entry.error = std::move(error);

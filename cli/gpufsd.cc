@@ -92,7 +92,8 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
       ->capture_default_str();
   mount
       .add_option("--reads-in-flight", args.reads_in_flight,
-                  "pieces of group loads in flight at once; 0: about 32 MiB (local), "
+                  "prefetch reads of group loads in flight at once (a waiting reader's own read "
+                  "goes beside them); 0: about 32 MiB (local), "
                   "--connections (S3, HTTP)")
       ->capture_default_str()
       ->check(CLI::Range(0u, 4096u));

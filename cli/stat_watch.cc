@@ -201,9 +201,10 @@ std::string WatchFrame(const std::string& mount, const nlohmann::json& previous,
   line(fmt::format("{:<10}pinned {:>6} now {:>6} overall   (kernel cache hits bypass gpufsd)",
                    "hit ratio", Pct(r.hit_now), Pct(r.hit_total)));
   const uint64_t issued = At(c, {"prefetch_issued"}), wasted = At(c, {"prefetch_wasted"});
-  line(fmt::format("{:<10}{} in flight   {} used   {} wasted ({} of issued)", "prefetch",
-                   At(c, {"prefetch_in_flight"}), Grouped(At(c, {"prefetch_used"})),
-                   Grouped(wasted), Pct(Ratio(static_cast<double>(wasted), issued))));
+  line(fmt::format("{:<10}{} in flight   {} used   {} wasted ({} of issued)   {} demand reads",
+                   "prefetch", At(c, {"prefetch_in_flight"}), Grouped(At(c, {"prefetch_used"})),
+                   Grouped(wasted), Pct(Ratio(static_cast<double>(wasted), issued)),
+                   Grouped(At(c, {"demand_reads"}))));
   const double budget = static_cast<double>(At(c, {"budget_bytes"}));
   const double cached = static_cast<double>(At(c, {"cached_bytes"}));
   line(fmt::format("{:<10}{} {} / {}, {} groups", "cache", Bar(Ratio(cached, budget)),
