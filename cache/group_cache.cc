@@ -25,6 +25,7 @@ GroupCache::GroupCache(const Catalog& catalog, BlobSource& source, PinnedArena& 
       entries_(catalog.group_count()),
       failed_(catalog.group_count(), false),
       busy_(catalog.group_count(), false),
+      window_(std::max(1u, options_.reads_in_flight)),
       tier_(tier) {
   for (unsigned i = 0; i < options_.prefetch_depth; ++i) {
     prefetchers_.emplace_back([this] { Prefetch(); });
@@ -312,6 +313,7 @@ nlohmann::json GroupCache::Stats() const {
     j["epoch"] = policy_->epoch();
     j["epoch_files_served"] = policy_->served_this_epoch();
     j["prefetch_in_flight"] = prefetch_loads_;
+    j["prefetch_window"] = window_;
   }
   const double served = static_cast<double>(c.bytes_served.load());
   j["policy"] = std::string(policy_->name());

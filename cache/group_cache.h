@@ -46,6 +46,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -170,8 +171,11 @@ class GroupCache {
     EntryRef entry;
     uint32_t first = 0;
     uint32_t count = 0;
+    std::chrono::steady_clock::time_point sent{};  // when its read went to the source
   };
   std::vector<BlobRead> NextReads();
+  unsigned WindowFloor() const;
+  void AdaptWindow(std::chrono::steady_clock::duration latency);
   void TakeDemands(std::vector<BlobRead>& reads);
   Run PickPrefetchRun();
   BlobRead ReadOf(const Run& run, bool demand);
@@ -229,6 +233,8 @@ class GroupCache {
   std::deque<EntryRef> load_queue_;  // loads with blocks still queued, in admission order
   unsigned requests_in_flight_ = 0;  // demand and prefetch
   unsigned demand_in_flight_ = 0;
+  unsigned window_;               // prefetch's window, adapted (AdaptWindow)
+  double least_demand_ms_ = 0;    // the least latency of a demand read seen, creeping up
   bool pumping_ = false;          // a thread is submitting reads
   bool pump_again_ = false;       // something changed while it did
   uint32_t prefetch_cursor_ = 0;  // guarded by mu_

@@ -79,20 +79,40 @@ void GroupCache::Pump(std::unique_lock<std::mutex>& lock) {
 }
 
 // Under mu_: the reads to submit now, their blocks marked in flight. Demand goes first and
-// past the window; prefetch fills what demand leaves of it, but always keeps a quarter of
-// the window, so a stream of demands cannot starve the loads that make later reads hits.
+// past the window; prefetch fills what demand leaves of the window, but always keeps its
+// floor, so a stream of demands cannot starve the loads that make later reads hits.
 std::vector<BlobRead> GroupCache::NextReads() {
   std::vector<BlobRead> reads;
   if (stop_) return reads;
   TakeDemands(reads);
-  const unsigned window = std::max(1u, options_.reads_in_flight);
-  const unsigned floor = std::max(1u, window / 4);
-  while (requests_in_flight_ < window || requests_in_flight_ - demand_in_flight_ < floor) {
+  while (requests_in_flight_ < window_ || requests_in_flight_ - demand_in_flight_ < WindowFloor()) {
     const Run run = PickPrefetchRun();
     if (!run.entry) break;
     reads.push_back(ReadOf(run, false));
   }
   return reads;
+}
+
+// The least the window shrinks to: enough reads that the source's queue does not run dry
+// between completions (a cgroup-throttled volume loses its budget when it does).
+unsigned GroupCache::WindowFloor() const { return std::max(1u, options_.reads_in_flight / 8); }
+
+// Under mu_: the window follows what demand reads cost. A source with one queue (a disk,
+// a throttled volume) makes a demand read wait behind every read already handed to it, so
+// its latency grows with the window; there the window shrinks (multiplicatively) until a
+// demand read costs about twice the least seen, and grows back by one read at a time when
+// it costs less. A store answers each request on a connection of its own, so there the
+// latency hardly moves and the window stays whole. The least latency seen creeps up by 5%
+// a read, so a source that became slower is learnt anew.
+void GroupCache::AdaptWindow(std::chrono::steady_clock::duration latency) {
+  const double ms = std::chrono::duration<double, std::milli>(latency).count();
+  least_demand_ms_ = least_demand_ms_ > 0 ? std::min(ms, least_demand_ms_ * 1.05) : ms;
+  const unsigned most = std::max(1u, options_.reads_in_flight);
+  if (ms > 2 * least_demand_ms_) {
+    window_ = std::max(WindowFloor(), window_ * 3 / 4);
+  } else if (window_ < most) {
+    ++window_;
+  }
 }
 
 // Under mu_: a request for each run of still-queued blocks that readers wait on, up to a
@@ -151,6 +171,8 @@ BlobRead GroupCache::ReadOf(const Run& run, bool demand) {
   ++entry.requests_in_flight;
   ++requests_in_flight_;
   if (demand) ++demand_in_flight_;
+  Run sent = run;
+  sent.sent = std::chrono::steady_clock::now();
   const uint64_t at = uint64_t{run.first} * BlockBytes();
   BlobRead read;
   read.blob = catalog_.Group(entry.group).blob;
@@ -158,16 +180,18 @@ BlobRead GroupCache::ReadOf(const Run& run, bool demand) {
   read.length = std::min<uint64_t>(uint64_t{run.count} * BlockBytes(), entry.arena_bytes - at);
   read.buffer = arena_.base() + entry.arena_offset + at;
   read.urgent = demand;
-  read.done = [this, run, demand](Result<size_t> got) { OnRun(run, demand, std::move(got)); };
+  read.done = [this, sent, demand](Result<size_t> got) { OnRun(sent, demand, std::move(got)); };
   return read;
 }
 
 // On a source thread: a run of blocks landed or failed.
 void GroupCache::OnRun(const Run& run, bool demand, Result<size_t> got) {
+  const auto landed = std::chrono::steady_clock::now();
   std::unique_lock lock(mu_);
   Entry& entry = *run.entry;
   --entry.requests_in_flight;
   if (demand) --demand_in_flight_;
+  if (demand && got) AdaptWindow(landed - run.sent);
   const GroupExtent& g = catalog_.Group(entry.group);
   if (!entry.failed) {
     const uint64_t from = entry.data_start + uint64_t{run.first} * BlockBytes();

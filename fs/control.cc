@@ -226,6 +226,10 @@ std::string MetricsText(const Filesystem& fs) {
   metric("cache_bytes", "gauge", "Pinned cache bytes in use.", c["cached_bytes"]);
   metric("cache_groups", "gauge", "Groups held in the pinned cache.", c["cached_groups"]);
   metric("cache_prefetch_in_flight", "gauge", "Prefetch loads in flight.", c["prefetch_in_flight"]);
+  metric("cache_prefetch_window", "gauge",
+         "Prefetch reads the source may have in flight, shrunk while demand reads wait "
+         "behind them.",
+         c["prefetch_window"]);
   metric("cache_read_amplification", "gauge", "Disk bytes per byte served.",
          c["read_amplification"]);
   metric("epoch", "gauge", "Training epoch detected from the access stream.", c["epoch"]);
