@@ -14,7 +14,7 @@ namespace {
 constexpr uint64_t kSmallestPart = 256 << 10;
 constexpr uint64_t kLargestPart = 4 << 20;
 constexpr uint64_t kUnknownDevicePart = 1 << 20;
-constexpr uint64_t kBytesInFlight = 32 << 20;
+constexpr uint64_t kBytesInFlight = 10 << 20;
 
 uint64_t ReadKib(const std::filesystem::path& file) {
   uint64_t kib = 0;
