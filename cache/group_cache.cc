@@ -59,7 +59,7 @@ GroupCache::~GroupCache() {
   for (std::thread& t : prefetchers_) t.join();
   {  // pieces in flight write into the arena and call back: wait for them all
     std::unique_lock lock(mu_);
-    changed_.wait(lock, [this] { return pieces_in_flight_ == 0 && !pumping_; });
+    changed_.wait(lock, [this] { return requests_in_flight_ == 0 && !pumping_; });
     tier_stop_ = true;  // only now: the last pieces' loads may still have queued write-backs
   }
   tier_wake_.notify_all();
@@ -101,12 +101,16 @@ Result<CachedBytes> GroupCache::Read(NodeId file, uint64_t offset, size_t size) 
       }
       return bytes;
     }
-    if (entry) {  // a load is in flight: wait for the member's pieces, or its outcome
+    if (entry) {  // a load is in flight: wait for the member's blocks, or its outcome
       if (!counted) ++counters_.shared_waits;
       counted = true;
       Urge(entry, file);
-      changed_.wait(lock, [&] { return entry->ready || entry->failed || Servable(*entry, file); });
+      Pump(lock);
+      changed_.wait(lock, [&] {
+        return entry->ready || entry->failed || Servable(*entry, file) || BlockFailed(*entry, file);
+      });
       if (entry->failed) return entry->error;
+      if (const Error* error = BlockFailed(*entry, file)) return *error;
       continue;
     }
     const bool wanted = options_.whole_groups && policy_->Wanted(group);
@@ -329,7 +333,8 @@ nlohmann::json GroupCache::Stats() const {
                                    {"prefetch_issued", &c.prefetch_issued},
                                    {"prefetch_used", &c.prefetch_used},
                                    {"prefetch_wasted", &c.prefetch_wasted},
-                                   {"io_errors", &c.io_errors}}) {
+                                   {"io_errors", &c.io_errors},
+                                   {"demand_reads", &c.demand_reads}}) {
     j[key] = value->load();
   }
   if (tier_) {

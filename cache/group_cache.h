@@ -9,12 +9,16 @@
 // - No double caching: blobs are read with O_DIRECT where the filesystem allows, else
 //   the blob's pages are dropped from the kernel cache (fadvise) right after the read;
 //   what stays cached in the kernel is the served files themselves.
-// - Pieces (group_loads.cc): a load from the source is read as pieces the device takes
-//   whole (io_piece), a bounded number in flight (reads_in_flight), from one queue for
-//   all loads: first the pieces a reader waits on, then the rest in the order the groups
-//   were admitted. A member is served as soon as its pieces have landed (checked against
+// - Blocks and the demand lane (group_loads.cc): a load from the source is a grid of
+//   blocks (demand_block: the smallest read that costs the source no more than a smaller
+//   one). Prefetch reads runs of queued blocks up to io_piece long, a bounded number in
+//   flight (reads_in_flight), in the order the groups were admitted. A reader that waits
+//   on a member whose blocks are still queued sends them at once as a request of their
+//   own, marked urgent so the source puts it ahead of what it has queued; it never waits
+//   for the prefetch window to drain, and joins a request already in flight instead of
+//   repeating it. A member is served as soon as its blocks have landed (checked against
 //   its own checksum where the group's would have covered it), so the trainer consumes
-//   while the volume is still reading, instead of after whole groups land.
+//   while the volume is still reading; the group keeps filling behind it.
 // - Prefetch: once reads have begun, while the budget has room, the next groups the
 //   policy still wants are queued behind the demanded ones, several at once, so the
 //   volume is never idle while there is something left to read.
@@ -45,6 +49,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -67,9 +72,12 @@ namespace gpufs {
 
 struct CacheOptions {
   std::string policy = "consume-once";
-  unsigned prefetch_depth = 8;   // groups prefetched at once; 0: no prefetch
-  size_t io_piece = 0;           // bytes per piece of a group load; 0: the whole group
-  unsigned reads_in_flight = 4;  // pieces of group loads in flight at once
+  unsigned prefetch_depth = 8;  // groups prefetched at once; 0: no prefetch
+  size_t io_piece = 0;          // bytes per prefetch read of a group load; 0: the whole group
+  // Bytes per block of a load's grid: what a waiting reader's own request rounds to. 0:
+  // io_piece. io_piece is a multiple of it.
+  size_t demand_block = 0;
+  unsigned reads_in_flight = 4;  // requests of group loads in flight at once, demand included
   bool verify = false;           // check each member's checksum on its first read
   // False: a read that misses serves its member alone and no group is loaded, prefetched
   // or fetched to the disk tier (a node of a sharded job that cannot keep the dataset).
@@ -92,7 +100,8 @@ struct CacheCounters {
   std::atomic<uint64_t> prefetch_used{0};
   std::atomic<uint64_t> prefetch_wasted{0};
   std::atomic<uint64_t> io_errors{0};
-  std::atomic<uint64_t> tier_fills{0};  // groups fetched for the disk tier alone
+  std::atomic<uint64_t> tier_fills{0};    // groups fetched for the disk tier alone
+  std::atomic<uint64_t> demand_reads{0};  // requests sent for a waiting reader, ahead of prefetch
 };
 
 class GroupCache {
@@ -118,7 +127,9 @@ class GroupCache {
 
  private:
   friend class CachedBytes;
-  enum class Piece : uint8_t { kQueued, kInFlight, kLanded };
+  // kFailed: a prefetch read of it failed; a reader's demand read asks for it again.
+  enum class Block : uint8_t { kQueued, kInFlight, kLanded, kFailed };
+  static bool Demandable(Block state);
   struct Entry {
     uint32_t group = 0;
     bool ready = false;
@@ -132,11 +143,16 @@ class GroupCache {
     bool from_tier = false;  // loaded from the disk tier, so not written back to it
     Error error;
     std::vector<uint32_t> damaged;  // file indices whose checksum failed, sorted
-    // A load from the source, by piece (empty for a load from the disk tier).
-    std::vector<Piece> pieces;
-    uint32_t next_piece = 0;  // the first piece that may still be queued
-    uint32_t pieces_in_flight = 0;
-    uint32_t pieces_landed = 0;
+    // A load from the source, by block (empty for a load from the disk tier).
+    std::vector<Block> blocks;
+    uint32_t next_block = 0;  // the first block that may still be queued
+    uint32_t requests_in_flight = 0;
+    uint32_t blocks_landed = 0;
+    uint32_t blocks_failed = 0;
+    bool in_load_queue = false;  // some of its blocks may still be queued for prefetch
+    // Reads of part of the group that failed, by block: the readers that waited on them
+    // get the error; the rest of the group goes on (group_loads.cc, FailBlocks).
+    std::map<uint32_t, Error> failed_blocks;
     bool room_freed = false;  // a failed load's room, once nothing writes or reads it
   };
   using EntryRef = std::shared_ptr<Entry>;
@@ -149,15 +165,25 @@ class GroupCache {
   void StartLoad(const EntryRef& entry, std::unique_lock<std::mutex>& lock, const NodeId* file);
   bool LoadFromTier(Entry& entry, std::unique_lock<std::mutex>& lock);
   void Pump(std::unique_lock<std::mutex>& lock);
-  std::vector<BlobRead> NextPieces();
-  std::pair<EntryRef, uint32_t> PickPiece();
-  void OnPiece(const EntryRef& entry, uint32_t piece, Result<size_t> got);
+  // A run of a load's blocks, read as one request.
+  struct Run {
+    EntryRef entry;
+    uint32_t first = 0;
+    uint32_t count = 0;
+  };
+  std::vector<BlobRead> NextReads();
+  void TakeDemands(std::vector<BlobRead>& reads);
+  Run PickPrefetchRun();
+  BlobRead ReadOf(const Run& run, bool demand);
+  void OnRun(const Run& run, bool demand, Result<size_t> got);
   void FailLoad(Entry& entry, Error error);
   void FreeFailed(Entry& entry);
   void Finish(Entry& entry, Status status);
-  size_t PieceBytes(const Entry& entry) const;
-  std::pair<uint32_t, uint32_t> PiecesOf(const Entry& entry, NodeId file) const;
+  size_t BlockBytes() const;
+  std::pair<uint32_t, uint32_t> BlocksOf(const Entry& entry, NodeId file) const;
   bool Servable(const Entry& entry, NodeId file) const;
+  const Error* BlockFailed(const Entry& entry, NodeId file) const;
+  void FailBlocks(const Run& run, bool requeue, Error error);
   void Urge(const EntryRef& entry, NodeId file);
   Status CheckEarlyMember(NodeId file, const CachedBytes& bytes, uint64_t offset);
   bool HasBlobCheck(uint32_t group) const;
@@ -198,10 +224,11 @@ class GroupCache {
   std::vector<bool> busy_;       // pinned or loading; guarded by mu_
   unsigned prefetch_loads_ = 0;  // in flight; guarded by mu_
   // The piece queue (group_loads.cc), all guarded by mu_.
-  std::deque<std::pair<EntryRef, uint32_t>> urgent_;  // pieces readers wait on, first come
-  std::deque<EntryRef> load_queue_;  // loads with pieces still queued, in admission order
-  unsigned pieces_in_flight_ = 0;
-  bool pumping_ = false;          // a thread is submitting pieces
+  std::deque<Run> demands_;          // blocks readers wait on, first come
+  std::deque<EntryRef> load_queue_;  // loads with blocks still queued, in admission order
+  unsigned requests_in_flight_ = 0;  // demand and prefetch
+  unsigned demand_in_flight_ = 0;
+  bool pumping_ = false;          // a thread is submitting reads
   bool pump_again_ = false;       // something changed while it did
   uint32_t prefetch_cursor_ = 0;  // guarded by mu_
   bool stop_ = false;             // guarded by mu_

@@ -1,13 +1,21 @@
-// The group cache's loads from the source, piece by piece (see group_cache.h).
+// The group cache's loads from the source, block by block (see group_cache.h).
 //
-// Every load's pieces go through one queue with a bounded number in flight: a volume
-// serves requests in the order it gets them, so a piece a reader waits on must not sit
-// behind a whole group already handed to the kernel. Keeping only a few pieces in flight
-// and choosing the next one here lets a demanded piece go next, while the queue behind it
-// keeps the volume busy.
+// A volume or a store serves requests in the order it gets them, and a trainer's worker
+// has one read outstanding: whatever sits ahead of that read is time the worker idles.
+// So prefetch keeps only a window of requests in flight (enough to keep the source busy)
+// and chooses the next one here, while a read a reader waits on is sent the moment it is
+// asked for, beside the window rather than behind it, marked urgent so the source's own
+// queue lets it pass too. Demand counts against the window, so prefetch yields the room
+// demand takes and the source sees about a window's worth either way; prefetch keeps a
+// quarter of the window whatever the demand, or a trainer that misses on every read would
+// fetch the whole epoch in small requests.
 //
-// Pieces are submitted outside mu_, by one thread at a time (the pump); a completion that
-// arrives while another thread pumps leaves the next pieces to that thread, so a source
+// A demand read covers just the member's blocks: on a local volume a block is what the
+// device takes as one request anyway (a piece); from a store it is small enough to cost
+// about one request's latency, where a whole piece would cost its transfer time too.
+//
+// Reads are submitted outside mu_, by one thread at a time (the pump); a completion that
+// arrives while another thread pumps leaves the next reads to that thread, so a source
 // that completes inside Submit never recurses.
 #include <spdlog/spdlog.h>
 
@@ -19,12 +27,13 @@ namespace gpufs {
 
 // Under mu_ (released while the disk tier or the pump works): loads `entry`, which was
 // just admitted, from the disk tier when it holds a copy, else queues its pieces, with
-// those of `file` (when given) first. Returns once the pieces are queued.
+// those of `file` (when given) first. Returns once the blocks are queued.
 void GroupCache::StartLoad(const EntryRef& entry, std::unique_lock<std::mutex>& lock,
                            const NodeId* file) {
   if (tier_ && LoadFromTier(*entry, lock)) return;
-  const size_t piece = PieceBytes(*entry);
-  entry->pieces.assign((entry->arena_bytes + piece - 1) / piece, Piece::kQueued);
+  const size_t block = BlockBytes();
+  entry->blocks.assign((entry->arena_bytes + block - 1) / block, Block::kQueued);
+  entry->in_load_queue = true;
   load_queue_.push_back(entry);
   if (file) Urge(entry, *file);
   Pump(lock);
@@ -59,7 +68,7 @@ void GroupCache::Pump(std::unique_lock<std::mutex>& lock) {
   pumping_ = true;
   for (;;) {
     pump_again_ = false;
-    std::vector<BlobRead> reads = NextPieces();
+    std::vector<BlobRead> reads = NextReads();
     if (reads.empty() && !pump_again_) break;
     lock.unlock();
     if (!reads.empty()) source_.Submit(ReadKind::kGroup, std::move(reads));
@@ -69,94 +78,186 @@ void GroupCache::Pump(std::unique_lock<std::mutex>& lock) {
   changed_.notify_all();  // the destructor waits for the pump to stop
 }
 
-// Under mu_: the pieces to submit now, marked in flight.
-std::vector<BlobRead> GroupCache::NextPieces() {
+// Under mu_: the reads to submit now, their blocks marked in flight. Demand goes first and
+// past the window; prefetch fills what demand leaves of it, but always keeps a quarter of
+// the window, so a stream of demands cannot starve the loads that make later reads hits.
+std::vector<BlobRead> GroupCache::NextReads() {
   std::vector<BlobRead> reads;
-  while (!stop_ && pieces_in_flight_ < std::max(1u, options_.reads_in_flight)) {
-    // Not a structured binding: the callback below captures these by name.
-    const std::pair<EntryRef, uint32_t> picked = PickPiece();
-    const EntryRef& entry = picked.first;
-    const uint32_t piece = picked.second;
-    if (!entry) break;
-    entry->pieces[piece] = Piece::kInFlight;
-    ++entry->pieces_in_flight;
-    ++pieces_in_flight_;
-    const size_t size = PieceBytes(*entry);
-    const uint64_t at = uint64_t{piece} * size;
-    BlobRead read;
-    read.blob = catalog_.Group(entry->group).blob;
-    read.offset = entry->data_start + at;
-    read.length = std::min<uint64_t>(size, entry->arena_bytes - at);
-    read.buffer = arena_.base() + entry->arena_offset + at;
-    read.done = [this, entry, piece](Result<size_t> got) { OnPiece(entry, piece, std::move(got)); };
-    reads.push_back(std::move(read));
+  if (stop_) return reads;
+  TakeDemands(reads);
+  const unsigned window = std::max(1u, options_.reads_in_flight);
+  const unsigned floor = std::max(1u, window / 4);
+  while (requests_in_flight_ < window || requests_in_flight_ - demand_in_flight_ < floor) {
+    const Run run = PickPrefetchRun();
+    if (!run.entry) break;
+    reads.push_back(ReadOf(run, false));
   }
   return reads;
 }
 
-// Under mu_: a piece a reader waits on, else the next piece of the oldest load.
-std::pair<GroupCache::EntryRef, uint32_t> GroupCache::PickPiece() {
-  while (!urgent_.empty()) {
-    auto [entry, piece] = std::move(urgent_.front());
-    urgent_.pop_front();
-    if (!entry->failed && entry->pieces[piece] == Piece::kQueued) return {entry, piece};
+// Under mu_: a request for each run of still-queued blocks that readers wait on, up to a
+// window's worth of demand in flight (more readers than that wait their turn, first come).
+void GroupCache::TakeDemands(std::vector<BlobRead>& reads) {
+  const unsigned most = std::max(1u, options_.reads_in_flight);
+  while (!demands_.empty() && demand_in_flight_ < most) {
+    const Run wanted = std::move(demands_.front());
+    demands_.pop_front();
+    Entry& entry = *wanted.entry;
+    if (entry.failed) continue;
+    const uint32_t end = wanted.first + wanted.count;
+    for (uint32_t b = wanted.first; b < end; ++b) {
+      if (!Demandable(entry.blocks[b])) continue;
+      uint32_t last = b;
+      while (last + 1 < end && Demandable(entry.blocks[last + 1])) ++last;
+      reads.push_back(ReadOf(Run{wanted.entry, b, last - b + 1}, true));
+      ++counters_.demand_reads;
+      b = last;
+    }
   }
+}
+
+// Under mu_: the next run of queued blocks of the oldest load, up to io_piece long.
+GroupCache::Run GroupCache::PickPrefetchRun() {
+  const size_t piece = options_.io_piece ? options_.io_piece : SIZE_MAX;
+  const uint32_t most = static_cast<uint32_t>(std::max<size_t>(1, piece / BlockBytes()));
   while (!load_queue_.empty()) {
     Entry& entry = *load_queue_.front();
-    const uint32_t count = static_cast<uint32_t>(entry.pieces.size());
-    while (entry.next_piece < count && entry.pieces[entry.next_piece] != Piece::kQueued) {
-      ++entry.next_piece;
+    const uint32_t count = static_cast<uint32_t>(entry.blocks.size());
+    while (entry.next_block < count && entry.blocks[entry.next_block] != Block::kQueued) {
+      ++entry.next_block;
     }
-    if (entry.failed || entry.next_piece == count) {
+    if (entry.failed || entry.next_block == count) {
+      entry.in_load_queue = false;
       load_queue_.pop_front();
       continue;
     }
-    return {load_queue_.front(), entry.next_piece++};
+    const uint32_t first = entry.next_block;
+    uint32_t end = first + 1;
+    while (end < count && end - first < most && entry.blocks[end] == Block::kQueued) ++end;
+    entry.next_block = end;
+    return Run{load_queue_.front(), first, end - first};
   }
-  return {nullptr, 0};
+  return Run{};
 }
 
-// On a source thread: one piece landed or failed.
-void GroupCache::OnPiece(const EntryRef& entry, uint32_t piece, Result<size_t> got) {
+// Under mu_: the read of `run`, its blocks marked in flight.
+BlobRead GroupCache::ReadOf(const Run& run, bool demand) {
+  Entry& entry = *run.entry;
+  for (uint32_t b = run.first; b < run.first + run.count; ++b) {
+    if (entry.blocks[b] == Block::kFailed) --entry.blocks_failed;
+    entry.blocks[b] = Block::kInFlight;
+    entry.failed_blocks.erase(b);  // readers now wait on this read instead
+  }
+  ++entry.requests_in_flight;
+  ++requests_in_flight_;
+  if (demand) ++demand_in_flight_;
+  const uint64_t at = uint64_t{run.first} * BlockBytes();
+  BlobRead read;
+  read.blob = catalog_.Group(entry.group).blob;
+  read.offset = entry.data_start + at;
+  read.length = std::min<uint64_t>(uint64_t{run.count} * BlockBytes(), entry.arena_bytes - at);
+  read.buffer = arena_.base() + entry.arena_offset + at;
+  read.urgent = demand;
+  read.done = [this, run, demand](Result<size_t> got) { OnRun(run, demand, std::move(got)); };
+  return read;
+}
+
+// On a source thread: a run of blocks landed or failed.
+void GroupCache::OnRun(const Run& run, bool demand, Result<size_t> got) {
   std::unique_lock lock(mu_);
-  --entry->pieces_in_flight;
-  const GroupExtent& g = catalog_.Group(entry->group);
-  if (!entry->failed) {
-    const size_t size = PieceBytes(*entry);
-    const uint64_t from = entry->data_start + uint64_t{piece} * size;
+  Entry& entry = *run.entry;
+  --entry.requests_in_flight;
+  if (demand) --demand_in_flight_;
+  const GroupExtent& g = catalog_.Group(entry.group);
+  if (!entry.failed) {
+    const uint64_t from = entry.data_start + uint64_t{run.first} * BlockBytes();
+    const uint64_t length = std::min<uint64_t>(uint64_t{run.count} * BlockBytes(),
+                                               entry.arena_bytes - (from - entry.data_start));
     const uint64_t end = g.offset + g.size;  // what the group needs of the blob
-    const uint64_t need = end > from ? std::min<uint64_t>(end - from, size) : 0;
-    if (!got) {
-      FailLoad(*entry, Error{got.error().code, fmt::format("cannot read group {}: {}", entry->group,
-                                                           got.error().message)});
+    const uint64_t need = end > from ? std::min<uint64_t>(end - from, length) : 0;
+    if (!got && run.count < entry.blocks.size()) {
+      FailBlocks(run, demand,
+                 Error{got.error().code,
+                       fmt::format("cannot read group {}: {}", entry.group, got.error().message)});
+    } else if (!got) {
+      FailLoad(entry, Error{got.error().code, fmt::format("cannot read group {}: {}", entry.group,
+                                                          got.error().message)});
     } else if (*got < need) {
-      FailLoad(*entry, Error{EIO, fmt::format("cannot read group {}: blob {} ends early",
-                                              entry->group, source_.Describe(g.blob))});
+      FailLoad(entry, Error{EIO, fmt::format("cannot read group {}: blob {} ends early",
+                                             entry.group, source_.Describe(g.blob))});
     } else {
-      entry->pieces[piece] = Piece::kLanded;
-      ++entry->pieces_landed;
+      for (uint32_t b = run.first; b < run.first + run.count; ++b) entry.blocks[b] = Block::kLanded;
+      entry.blocks_landed += run.count;
       counters_.bytes_from_disk += *got;
     }
   }
-  if (entry->failed) {
-    FreeFailed(*entry);
-  } else if (entry->pieces_landed == entry->pieces.size()) {
-    const char* bytes = arena_.base() + entry->arena_offset + (g.offset - entry->data_start);
-    lock.unlock();  // readers may take members of the landed pieces meanwhile
+  if (!entry.failed && entry.blocks_failed > 0 && !entry.failed_blocks.empty() &&
+      entry.blocks_landed + entry.blocks_failed == entry.blocks.size()) {
+    // Nothing left to read: the readers of the failed blocks have their error and the
+    // others were served; the group is not kept, and a later reader loads it again.
+    FailLoad(entry, entry.failed_blocks.begin()->second);
+    counters_.io_errors -= 1;  // counted with the read that failed
+  }
+  if (entry.failed) {
+    FreeFailed(entry);
+  } else if (entry.blocks_landed == entry.blocks.size()) {
+    const char* bytes = arena_.base() + entry.arena_offset + (g.offset - entry.data_start);
+    lock.unlock();  // readers may take members of the landed blocks meanwhile
     std::vector<uint32_t> damaged;
-    Status s = CheckWholeBlob(entry->group, bytes, &damaged);
+    Status s = CheckWholeBlob(entry.group, bytes, &damaged);
     lock.lock();
-    entry->damaged = std::move(damaged);
-    Finish(*entry, std::move(s));
+    entry.damaged = std::move(damaged);
+    Finish(entry, std::move(s));
   }
   // Counted out only now: the destructor waits for this, and the check above unlocks.
-  --pieces_in_flight_;
+  --requests_in_flight_;
   changed_.notify_all();
   Pump(lock);
 }
 
-// Under mu_: fails every reader of a load whose piece failed; its room is freed once no
-// piece of it is in flight.
+// Under mu_: a read of part of a group failed. The readers waiting on its blocks get the
+// error; the rest of the group does not depend on them and goes on. A demand read's blocks
+// go back to prefetch's queue for one more try; a failed prefetch read's blocks wait for a
+// reader, whose demand read tries them again. Once nothing is left to read, a group with
+// failed blocks is dropped (see OnRun).
+void GroupCache::FailBlocks(const Run& run, bool requeue, Error error) {
+  Entry& entry = *run.entry;
+  ++counters_.io_errors;
+  spdlog::warn("{}", error.message);
+  for (uint32_t b = run.first; b < run.first + run.count; ++b) {
+    entry.blocks[b] = requeue ? Block::kQueued : Block::kFailed;
+    entry.failed_blocks.insert_or_assign(b, error);
+  }
+  if (!requeue) {
+    entry.blocks_failed += run.count;
+    return;
+  }
+  entry.next_block = std::min(entry.next_block, run.first);
+  if (!entry.in_load_queue) {
+    entry.in_load_queue = true;
+    load_queue_.push_back(run.entry);
+  }
+}
+
+// Blocks a reader's demand read may ask for: queued, or failed before (asked again).
+bool GroupCache::Demandable(Block state) {
+  return state == Block::kQueued || state == Block::kFailed;
+}
+
+// Under mu_: the error of a failed read of member `file`'s blocks, if any is not being
+// read again.
+const Error* GroupCache::BlockFailed(const Entry& entry, NodeId file) const {
+  if (entry.failed_blocks.empty()) return nullptr;
+  const auto [first, last] = BlocksOf(entry, file);
+  for (auto it = entry.failed_blocks.lower_bound(first);
+       it != entry.failed_blocks.end() && it->first <= last; ++it) {
+    if (entry.blocks[it->first] != Block::kInFlight) return &it->second;
+  }
+  return nullptr;
+}
+
+// Under mu_: fails every reader of a load whose request failed; its room is freed once no
+// request of it is in flight.
 void GroupCache::FailLoad(Entry& entry, Error error) {
   ++counters_.io_errors;
   failed_[entry.group] = true;
@@ -167,10 +268,10 @@ void GroupCache::FailLoad(Entry& entry, Error error) {
   changed_.notify_all();
 }
 
-// Under mu_: a failed load's room is freed once no piece writes into it and no member
+// Under mu_: a failed load's room is freed once no request writes into it and no member
 // served early from it is still being sent.
 void GroupCache::FreeFailed(Entry& entry) {
-  if (!entry.failed || entry.room_freed || entry.pieces_in_flight > 0 || entry.pins > 0) return;
+  if (!entry.failed || entry.room_freed || entry.requests_in_flight > 0 || entry.pins > 0) return;
   entry.room_freed = true;
   arena_.Free(entry.arena_offset, entry.arena_bytes);
 }
@@ -192,38 +293,45 @@ void GroupCache::Finish(Entry& entry, Status status) {
   changed_.notify_all();
 }
 
-// The bytes of each piece of the entry's load (the last one may be shorter).
-size_t GroupCache::PieceBytes(const Entry& entry) const {
-  return options_.io_piece ? options_.io_piece : entry.arena_bytes;
+// The bytes of each block of a load's grid (a load's last block may be shorter).
+size_t GroupCache::BlockBytes() const {
+  if (options_.demand_block) return options_.demand_block;
+  return options_.io_piece ? options_.io_piece : SIZE_MAX / 2;
 }
 
-// The pieces [first, last] that hold member `file` of the entry's group.
-std::pair<uint32_t, uint32_t> GroupCache::PiecesOf(const Entry& entry, NodeId file) const {
+// The blocks [first, last] that hold member `file` of the entry's group.
+std::pair<uint32_t, uint32_t> GroupCache::BlocksOf(const Entry& entry, NodeId file) const {
   const FileExtent& f = catalog_.Extent(file);
-  const size_t size = PieceBytes(entry);
+  const size_t size = BlockBytes();
   const uint64_t from = f.offset - entry.data_start;
   const uint64_t to = from + std::max<uint64_t>(f.size, 1) - 1;
   return {static_cast<uint32_t>(from / size), static_cast<uint32_t>(to / size)};
 }
 
-// Under mu_: whether member `file` may be served from a load still in flight: its pieces
+// Under mu_: whether member `file` may be served from a load still in flight: its blocks
 // have landed, and it can be checked alone wherever the whole group will be checked.
 bool GroupCache::Servable(const Entry& entry, NodeId file) const {
-  if (entry.failed || entry.pieces.empty()) return false;
+  if (entry.failed || entry.blocks.empty()) return false;
   if (HasBlobCheck(entry.group) && !catalog_.has_checksums()) return false;
-  const auto [first, last] = PiecesOf(entry, file);
-  for (uint32_t p = first; p <= last; ++p) {
-    if (entry.pieces[p] != Piece::kLanded) return false;
+  const auto [first, last] = BlocksOf(entry, file);
+  for (uint32_t b = first; b <= last; ++b) {
+    if (entry.blocks[b] != Block::kLanded) return false;
   }
   return true;
 }
 
-// Under mu_: a reader waits on member `file`; its queued pieces go next.
+// Under mu_: a reader waits on member `file`; those of its blocks still queued go out as
+// a demand read at the next Pump. Blocks already in flight are joined, not asked again.
 void GroupCache::Urge(const EntryRef& entry, NodeId file) {
-  if (entry->pieces.empty()) return;
-  const auto [first, last] = PiecesOf(*entry, file);
-  for (uint32_t p = first; p <= last; ++p) {
-    if (entry->pieces[p] == Piece::kQueued) urgent_.emplace_back(entry, p);
+  if (entry->blocks.empty()) return;
+  const auto [first, last] = BlocksOf(*entry, file);
+  for (uint32_t b = first; b <= last; ++b) {
+    if (!Demandable(entry->blocks[b])) continue;
+    // A failed read's error was for the readers that waited on it, not this one.
+    entry->failed_blocks.erase(entry->failed_blocks.lower_bound(first),
+                               entry->failed_blocks.upper_bound(last));
+    demands_.push_back(Run{entry, first, last - first + 1});
+    return;
   }
 }
 

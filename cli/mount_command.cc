@@ -480,6 +480,7 @@ Result<CacheStack> MakeCacheStack(const MountArgs& args, const Opened& opened) {
   options.policy = args.policy;
   options.prefetch_depth = args.prefetch ? args.prefetch_depth : 0;
   options.io_piece = stack.source->PartSize();
+  options.demand_block = stack.source->DemandSize();
   options.reads_in_flight =
       args.reads_in_flight ? args.reads_in_flight : stack.source->PartsInFlight();
   options.verify = args.verify;

@@ -218,7 +218,7 @@ std::string MetricsText(const Filesystem& fs) {
   if (c.is_null()) return out;
   for (const char* key :
        {"hits", "misses", "shared_waits", "member_reads", "groups_loaded", "evictions",
-        "prefetch_issued", "prefetch_used", "prefetch_wasted", "io_errors"}) {
+        "prefetch_issued", "prefetch_used", "prefetch_wasted", "io_errors", "demand_reads"}) {
     metric(fmt::format("cache_{}_total", key), "counter", "Group cache counter.", c[key]);
   }
   metric("cache_disk_bytes_total", "counter", "Bytes read from the blobs.", c["bytes_from_disk"]);

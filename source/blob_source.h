@@ -71,6 +71,9 @@ struct BlobRead {
   size_t length = 0;
   char* buffer = nullptr;  // `length` bytes; for kGroup aligned to Alignment()
   std::function<void(Result<size_t>)> done;
+  // A reader waits on these bytes: the source sends the read ahead of those it has queued
+  // (kMember reads always are).
+  bool urgent = false;
 };
 
 class BlobSource {
@@ -95,6 +98,10 @@ class BlobSource {
   // How many parts in flight keep the source busy: more only wait behind them, where a
   // part someone waits on could have gone first.
   virtual unsigned PartsInFlight() const { return 4; }
+  // The smallest read worth making for a reader that waits: asking for less costs the
+  // source as much (a device request; a store's round trip is most of a small GET's time).
+  // A multiple of Alignment(); 0: PartSize().
+  virtual size_t DemandSize() const { return 0; }
 
   // Queues `reads`; thread-safe.
   virtual void Submit(ReadKind kind, std::vector<BlobRead> reads) = 0;

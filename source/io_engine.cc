@@ -18,18 +18,20 @@ ssize_t PreadOnce(const IoRequest& r) {
 void RequestQueue::Push(std::vector<IoRequest> requests) {
   {
     std::lock_guard lock(mu_);
-    for (IoRequest& r : requests) queue_.push_back(std::move(r));
+    for (IoRequest& r : requests) (r.urgent ? urgent_ : queue_).push_back(std::move(r));
   }
   wake_.notify_all();
 }
 
 std::vector<IoRequest> RequestQueue::Take(size_t max, bool wait) {
   std::unique_lock lock(mu_);
-  if (wait) wake_.wait(lock, [this] { return closed_ || !queue_.empty(); });
+  if (wait) wake_.wait(lock, [this] { return closed_ || !urgent_.empty() || !queue_.empty(); });
   std::vector<IoRequest> out;
-  while (!queue_.empty() && out.size() < max) {
-    out.push_back(std::move(queue_.front()));
-    queue_.pop_front();
+  for (std::deque<IoRequest>* q : {&urgent_, &queue_}) {
+    while (!q->empty() && out.size() < max) {
+      out.push_back(std::move(q->front()));
+      q->pop_front();
+    }
   }
   return out;
 }

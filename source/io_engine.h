@@ -27,6 +27,7 @@ struct IoRequest {
   uint64_t offset = 0;
   size_t length = 0;
   char* buffer = nullptr;
+  bool urgent = false;                // a reader waits on it: taken before the others
   std::function<void(ssize_t)> done;  // bytes read, or -errno
 };
 
@@ -42,8 +43,8 @@ class IoEngine {
 class RequestQueue {
  public:
   void Push(std::vector<IoRequest> requests);
-  // Up to `max` requests. With `wait`, blocks until there is one or the queue is closed;
-  // the result is then empty only once the queue is closed and drained.
+  // Up to `max` requests, urgent ones first. With `wait`, blocks until there is one or the queue is
+  // closed; the result is then empty only once the queue is closed and drained.
   std::vector<IoRequest> Take(size_t max, bool wait);
   // Wakes every waiter; what is queued is still handed out.
   void Close();
@@ -51,8 +52,9 @@ class RequestQueue {
  private:
   std::mutex mu_;
   std::condition_variable wake_;
-  std::deque<IoRequest> queue_;  // guarded by mu_
-  bool closed_ = false;          // guarded by mu_
+  std::deque<IoRequest> urgent_;  // taken first, in order; guarded by mu_
+  std::deque<IoRequest> queue_;   // guarded by mu_
+  bool closed_ = false;           // guarded by mu_
 };
 
 // Serves requests from `queue` with PreadOnce, one at a time, until it is closed and drained.

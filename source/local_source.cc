@@ -82,6 +82,7 @@ IoRequest LocalSource::RequestFor(ReadKind kind, BlobRead read) {
   const uint64_t offset = read.offset;
   const size_t length = read.length;
   const bool drop = !direct && kind != ReadKind::kStage;
+  const bool urgent = read.urgent || kind == ReadKind::kMember;
   auto done = [this, fd, drop, blob, offset, length, done = std::move(read.done)](ssize_t n) {
     if (drop) {  // the bytes now live in the arena or the served file's cache
       posix_fadvise(fd, static_cast<off_t>(offset), static_cast<off_t>(length),
@@ -96,7 +97,8 @@ IoRequest LocalSource::RequestFor(ReadKind kind, BlobRead read) {
     bytes_ += static_cast<uint64_t>(n);
     done(static_cast<size_t>(n));
   };
-  return IoRequest{fd, static_cast<int>(blob), offset, length, read.buffer, std::move(done)};
+  return IoRequest{fd,     static_cast<int>(blob), offset, length, read.buffer,
+                   urgent, std::move(done)};
 }
 
 Result<size_t> LocalSource::Read(ReadKind kind, uint32_t blob, uint64_t offset, size_t length,

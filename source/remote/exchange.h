@@ -43,6 +43,9 @@ struct Exchange {
   std::string cookie;
   unsigned max_attempts = 0;  // 0: the loop's; a peer gets one, then the next peer
   bool via_peer = false;      // counted as a peer's request and bytes, not the store's
+  // A reader waits on it: started before every queued exchange that is not, even when all
+  // `connections` are busy (up to TransferLoop's urgent allowance).
+  bool urgent = false;
   // When the read this request serves began, which its retry deadline counts from (a block
   // that peers failed to send); unset: its first attempt.
   std::optional<std::chrono::steady_clock::time_point> since;

@@ -135,6 +135,7 @@ struct ObjectStore::Block {
   // failed, so that a read through peers ends within the same deadline as a direct one.
   std::optional<std::chrono::steady_clock::time_point> since{};
   unsigned max_attempts = 0;  // 0: until the retry deadline
+  bool urgent = false;        // a reader waits on it (GetRequest::urgent)
 };
 
 class ObjectStore::Impl {
@@ -266,7 +267,8 @@ void ObjectStore::Get(GetRequest request, std::function<void(Result<size_t>)> do
                     std::move(finish),
                     {},
                     {},
-                    request.one_attempt ? 1u : 0u});
+                    request.one_attempt ? 1u : 0u,
+                    request.urgent});
     return;
   }
   GetThroughPeers(std::move(request), object, std::move(finish));
@@ -320,6 +322,7 @@ void ObjectStore::GetThroughPeers(GetRequest request, const std::string& object,
     block->peers_until = *block->since + TotalDeadline(config_.deadlines, block->length);
     block->served_by = read->served_by;
     block->index = b - first;
+    block->urgent = r.urgent;
     block->done = [gather](Result<size_t> outcome) { gather->BlockDone(outcome); };
     GetFromPeer(std::move(block), 0, false);
   }
@@ -342,6 +345,7 @@ void ObjectStore::CheckPeerRead(std::shared_ptr<PeerRead> read) {
     block.length = member.size;
     block.buffer = scratch.get();
     block.expected = r.expected;
+    block.urgent = r.urgent;
     block.done = [this, read, member, scratch, gather](Result<size_t> got) {
       if (got) got = TakeStoreBytes(*read, member, scratch.get());
       gather->BlockDone(got);
@@ -397,6 +401,7 @@ void ObjectStore::GetDirect(const Block& block) {
   exchange.partial_only = true;
   exchange.since = block.since;
   exchange.max_attempts = block.max_attempts;
+  exchange.urgent = block.urgent;
   exchange.done = [object = block.object, offset = block.offset, length = block.length,
                    expected = block.expected, finish = block.done](Result<Reply> reply) {
     if (!reply.ok()) return finish(reply.error());
@@ -425,6 +430,7 @@ void ObjectStore::GetFromPeer(std::shared_ptr<const Block> block, size_t rank, b
   }
   exchange.max_attempts = 1;
   exchange.via_peer = true;
+  exchange.urgent = block->urgent;
   exchange.buffer = block->buffer;
   exchange.capacity = block->length;
   exchange.partial_only = true;

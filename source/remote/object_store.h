@@ -169,6 +169,9 @@ struct GetRequest {
   // gave up at the retry deadline (remote_source.h) learns at once whether the store is
   // back.
   bool one_attempt = false;
+  // A reader waits on it: sent ahead of the queued requests, on a connection of its own if
+  // every one is busy (transfer_loop.h).
+  bool urgent = false;
 };
 
 // Counters of requests, kept by the store; Stats() reports them.

@@ -19,6 +19,11 @@ constexpr uint64_t kMaxWholeMember = 1 << 20;
 // at once; short enough that reads after an outage go to the store again.
 constexpr auto kRecentGiveUp = std::chrono::seconds(1);
 
+// What a waiting reader's read of a group asks for: a typical image's blocks. Through a
+// 20 ms, 80 MB/s link 256 KiB costs 23 ms against 125 ms for an 8 MiB part; much smaller
+// and the requests per file grow with nothing gained on the round trip.
+constexpr size_t kDemandBytes = 256 << 10;
+
 }  // namespace
 
 // Whatever went wrong (an object deleted or denied since the mount), the reader sees EIO,
@@ -69,7 +74,11 @@ std::string RemoteSource::Identity(uint32_t blob) const {
   return fmt::format("etag={} size={}", objects_[blob].etag, objects_[blob].size);
 }
 
-void RemoteSource::Submit(ReadKind, std::vector<BlobRead> reads) {
+size_t RemoteSource::DemandSize() const {
+  return part_ ? std::min(part_, kDemandBytes) : kDemandBytes;
+}
+
+void RemoteSource::Submit(ReadKind kind, std::vector<BlobRead> reads) {
   for (BlobRead& read : reads) {
     if (read.blob >= objects_.size()) {
       read.done(
@@ -85,17 +94,19 @@ void RemoteSource::Submit(ReadKind, std::vector<BlobRead> reads) {
     }
     const auto length =
         static_cast<size_t>(std::min<uint64_t>(read.length, object.size - read.offset));
+    read.urgent = read.urgent || kind == ReadKind::kMember;
     if (RecentGiveUp(read.blob)) {
-      store_.Get(
-          GetRequest{object.name, read.offset, length, read.buffer, object, nullptr, 0, true},
-          AsReadDone(read.blob, std::move(read.done)));
+      store_.Get(GetRequest{object.name, read.offset, length, read.buffer, object, nullptr, 0, true,
+                            read.urgent},
+                 AsReadDone(read.blob, std::move(read.done)));
       continue;
     }
     if (digests_) {
       GetWidened(read, length);
       continue;
     }
-    store_.Get(GetRequest{object.name, read.offset, length, read.buffer, object, nullptr, 0},
+    store_.Get(GetRequest{object.name, read.offset, length, read.buffer, object, nullptr, 0, false,
+                          read.urgent},
                AsReadDone(read.blob, std::move(read.done)));
   }
 }
@@ -111,7 +122,8 @@ void RemoteSource::GetWidened(BlobRead& read, size_t length) {
   const auto head = digests_->Straddling(read.blob, start);
   const auto tail = digests_->Straddling(read.blob, end);
   if (!head && !tail) {
-    store_.Get(GetRequest{object.name, start, length, read.buffer, object, digests_, read.blob},
+    store_.Get(GetRequest{object.name, start, length, read.buffer, object, digests_, read.blob,
+                          false, read.urgent},
                AsReadDone(read.blob, std::move(read.done)));
     return;
   }
@@ -126,7 +138,8 @@ void RemoteSource::GetWidened(BlobRead& read, size_t length) {
   const auto done = [parts](Result<size_t> r) { parts->BlockDone(r); };
   if (middle) {
     store_.Get(GetRequest{object.name, middle_from, static_cast<size_t>(middle_to - middle_from),
-                          read.buffer + (middle_from - start), object, digests_, read.blob},
+                          read.buffer + (middle_from - start), object, digests_, read.blob, false,
+                          read.urgent},
                done);
   }
   for (const auto& [from, to] : sticking) {
@@ -135,14 +148,15 @@ void RemoteSource::GetWidened(BlobRead& read, size_t length) {
     // A large member is not fetched whole for a small part of it: that part comes from the
     // store, which needs no check.
     if (to - from > kMaxWholeMember) {
-      store_.Get(GetRequest{object.name, copy_from, static_cast<size_t>(copy_to - copy_from),
-                            read.buffer + (copy_from - start), object, nullptr, 0},
-                 done);
+      store_.Get(
+          GetRequest{object.name, copy_from, static_cast<size_t>(copy_to - copy_from),
+                     read.buffer + (copy_from - start), object, nullptr, 0, false, read.urgent},
+          done);
       continue;
     }
     auto bounce = std::shared_ptr<char[]>(new char[to - from]);
     store_.Get(GetRequest{object.name, from, static_cast<size_t>(to - from), bounce.get(), object,
-                          digests_, read.blob},
+                          digests_, read.blob, false, read.urgent},
                [parts, bounce, out = read.buffer + (copy_from - start), skip = copy_from - from,
                 n = copy_to - copy_from](Result<size_t> r) {
                  if (r) std::memcpy(out, bounce.get() + skip, n);

@@ -42,6 +42,7 @@ class RemoteSource : public BlobSource {
   size_t PartSize() const override { return part_; }
   // A store is latency-bound: every connection should have a part to fetch.
   unsigned PartsInFlight() const override { return store_.config().connections; }
+  size_t DemandSize() const override;
   void Submit(ReadKind kind, std::vector<BlobRead> reads) override;
   nlohmann::json Stats() const override { return store_.Stats(); }
 

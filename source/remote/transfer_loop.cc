@@ -212,7 +212,7 @@ TransferLoop::TransferLoop(LoopConfig config, StoreCounters& counters, BucketReg
     : config_(std::move(config)), counters_(counters), region_(region) {
   InitCurlOnce();
   multi_ = curl_multi_init();
-  const long connections = config_.connections;
+  const long connections = 2L * config_.connections;  // urgent ones included (MayStart)
   curl_multi_setopt(multi_, CURLMOPT_MAX_TOTAL_CONNECTIONS, connections);
   curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS, connections);
   curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, connections);
@@ -295,9 +295,20 @@ void TransferLoop::TakeIncoming(std::deque<Incoming>& incoming) {
     auto transfer = std::make_unique<Transfer>();
     transfer->exchange = std::move(std::get<Exchange>(item));
     transfer->loop = this;
-    ready_.push_back(std::move(transfer));
+    // An urgent exchange goes behind the urgent ones already waiting, before all others.
+    const auto at = transfer->exchange.urgent
+                        ? std::find_if(ready_.begin(), ready_.end(),
+                                       [](const auto& t) { return !t->exchange.urgent; })
+                        : ready_.end();
+    ready_.insert(at, std::move(transfer));
   }
   incoming.clear();
+}
+
+// Every connection may be busy with exchanges that nobody waits on yet (prefetch): an
+// urgent one then opens one more, up to as many again, rather than wait for one of them.
+bool TransferLoop::MayStart(const Transfer& t) const {
+  return active_.size() < config_.connections * (t.exchange.urgent ? 2 : 1);
 }
 
 void TransferLoop::StartReady() {
@@ -307,7 +318,7 @@ void TransferLoop::StartReady() {
     ready_.push_front(std::move(retries_.begin()->second));
     retries_.erase(retries_.begin());
   }
-  while (!ready_.empty() && active_.size() < config_.connections) {
+  while (!ready_.empty() && MayStart(*ready_.front())) {
     std::unique_ptr<Transfer> transfer = std::move(ready_.front());
     ready_.pop_front();
     Start(std::move(transfer));
@@ -513,7 +524,7 @@ void TransferLoop::Deliver(std::unique_ptr<Transfer> t, Result<Reply> outcome) {
 
 int TransferLoop::PollTimeoutMs() const {
   constexpr int kIdleMs = 1000;  // a wakeup ends the wait sooner
-  if (!ready_.empty() && active_.size() < config_.connections) return 0;
+  if (!ready_.empty() && MayStart(*ready_.front())) return 0;
   if (!awaiting_keys_.empty()) return 50;  // the provider's refresh is polled
   if (retries_.empty()) return kIdleMs;
   const auto wait =

@@ -1,8 +1,9 @@
 // One of the store's transfer threads: a libcurl multi handle running the Exchanges given to
 // it, at most `connections` on the wire at once over reused connections, the rest queued in
-// order. A store runs several (object_store.cc), each with its share of the connections, so
-// that copying bodies into the cache is not capped by one core; an exchange and all its
-// attempts stay on the loop it was submitted to.
+// order; urgent exchanges (a reader waits on them) go first, and up to `connections` more of
+// them may be on the wire when all are busy. A store runs several loops (object_store.cc),
+// each with its share of the connections, so that copying bodies into the cache is not
+// capped by one core; an exchange and all its attempts stay on the loop it was submitted to.
 //
 // Each attempt runs under the deadlines of deadline.h. An attempt that fails in a way worth
 // repeating (a refused, reset or stalled connection, a deadline passed, a 5xx, 429 or SlowDown
@@ -97,6 +98,7 @@ class TransferLoop {
 
   void Run();
   void TakeIncoming(std::deque<Incoming>& incoming);
+  bool MayStart(const Transfer& transfer) const;
   void StartReady();
   void Start(std::unique_ptr<Transfer> transfer);
   void Reap();

@@ -5,6 +5,7 @@ removed folder leaves every read working."""
 import concurrent.futures
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -85,6 +86,43 @@ class DiskTier(unittest.TestCase):
         self.assertEqual(io["requests"], 0, "a remount fetched from the server")
         self.assertEqual(tier["hits"], groups)
         self.assertEqual(tier["damaged"], 0)
+
+    def test_shuffled_readers_get_exact_bytes_from_demand_prefetch_and_the_tier(self):
+        # Pieces of 16 KiB: each 64 KiB group is four blocks, so four readers in shuffled
+        # orders send demand reads of single files' blocks while prefetch reads the rest.
+        rels = sorted(self.expected)
+
+        def shuffled_pass(mnt):
+            orders = [random.Random(seed).sample(rels, len(rels)) for seed in range(4)]
+
+            def read(order):
+                got = {}
+                for rel in order:
+                    with open(os.path.join(mnt, rel), "rb") as f:
+                        got[rel] = f.read()
+                return got
+
+            with concurrent.futures.ThreadPoolExecutor(4) as pool:
+                for got in pool.map(read, orders):
+                    self.assertEqual(got, {rel: self.expected[rel] for rel in got})
+
+        with self.mount("--io-size", "16KiB") as mnt:
+            drop_page_cache()
+            shuffled_pass(mnt)
+            stats = stats_of(mnt)
+            self.assertGreater(stats["demand_reads"], 0)
+            self.assertEqual(stats["io_errors"], 0)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and (
+                    len(copies_below(stats["tier"]["root"])) < stats["groups"]):
+                time.sleep(0.05)
+                stats = stats_of(mnt)
+        with self.mount("--io-size", "16KiB") as mnt:  # now from the tier's copies
+            drop_page_cache()
+            shuffled_pass(mnt)
+            stats = stats_of(mnt)
+            self.assertEqual(stats["io"]["requests"], 0, "a remount fetched from the server")
+            self.assertGreater(stats["tier"]["hits"], 0)
 
     def test_gpufs_stat_and_metrics_show_the_tier(self):
         self.read_all()  # every group on disk

@@ -252,6 +252,27 @@ class BlobReadFails(FaultCase):
                     self.assert_exact(read_files(daemon.mnt, mine), mine)
                     self.assert_lives(daemon)
 
+    def test_a_failed_demand_read_fails_its_reader_and_the_group_reads_on(self):
+        # Pieces of 4 KiB: a reader's own (demand) read of a group covers just its file's
+        # blocks, so bytes failing inside one file fail that reader, not its siblings.
+        piece = 4096
+        faultfs, daemon_of = self.mount_on_faultfs("native", ("--io-size", str(piece)))
+        with faultfs, daemon_of() as daemon:
+            layout = self.layout(daemon.mnt)
+            blob, mine, others = self.pick_victim(layout)
+            victim = max(mine, key=lambda rel: layout[rel][2])
+            _, offset, size = layout[victim]
+            start = -(-offset // piece) * piece  # blocks wholly inside the victim
+            end = (offset + size) // piece * piece
+            self.assertLess(start, end, f"{victim} ({size} bytes) spans no whole block")
+            faultfs.rules(f"{self.relative(faultfs, blob)} {start} {end}")
+            self.assert_eio(read_files(daemon.mnt, [victim]), [victim])
+            siblings = [rel for rel in mine if rel != victim]
+            self.assert_exact(read_files(daemon.mnt, siblings + others), siblings + others)
+            faultfs.rules()
+            self.assert_exact(read_files(daemon.mnt, mine), mine)
+            self.assert_lives(daemon)
+
     def test_concurrent_readers_of_a_failing_blob_all_get_eio_without_a_log_storm(self):
         # All that went wrong is reported together: a hang, a storm, a deaf daemon.
         readers, rounds = 6, 3

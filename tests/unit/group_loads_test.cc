@@ -7,6 +7,9 @@
 #include <cstring>
 #include <future>
 #include <mutex>
+#include <numeric>
+#include <random>
+#include <thread>
 
 #include "cache/group_cache.h"
 #include "dataset/format/checksums.h"
@@ -45,6 +48,22 @@ class HeldSource : public BlobSource {
     std::lock_guard lock(mu_);
     return submitted_;
   }
+  // Whether the read held at `offset` was sent as urgent (a reader waits on it).
+  bool Urgent(uint64_t offset) {
+    std::lock_guard lock(mu_);
+    auto it = std::find_if(held_.begin(), held_.end(),
+                           [&](const BlobRead& r) { return r.offset == offset; });
+    return it != held_.end() && it->urgent;
+  }
+  // The offsets of the held reads that are not urgent (prefetch).
+  std::vector<uint64_t> HeldPrefetch() {
+    std::lock_guard lock(mu_);
+    std::vector<uint64_t> offsets;
+    for (const BlobRead& r : held_) {
+      if (!r.urgent) offsets.push_back(r.offset);
+    }
+    return offsets;
+  }
   // Answers the held read at blob offset `offset` with the blob's bytes, or `error`.
   void Answer(uint64_t offset, int error = 0) {
     BlobRead read;
@@ -75,17 +94,20 @@ class HeldSource : public BlobSource {
 constexpr size_t kPiece = 4096;
 constexpr size_t kMember = 3000;
 
-// One group of four 3000-byte members in one blob, read as 4096-byte pieces: member 0 lies
-// in piece 0, member 1 in pieces 0-1, member 2 in pieces 1-2, member 3 in piece 2.
+// One group of 3000-byte members in one blob (four unless a test asks for more), read as
+// 4096-byte pieces: member 0 lies in piece 0, member 1 in pieces 0-1, member 2 in pieces
+// 1-2, member 3 in piece 2.
 class GroupLoadsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { MakeDataset(4); }
+
+  void MakeDataset(uint32_t members) {
     DatasetSpec spec;
     spec.index_file = "test";
     spec.classes = {"c"};
     spec.has_checksums = true;
     std::string bytes;
-    for (uint32_t m = 0; m < 4; ++m) {
+    for (uint32_t m = 0; m < members; ++m) {
       std::string member;
       for (size_t i = 0; i < kMember; ++i) member += static_cast<char>('a' + (m * 7 + i) % 26);
       spec.members.push_back(MemberSpec{"c/" + std::to_string(m), 0, 0, bytes.size(), kMember,
@@ -97,12 +119,13 @@ class GroupLoadsTest : public ::testing::Test {
     source_ = std::make_unique<HeldSource>(bytes);
   }
 
-  void MakeCache(unsigned in_flight) {
+  void MakeCache(unsigned in_flight, size_t demand_block = 0) {
     arena_ = std::move(*PinnedArena::Create(1 << 20));
     CacheOptions options;
     options.policy = "lru";
     options.prefetch_depth = 0;
     options.io_piece = kPiece;
+    options.demand_block = demand_block;
     options.reads_in_flight = in_flight;
     cache_ = std::make_unique<GroupCache>(*catalog_, *source_, *arena_, MakePolicy("lru", {4}, 4),
                                           options);
@@ -126,34 +149,124 @@ class GroupLoadsTest : public ::testing::Test {
 TEST_F(GroupLoadsTest, ServesAMemberOnceItsPieceLandsBeforeTheRestOfTheGroup) {
   MakeCache(1);
   auto reader = ReadLater(3);
-  // The demanded member's piece goes first, not the group's first piece.
-  EXPECT_EQ(source_->Held(1), std::vector<uint64_t>{2 * kPiece});
+  // The demanded member's piece goes at once as an urgent read of its own, beside the
+  // window's prefetch of the group's first piece.
+  EXPECT_EQ(source_->Held(2), (std::vector<uint64_t>{2 * kPiece, 0}));
+  EXPECT_TRUE(source_->Urgent(2 * kPiece));
+  EXPECT_FALSE(source_->Urgent(0));
   source_->Answer(2 * kPiece);
   auto got = reader.get();
   ASSERT_TRUE(got.ok()) << got.error().message;
   EXPECT_EQ(*got, Member(3));
   EXPECT_FALSE(cache_->Resident(0));
-  EXPECT_EQ(source_->Held(2), std::vector<uint64_t>{0});  // then the rest, in order
   source_->Answer(0);
-  EXPECT_EQ(source_->Held(3), std::vector<uint64_t>{kPiece});
+  EXPECT_EQ(source_->Held(3), std::vector<uint64_t>{kPiece});  // then the rest, in order
   source_->Answer(kPiece);
   EXPECT_EQ(ReadLater(1).get().value(), Member(1));
   EXPECT_TRUE(cache_->Resident(0));
   EXPECT_EQ(source_->submitted(), 3u);
+  EXPECT_EQ(cache_->counters().demand_reads.load(), 1u);
 }
 
-TEST_F(GroupLoadsTest, APieceAReaderWaitsOnGoesBeforeTheQueuedOnes) {
-  MakeCache(1);
+TEST_F(GroupLoadsTest, ADemandReadOvertakesQueuedPrefetchAndAFullWindow) {
+  MakeCache(2);
   auto first = ReadLater(0);
-  EXPECT_EQ(source_->Held(1), std::vector<uint64_t>{0});
-  auto second = ReadLater(3);  // waits on the load in flight, for piece 2
-  while (cache_->counters().shared_waits.load() < 1) std::this_thread::yield();
-  source_->Answer(0);
-  EXPECT_EQ(first.get().value(), Member(0));
-  EXPECT_EQ(source_->Held(2), std::vector<uint64_t>{2 * kPiece});  // piece 2 before piece 1
+  EXPECT_EQ(source_->Held(2), (std::vector<uint64_t>{0, kPiece}));  // demand, prefetch
+  // The window (2) is full and piece 2 is queued for prefetch behind it; a reader of
+  // member 3 (piece 2) waits for neither.
+  auto second = ReadLater(3);
+  EXPECT_EQ(source_->Held(3), (std::vector<uint64_t>{0, kPiece, 2 * kPiece}));
+  EXPECT_TRUE(source_->Urgent(2 * kPiece));
   source_->Answer(2 * kPiece);
   EXPECT_EQ(second.get().value(), Member(3));
-  source_->Answer(source_->Held(3).at(0));
+  source_->Answer(0);
+  EXPECT_EQ(first.get().value(), Member(0));
+  source_->Answer(kPiece);
+  EXPECT_TRUE(cache_->Resident(0));
+  EXPECT_EQ(source_->submitted(), 3u);
+}
+
+TEST_F(GroupLoadsTest, ADemandForAPieceAlreadyInFlightJoinsIt) {
+  MakeCache(3);
+  auto first = ReadLater(0);
+  EXPECT_EQ(source_->Held(3).size(), 3u);  // piece 0 demanded, pieces 1-2 prefetched
+  auto joined = ReadLater(3);              // piece 2 is in flight: no read of its own
+  while (cache_->counters().shared_waits.load() < 1) std::this_thread::yield();
+  source_->Answer(2 * kPiece);
+  EXPECT_EQ(joined.get().value(), Member(3));
+  source_->Answer(0);
+  source_->Answer(kPiece);
+  EXPECT_EQ(first.get().value(), Member(0));
+  EXPECT_EQ(source_->submitted(), 3u);
+  EXPECT_EQ(cache_->counters().demand_reads.load(), 1u);
+}
+
+TEST_F(GroupLoadsTest, ADemandReadCoversJustTheMembersBlocks) {
+  // Blocks of 1024 bytes, prefetch pieces of four blocks: member 2 (bytes 6000-8999) is
+  // blocks 5-8, one read of 4096 bytes at 5120; prefetch reads the rest around it.
+  MakeCache(1, 1024);
+  auto reader = ReadLater(2);
+  EXPECT_EQ(source_->Held(2), (std::vector<uint64_t>{5 * 1024, 0}));
+  EXPECT_TRUE(source_->Urgent(5 * 1024));
+  source_->Answer(5 * 1024);
+  EXPECT_EQ(reader.get().value(), Member(2));
+  source_->Answer(0);                                            // blocks 0-3
+  EXPECT_EQ(source_->Held(3), std::vector<uint64_t>{4 * 1024});  // block 4 alone
+  source_->Answer(4 * 1024);
+  EXPECT_EQ(source_->Held(4), std::vector<uint64_t>{9 * 1024});  // blocks 9-11
+  source_->Answer(9 * 1024);
+  EXPECT_TRUE(cache_->Resident(0));
+  for (uint32_t m = 0; m < 4; ++m) EXPECT_EQ(ReadLater(m).get().value(), Member(m));
+}
+
+TEST_F(GroupLoadsTest, PrefetchKeepsAQuarterOfTheWindowUnderDemand) {
+  // 16 members in 12 pieces; a window of 4 reads, of which demand may take all but one.
+  MakeDataset(16);
+  MakeCache(4);
+  auto first = ReadLater(0);  // demand piece 0, prefetch pieces 1-3
+  EXPECT_EQ(source_->Held(4), (std::vector<uint64_t>{0, kPiece, 2 * kPiece, 3 * kPiece}));
+  // Readers of members in queued pieces 5, 7-8 and 9-10: each goes at once, past the window.
+  std::vector<std::future<Result<std::string>>> readers;
+  for (uint32_t m : {7u, 10u, 13u}) readers.push_back(ReadLater(m));
+  source_->Held(7);
+  EXPECT_EQ(source_->HeldPrefetch(), (std::vector<uint64_t>{kPiece, 2 * kPiece, 3 * kPiece}));
+  // Prefetch's reads land: with demand holding the window, it keeps one read in flight.
+  for (uint64_t p : {1, 2, 3}) source_->Answer(p * kPiece);
+  source_->Held(8);
+  EXPECT_EQ(source_->HeldPrefetch(), std::vector<uint64_t>{4 * kPiece});
+  while (!cache_->Resident(0)) {  // answer everything, as it comes
+    for (uint64_t at : source_->Held(0)) source_->Answer(at);
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(source_->submitted(), 10u);  // every piece once: 0-5, 7-8 and 9-10 together
+  EXPECT_EQ(first.get().value(), Member(0));
+  for (size_t i = 0; i < readers.size(); ++i) {
+    EXPECT_EQ(readers[i].get().value(), Member(std::vector<uint32_t>{7, 10, 13}[i]));
+  }
+  EXPECT_TRUE(cache_->Resident(0));
+}
+
+TEST_F(GroupLoadsTest, AFailedDemandReadFailsItsReaderAndTheGroupGoesOn) {
+  MakeCache(2);
+  auto first = ReadLater(0);
+  EXPECT_EQ(source_->Held(2), (std::vector<uint64_t>{0, kPiece}));
+  auto failing = ReadLater(3);
+  EXPECT_EQ(source_->Held(3), (std::vector<uint64_t>{0, kPiece, 2 * kPiece}));
+  source_->Answer(2 * kPiece, EIO);
+  auto got = failing.get();
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.error().code, EIO);
+  EXPECT_THAT(got.error().message, HasSubstr("held://blob"));
+  // The reader of member 0 and the rest of the load go on; piece 2 is read again.
+  source_->Answer(0);
+  EXPECT_EQ(first.get().value(), Member(0));
+  EXPECT_EQ(source_->Held(4), (std::vector<uint64_t>{kPiece, 2 * kPiece}));
+  EXPECT_FALSE(source_->Urgent(2 * kPiece));
+  source_->Answer(kPiece);
+  source_->Answer(2 * kPiece);
+  EXPECT_EQ(ReadLater(3).get().value(), Member(3));
+  EXPECT_TRUE(cache_->Resident(0));
+  EXPECT_EQ(cache_->counters().io_errors.load(), 1u);
 }
 
 TEST_F(GroupLoadsTest, KeepsAtMostReadsInFlight) {
@@ -168,21 +281,27 @@ TEST_F(GroupLoadsTest, KeepsAtMostReadsInFlight) {
   EXPECT_EQ(reader.get().value(), Member(0));
 }
 
-TEST_F(GroupLoadsTest, AFailedPieceFailsTheReadersAndFreesTheRoomOnlyOnceNoPieceIsInFlight) {
+TEST_F(GroupLoadsTest, AFailedPieceFailsItsReadersAndTheGroupGoesOnlyOnceNothingIsInFlight) {
   MakeCache(3);
   auto reader = ReadLater(0);
-  EXPECT_EQ(source_->Held(3).size(), 3u);
+  EXPECT_EQ(source_->Held(3).size(), 3u);  // piece 0 demanded, pieces 1-2 prefetched
+  auto failing = ReadLater(2);             // pieces 1-2, in flight: joins them
+  while (cache_->counters().shared_waits.load() < 1) std::this_thread::yield();
   source_->Answer(kPiece, EIO);
-  auto got = reader.get();
+  auto got = failing.get();
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.error().code, EIO);
   EXPECT_THAT(got.error().message, HasSubstr("held://blob"));
-  // Pieces 0 and 2 are still being written into the group's room.
+  // The reader of member 0 does not depend on piece 1; pieces 0 and 2 are still being
+  // written into the group's room.
   EXPECT_GT(arena_->used(), 0u);
   source_->Answer(0);
+  EXPECT_EQ(reader.get().value(), Member(0));
   EXPECT_GT(arena_->used(), 0u);
   source_->Answer(2 * kPiece);
+  // Nothing left to read: a group with a failed piece is not kept.
   EXPECT_EQ(arena_->used(), 0u);
+  EXPECT_FALSE(cache_->Resident(0));
   EXPECT_EQ(cache_->counters().io_errors.load(), 1u);
 }
 
@@ -215,12 +334,12 @@ TEST_F(GroupLoadsTest, AMemberServedEarlyIsCheckedAgainstItsOwnChecksum) {
   source_->blob_[3 * kMember + 100] ^= 1;  // the blob changed in member 3, in piece 2
   MakeCache(1);
   auto damaged = ReadLater(3);
-  EXPECT_EQ(source_->Held(1), std::vector<uint64_t>{2 * kPiece});
+  EXPECT_EQ(source_->Held(2), (std::vector<uint64_t>{2 * kPiece, 0}));
   source_->Answer(2 * kPiece);
   auto got = damaged.get();
   ASSERT_FALSE(got.ok());
   EXPECT_THAT(got.error().message, HasSubstr("c/3"));
-  source_->Answer(source_->Held(2).at(0));
+  source_->Answer(0);
   source_->Answer(source_->Held(3).at(0));
   // Once whole, the group's check names the one damaged member; the others are served.
   EXPECT_EQ(ReadLater(0).get().value(), Member(0));
@@ -241,6 +360,100 @@ TEST_F(GroupLoadsTest, GoesOnlyOnceNoPieceIsInFlight) {
   source_->Answer(2 * kPiece);
   gone.get();
   EXPECT_EQ(cache_, nullptr);
+}
+
+// A source that answers every read on a thread of its own after a latency of 1-3 ms, in
+// whatever order the delays give, and counts the urgent reads.
+class LatentSource : public BlobSource {
+ public:
+  explicit LatentSource(std::vector<std::string> blobs) : blobs_(std::move(blobs)) {}
+  ~LatentSource() override {
+    for (std::thread& t : threads_) t.join();
+  }
+  std::string_view kind() const override { return "latent"; }
+  size_t blob_count() const override { return blobs_.size(); }
+  std::string Describe(uint32_t b) const override { return "latent://" + std::to_string(b); }
+  const BlobInfo* Expected(uint32_t) const override { return nullptr; }
+  void Submit(ReadKind, std::vector<BlobRead> reads) override {
+    std::lock_guard lock(mu_);
+    for (BlobRead& r : reads) {
+      urgent_ += r.urgent;
+      const auto delay = std::chrono::microseconds(1000 + random_() % 2000);
+      threads_.emplace_back([this, r = std::move(r), delay] {
+        std::this_thread::sleep_for(delay);
+        const std::string& blob = blobs_[r.blob];
+        const size_t n = std::min<size_t>(r.length, blob.size() - r.offset);
+        std::memcpy(r.buffer, blob.data() + r.offset, n);
+        r.done(n);
+      });
+    }
+  }
+  nlohmann::json Stats() const override { return {{source_stat::kKind, "latent"}}; }
+  size_t urgent() {
+    std::lock_guard lock(mu_);
+    return urgent_;
+  }
+
+ private:
+  const std::vector<std::string> blobs_;
+  std::mutex mu_;
+  std::minstd_rand random_{7};        // guarded by mu_
+  std::vector<std::thread> threads_;  // guarded by mu_
+  size_t urgent_ = 0;                 // guarded by mu_
+};
+
+TEST(GroupLoadsLatency, ReadersInRandomOrderGetExactBytesWhileDemandAndPrefetchShareTheSource) {
+  // 4 groups of 24 members of 1000-5000 bytes, one blob each, read in blocks of 1 KiB and
+  // prefetch pieces of 8 KiB by 4 reader threads in a shuffled order.
+  DatasetSpec spec;
+  spec.index_file = "test";
+  spec.classes = {"c"};
+  spec.has_checksums = true;
+  std::vector<std::string> blobs(4);
+  std::minstd_rand random(11);
+  std::vector<std::string> contents;
+  for (uint32_t g = 0; g < blobs.size(); ++g) {
+    for (uint32_t m = 0; m < 24; ++m) {
+      std::string member(1000 + random() % 4000, '\0');
+      for (char& c : member) c = static_cast<char>(random());
+      spec.members.push_back(MemberSpec{"c/" + std::to_string(contents.size()), 0, g,
+                                        blobs[g].size(), member.size(),
+                                        ChecksumOf(member.data(), member.size()), 0});
+      blobs[g] += member;
+      contents.push_back(member);
+    }
+    spec.groups.push_back(GroupSpec{"blob" + std::to_string(g), 0, blobs[g].size(), 0});
+  }
+  auto catalog = std::move(*Catalog::FromSpec(spec));
+  LatentSource source(blobs);
+  auto arena = std::move(*PinnedArena::Create(1 << 20));
+  CacheOptions options;
+  options.prefetch_depth = 2;
+  options.io_piece = 8192;
+  options.demand_block = 1024;
+  options.reads_in_flight = 4;
+  GroupCache cache(catalog, source, *arena, MakePolicy("consume-once", {24, 24, 24, 24}, 96),
+                   options);
+  std::vector<uint32_t> order(contents.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), random);
+  std::atomic<size_t> next{0};
+  std::atomic<size_t> wrong{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 4; ++r) {
+    readers.emplace_back([&] {
+      for (size_t i = next++; i < order.size(); i = next++) {
+        const uint32_t m = order[i];
+        auto bytes = cache.Read(*catalog.FindPath("c/" + std::to_string(m)), 0, 1 << 20);
+        if (!bytes) ADD_FAILURE() << bytes.error().message;
+        if (!bytes || std::string(bytes->data(), bytes->size()) != contents[m]) ++wrong;
+      }
+    });
+  }
+  for (std::thread& t : readers) t.join();
+  EXPECT_EQ(wrong.load(), 0u);
+  EXPECT_GT(source.urgent(), 0u);
+  EXPECT_EQ(cache.counters().io_errors.load(), 0u);
 }
 
 }  // namespace

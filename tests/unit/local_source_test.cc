@@ -41,3 +41,22 @@ TEST(DeviceRequestBytes, IsZeroOffABlockDeviceOrForAMissingFile) {
 
 }  // namespace
 }  // namespace gpufs
+
+namespace gpufs {
+namespace {
+
+TEST(RequestQueue, TakesUrgentRequestsFirstEachKindInOrder) {
+  RequestQueue queue;
+  std::vector<IoRequest> batch(4);
+  for (size_t i = 0; i < batch.size(); ++i) batch[i].offset = i;
+  batch[2].urgent = true;
+  batch[3].urgent = true;
+  queue.Push(std::move(batch));
+  std::vector<uint64_t> order;
+  for (IoRequest& r : queue.Take(3, false)) order.push_back(r.offset);
+  EXPECT_EQ(order, (std::vector<uint64_t>{2, 3, 0}));
+  EXPECT_EQ(queue.Take(8, false).at(0).offset, 1u);
+}
+
+}  // namespace
+}  // namespace gpufs

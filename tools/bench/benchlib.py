@@ -126,6 +126,121 @@ def loader_epochs(root, mode, epochs=1, workers=2, drop=True, extra=(), preexec_
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
+def read_progress(path):
+    """[(files, monotonic seconds)] that epoch_loader.py --progress wrote so far; the last
+    is when the loader raised, if it did."""
+    try:
+        with open(path) as f:
+            whole = f.read().split("\n")[:-1]  # the last line is not whole until its \n
+    except FileNotFoundError:
+        return []
+    points = []
+    for line in whole:
+        fields = line.split()
+        points.append((int(fields[0]), float(fields[1])))
+    return points
+
+
+def progress_epochs(points):
+    """read_progress's points split into one list per epoch: each epoch starts at 0 files
+    and no batch is empty, so a 0 begins the next one."""
+    epochs = []
+    for files, t in points:
+        if files == 0 or not epochs:
+            epochs.append([])
+        epochs[-1].append((files, t))
+    return epochs
+
+
+class Sampler:
+    """`probe()` sampled every `interval` seconds on a thread while in the `with` block:
+    `samples`, a list of (monotonic seconds, value); a probe that raises OSError (a mount
+    going away) leaves a gap."""
+
+    def __init__(self, probe, interval=0.02):
+        self.probe, self.interval, self.samples = probe, interval, []
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._done.is_set():
+            try:
+                self.samples.append((time.monotonic(), self.probe()))
+            except OSError:
+                pass
+            self._done.wait(self.interval)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self._thread.join()
+
+
+def last_growth(samples, start, end, slack=0.02):
+    """The time of the last of `samples` in (start, end + slack] at which the value had
+    grown since the sample before; None where it never grew there. A sample is taken after
+    the growth it sees, so this is when the source's last byte had surely arrived."""
+    grew = [t for (t, value), (_, earlier) in zip(samples[1:], samples)
+            if value > earlier and start < t <= end + slack]
+    return grew[-1] if grew else None
+
+
+def consumed_while_reading(points, until):
+    """The fraction of an epoch's files that the loader had returned by monotonic time
+    `until` (the source's last byte): 1.0 when the source read to the epoch's end, 0.0 when
+    it had finished before the first batch. `points` is one epoch of progress_epochs."""
+    total = points[-1][0]
+    if not total:
+        return None
+    return max((files for files, t in points if t <= until), default=0) / total
+
+
+def reading_split(samples, progress, epoch, index=0):
+    """How an epoch lined up with its source's reads: `source_end_s`, when the source's
+    last byte arrived (seconds into the epoch; None where the count never grew in it),
+    `first_batch_s`, when the loader returned its first batch, and
+    `consumed_while_reading`, the fraction of the epoch's files the loader had returned by
+    the source's last byte (0.0 where the source read nothing). `samples`: the source's
+    byte count over time (a Sampler's); `progress`: the epoch_loader.py --progress file of
+    the run; `epoch`: the run's row of epoch number `index` (from 0)."""
+    start = epoch["monotonic_start"]
+    points = progress_epochs(read_progress(progress))[index]
+    # When the loader's first batch came: a source done before it has a fraction of 0.
+    split = {"first_batch_s": points[1][1] - start if len(points) > 1 else None}
+    end = last_growth(samples, start, start + epoch["seconds"])
+    if end is None:
+        return dict(split, source_end_s=None, consumed_while_reading=0.0)
+    return dict(split, source_end_s=end - start,
+                consumed_while_reading=consumed_while_reading(points, end))
+
+
+def gpufs_stats(mnt):
+    """The daemon's counters (user.gpufs.stats on the mount's root) as a dict."""
+    return json.loads(os.getxattr(mnt, "user.gpufs.stats"))
+
+
+def gpufs_source_bytes(mnt):
+    """Bytes the mount's source has delivered so far (the "io" counters)."""
+    return gpufs_stats(mnt)["io"]["bytes"]
+
+
+def gpufs_tier_argv(gpufsd, tier, fresh_folder):
+    """(mount options, label) that give a gpufsd mount the disk tier asked for: "off" (no
+    tier, also for a remote source) or "fresh" (a new empty folder from `fresh_folder()`).
+    A build from before the tier has none to turn off."""
+    usage = subprocess.run([gpufsd, "mount", "--help"], capture_output=True, text=True).stdout
+    if "--disk-cache" not in usage:
+        return [], "off (this gpufsd has no disk tier)"
+    if tier == "off":
+        return ["--no-disk-cache"], "off"
+    if tier == "fresh":
+        return ["--disk-cache", fresh_folder()], "fresh empty folder"
+    raise ValueError(tier)
+
+
 def read_in_random_order(mnt, paths, threads=4):
     """(seconds, bytes) of reading every file of `paths` (relative to `mnt`) once, in one
     seeded random order dealt out to `threads` readers, as a loader's workers do."""

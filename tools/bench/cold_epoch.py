@@ -10,18 +10,21 @@ tree, a squashfs image (squashfuse_ll) and a gpufs pack (`gpufsd pack`, default 
 groups). For each mean file size (--sides: the longest side of the generated images,
 560 px ~80 KB, 720 px ~130 KB) and each loader width (DataLoader workers), one cold epoch
 (page cache dropped, fresh mount) of an unmodified torchvision ImageFolder + DataLoader
-reading raw bytes runs over each; gpufsd runs with its default options. The bound is the
-volume's bandwidth over the mean file size.
+reading raw bytes runs over each; gpufsd runs with its default options and its disk tier
+off (--no-disk-cache, said although a local source has none unless asked for). The bound
+is the volume's bandwidth over the mean file size.
 
 Besides files/s it reports what the volume did during the epoch, from the loop device's
 /sys/block/*/stat: requests completed and their mean size (the volume charges one I/O per
 request, so small requests make an epoch IOPS-bound), and where the epoch's time went,
 from the device sampled every 20 ms: the start (epoch start to the first read on the
 volume), the volume's span (first to last read) and the tail (last read to the epoch's
-end, the loader consuming what it could not while the volume read). For gpufs a second
-epoch follows, all from gpufsd's memory: the loader's own time for the epoch, which no
-storage can go below. gpufs runs --rounds times per cell and the median epoch is
-reported; the baselines, ten times slower, once.
+end, the loader consuming what it could not while the volume read); and, for every peer,
+"consumed while reading": the fraction of the epoch's files the loader had returned (its
+--progress lines, one per batch) by the last time the volume's sectors read grew. For
+gpufs a second epoch follows, all from gpufsd's memory: the loader's own time for the
+epoch, which no storage can go below. gpufs runs --rounds times per cell and the median
+epoch is reported; the baselines, ten times slower, once.
 Prints one table; writes results.json to --out.
 """
 import argparse
@@ -31,13 +34,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-from benchlib import SlowVolume, loader_epochs, sh, text_bars, tree_bytes, version_line  # noqa: E402
+from benchlib import (Sampler, SlowVolume, gpufs_tier_argv, loader_epochs,  # noqa: E402
+                      reading_split, sh, text_bars, tree_bytes, version_line)
 
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import make_sample  # noqa: E402
@@ -62,34 +65,34 @@ def device_stat(loop):
 
 
 class Cell:
-    """One dataset on one volume: the three ways to read it, one cold epoch each."""
+    """One dataset on one volume: the three ways to read it, one cold epoch each. gpufs
+    mounts with `tier_argv` (its disk tier off)."""
 
-    def __init__(self, volume, tree, pack, image):
+    def __init__(self, volume, tree, pack, image, tier_argv):
         self.volume, self.tree, self.pack, self.image = volume, tree, pack, image
+        self.tier_argv = tier_argv
 
     def throttled(self):
         return lambda: self.volume.enter(os.getpid())
 
     def epoch(self, root, workers, warm=False):
-        samples, done = [], threading.Event()
-
-        def sample():
-            while not done.is_set():
-                samples.append((time.monotonic(), device_stat(self.volume.loop)[1]))
-                time.sleep(0.02)
-
-        sampler = threading.Thread(target=sample)
+        """The first epoch of a fresh loader over `root` (page cache dropped), the volume's
+        sectors read sampled every 20 ms throughout; with `warm`, a second one follows."""
         before = device_stat(self.volume.loop)
-        sampler.start()
+        progress_dir = tempfile.mkdtemp(prefix="gpufs-cold-progress-")
+        progress = os.path.join(progress_dir, "lines")
         try:
-            epochs = loader_epochs(root, "raw", 2 if warm else 1, workers=workers,
-                                   preexec_fn=self.throttled(),
-                                   extra=["--blkio-group", self.volume.group,
-                                          "--device", self.volume.device])
+            with Sampler(lambda: device_stat(self.volume.loop)[1]) as sampler:
+                epochs = loader_epochs(root, "raw", 2 if warm else 1, workers=workers,
+                                       preexec_fn=self.throttled(),
+                                       extra=["--blkio-group", self.volume.group,
+                                              "--device", self.volume.device,
+                                              "--progress", progress])
+            samples = sampler.samples
+            e = epochs[0]
+            e.update(reading_split(samples, progress, e))
         finally:
-            done.set()
-            sampler.join()
-        e = epochs[0]
+            shutil.rmtree(progress_dir)
         if warm:  # the loader's own time: every file already in gpufsd's memory
             e["loader_s"] = epochs[1]["seconds"]
         after = device_stat(self.volume.loop)
@@ -115,7 +118,7 @@ class Cell:
                 finally:
                     subprocess.run(["fusermount3", "-u", mnt])
                     proc.wait()
-            subprocess.run([GPUFSD, "mount", self.pack, mnt], check=True,
+            subprocess.run([GPUFSD, "mount", *self.tier_argv, self.pack, mnt], check=True,
                            preexec_fn=self.throttled())
             try:
                 return self.epoch(mnt, workers, warm=True)
@@ -149,17 +152,24 @@ def median_epoch(runs):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--files", type=int, default=8000)
-    parser.add_argument("--classes", type=int, default=40)
-    parser.add_argument("--sides", default="560,720")
-    parser.add_argument("--widths", default="2,4,8")
-    parser.add_argument("--peers", default="tree,squashfuse,gpufs")
-    parser.add_argument("--iops", type=int, default=120)
-    parser.add_argument("--mbps", type=int, default=150)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        epilog=f"environment: GPUFSD, the gpufsd binary to run (now {GPUFSD})")
+    parser.add_argument("--files", type=int, default=8000, help="JPEGs per dataset")
+    parser.add_argument("--classes", type=int, default=40, help="class folders they are in")
+    parser.add_argument("--sides", default="560,720",
+                        help="longest sides of the generated images, one dataset each")
+    parser.add_argument("--widths", default="2,4,8", help="DataLoader workers, one run each")
+    parser.add_argument("--peers", default="tree,squashfuse,gpufs",
+                        help="ways of reading the volume, comma-separated: tree, squashfuse, "
+                             "gpufs")
+    parser.add_argument("--iops", type=int, default=120, help="the volume's reads per second")
+    parser.add_argument("--mbps", type=int, default=150, help="the volume's MB/s")
     parser.add_argument("--rounds", type=int, default=3, help="cold epochs of gpufs per cell")
-    parser.add_argument("--cache", default="/var/tmp/gpufs-slow-disk-src")
-    parser.add_argument("--out", default="/var/tmp/gpufs-cold-epoch-results")
+    parser.add_argument("--cache", default="/var/tmp/gpufs-slow-disk-src",
+                        help="where the generated trees are kept between runs")
+    parser.add_argument("--out", default="/var/tmp/gpufs-cold-epoch-results",
+                        help="where results.json and the charts are written")
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("cold_epoch: needs root (loop device, cgroups, drop_caches)")
@@ -167,12 +177,15 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     widths = [int(w) for w in args.widths.split(",")]
     peers = args.peers.split(",")
+    # A local source has no disk tier unless asked for; off is said anyway, to be sure.
+    tier_argv, tier = gpufs_tier_argv(GPUFSD, "off", None)
     print("gpufs " + version_line("git", "describe", "--always", "--dirty") + ", "
           + version_line("dpkg-query", "-W", "-f", "squashfuse ${Version}", "squashfuse"),
           flush=True)
     print(f"volume {args.iops} IOPS, {args.mbps} MB/s; {args.files} files per dataset; raw "
-          f"bytes, default gpufsd options; per cell the median of {args.rounds} cold epochs "
-          "of gpufs, one of the others", flush=True)
+          f"bytes, default gpufsd options, disk tier: {tier}; page cache dropped before each "
+          f"cold epoch; per cell the median of {args.rounds} cold epochs of gpufs, one of the "
+          "others", flush=True)
     results = []
     for side in (int(s) for s in args.sides.split(",")):
         source = sample(args.cache, args.files, args.classes, side)
@@ -188,7 +201,7 @@ def main():
             image = os.path.join(volume.mnt, "tree.sqfs")
             if "squashfuse" in peers:
                 sh("mksquashfs", tree, image, "-noappend", "-quiet")
-            cell = Cell(volume, tree, pack, image)
+            cell = Cell(volume, tree, pack, image, tier_argv)
             print(f"\nmean {mean / 1000:.0f} KB ({mean / 1024:.0f} KiB), bound "
                   f"{bound:.0f} files/s", flush=True)
             for workers in widths:
@@ -201,12 +214,14 @@ def main():
                     print(f"  {workers} workers  {peer:11} {e['files_per_s']:7.0f} files/s "
                           f"{e['files_per_s'] / bound:5.2f} x bound   {e['device_reads']:6d} "
                           f"reads of {e['request_kib']:6.0f} KiB   start {e['start_s']:4.2f} s, "
-                          f"volume {e['volume_s']:5.2f} s, tail {e['tail_s']:4.2f} s"
+                          f"volume {e['volume_s']:5.2f} s, tail {e['tail_s']:4.2f} s, "
+                          f"first batch {e['first_batch_s']:.2f} s, "
+                          f"consumed while reading {e['consumed_while_reading']:.2f}"
                           + (f", loader alone {e['loader_s']:.2f} s" if "loader_s" in e else ""),
                           flush=True)
         finally:
             volume.close()
-    print_table(results, peers)
+    print_table(results, peers, tier)
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
     chart(results, peers, args.out)
@@ -256,9 +271,12 @@ def chart(results, peers, out):
     fig.savefig(os.path.join(out, "cold_epoch.png"), dpi=100)
 
 
-def print_table(results, peers):
+def print_table(results, peers, tier):
+    others = [p for p in peers if p != "gpufs"]
+    print(f"\ngpufs disk tier: {tier}; page cache dropped before each cold epoch")
     print(f"\n{'mean KB':>8}{'workers':>8}  " + "".join(f"{p:>12}" for p in peers)
-          + "  (files/s, x bound)  " + "".join(f"{'x ' + p:>14}" for p in peers if p != "gpufs"))
+          + "  (files/s, x bound)  " + "".join(f"{p:>11}" for p in peers)
+          + "  (consumed while reading)" + "".join(f"{'x ' + p:>14}" for p in others))
     cells = {}
     for r in results:
         cells.setdefault((r["mean_bytes"], r["workers"]), {})[r["peer"]] = r
@@ -267,6 +285,11 @@ def print_table(results, peers):
         for p in peers:
             r = by.get(p)
             line += f"{r['files_per_s']:6.0f} {r['files_per_s'] / r['bound']:4.2f} " if r else " " * 12
+        line += " " * 21
+        for p in peers:
+            r = by.get(p)
+            line += f"{r['consumed_while_reading']:11.2f}" if r else " " * 11
+        line += " " * 26
         g = by.get("gpufs")
         for p in peers:
             if p != "gpufs" and g and p in by:
@@ -276,6 +299,9 @@ def print_table(results, peers):
                     f"tail {g['tail_s']:.2f} s; loader alone {g['loader_s']:.2f} s, " \
                     f"{ceiling(g):.2f} x bound at most"
         print(line)
+    print("\nconsumed while reading: the fraction of the epoch's files the loader had "
+          "returned when the volume's last\nsector arrived (the last time the loop device's "
+          "sectors read grew, sampled every 20 ms).")
 
 
 if __name__ == "__main__":

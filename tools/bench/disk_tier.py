@@ -283,7 +283,8 @@ def counters(e):
 def print_tables(result):
     files, mean = result["files"], result["data_bytes"] / result["files"]
     print(f"\n{files} files, mean {mean / 1e3:.0f} KB; {result['workers']} loader workers; "
-          f"files/s per epoch, page cache dropped before each")
+          f"files/s per epoch, page cache dropped before each; every mount fresh, a gpufs "
+          "disk tier in a new empty folder: epoch 1 is cold, later epochs may read the tier")
     for scenario in ("cloud", "slow"):
         if scenario not in result:
             continue
@@ -382,9 +383,11 @@ def versions():
 
 
 def parse_args():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--files", type=int, default=8000)
-    parser.add_argument("--classes", type=int, default=40)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        epilog=f"environment: GPUFSD, the gpufsd binary to run (now {GPUFSD})")
+    parser.add_argument("--files", type=int, default=8000, help="JPEGs in the dataset")
+    parser.add_argument("--classes", type=int, default=40, help="class folders they are in")
     parser.add_argument("--workers", type=int, default=4, help="DataLoader workers")
     parser.add_argument("--modes", default="decode,raw",
                         help="the cloud's loader modes: decode, raw or both (comma)")

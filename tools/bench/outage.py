@@ -39,7 +39,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from benchlib import begin_run, loader_epochs, version_line  # noqa: E402
+from benchlib import begin_run, loader_epochs, read_progress, version_line  # noqa: E402
 from remote_store import (GPUFSD, RCLONE_FLAGS, S3FS_OPTIONS, Peers,  # noqa: E402
                           stored_dataset, versions)
 from servers import ceph_s3  # noqa: E402
@@ -60,21 +60,6 @@ RETRY_SETTINGS = {
 
 
 # --- following an epoch --------------------------------------------------------------
-
-def read_progress(path):
-    """[(files, monotonic seconds)] that epoch_loader.py --progress wrote so far; the last
-    is when the loader raised, if it did."""
-    try:
-        with open(path) as f:
-            whole = f.read().split("\n")[:-1]  # the last line is not whole until its \n
-    except FileNotFoundError:
-        return []
-    points = []
-    for line in whole:
-        fields = line.split()
-        points.append((int(fields[0]), float(fields[1])))
-    return points
-
 
 class Outage(threading.Thread):
     """Closes `forwarder` `after` seconds into the epoch that the progress file follows and

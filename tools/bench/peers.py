@@ -562,10 +562,14 @@ def versions():
 
 
 def parse_args():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--files", type=int, default=8000)
-    parser.add_argument("--classes", type=int, default=40)
-    parser.add_argument("--epochs", type=int, default=2)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        epilog=f"environment: GPUFSD, the gpufsd binary to run (now {GPUFSD})")
+    parser.add_argument("--files", type=int, default=8000, help="JPEGs in the dataset")
+    parser.add_argument("--classes", type=int, default=40, help="class folders they are in")
+    parser.add_argument("--epochs", type=int, default=2,
+                        help="epochs of the job per mode: the first is cold, later ones may "
+                             "be served from the daemons' RAM")
     parser.add_argument("--modes", default=",".join(MODES),
                         help=f"of {', '.join(MODES + EXTRA_MODES)}, comma-separated")
     parser.add_argument("--rounds", type=int, default=1,
@@ -582,7 +586,8 @@ def parse_args():
     parser.add_argument("--delay-ms", type=int, default=20, help="emulated store: per request")
     parser.add_argument("--rate-mb", type=float, default=80,
                         help="emulated store: MB/s per connection")
-    parser.add_argument("--epoch-timeout", type=int, default=900)
+    parser.add_argument("--epoch-timeout", type=int, default=900,
+                        help="seconds an epoch of the job may take before it counts as failed")
     parser.add_argument("--cache", default="/var/tmp/gpufs-bench-src",
                         help="where the generated tree is kept between runs")
     parser.add_argument("--work", default="/var/tmp",
@@ -641,7 +646,8 @@ def main():
                        if not m.startswith("peers-members")), 0)
     result["setup"] = (
         f"{NODES} nodes (one-node: 1), each a gpufsd mount with its own XDG_CACHE_HOME, "
-        f"--no-disk-cache, RAM budget {budget / 2**30:.1f} GiB (the default; holds the pack), "
+        f"--no-disk-cache (disk tier: off), RAM budget {budget / 2**30:.1f} GiB (the default; "
+        "holds the pack), "
         f"peers-members --cache-size 0; --peer-block {args.peer_block >> 20} MiB; "
         f"{args.workers} DataLoader workers per rank, batch 32, "
         f"{'decode' if args.decode else 'raw bytes'}, "

@@ -15,8 +15,12 @@ trainer does, and again reading raw bytes) over:
   s3fs    s3fs bench:/tree (one object per file)
   rclone  rclone mount bench/tree (one object per file)
 
-Each is a fresh mount with its own caches empty, and the page cache is dropped before the
-epoch; the ImageFolder scan before it is timed apart. With --rounds N each peer runs N such
+Each is a fresh mount with its own caches empty (gpufs with its disk tier off, or with
+--gpufs-tier fresh in a new empty folder), and the page cache is dropped before the epoch;
+the ImageFolder scan before it is timed apart. Besides files/s the table has the mount
+daemon's CPU seconds (and per GB of files read), and the fraction of the files the
+loader had consumed by the time the store's last byte arrived (see LEGEND: gpufs on both
+links, s3fs and rclone on the cloud-like one). With --rounds N each peer runs N such
 epochs (in turn with the others) and the median is shown. Two references bound what any
 mount can do: "local tree" is the same loader on the tree on local disk with everything in
 the page cache (what the CPUs allow), and "bound" is the link's bandwidth bound: the pack's
@@ -42,13 +46,15 @@ import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from benchlib import (ROOT, FuseMount, begin_run, cpu_seconds, loader_epochs,  # noqa: E402
+from benchlib import (ROOT, FuseMount, Sampler, begin_run, cpu_seconds,  # noqa: E402
+                      gpufs_source_bytes, gpufs_tier_argv, loader_epochs, reading_split,
                       text_bars, version_line)
 from servers import ceph_s3, nginx  # noqa: E402
 from servers.procs import ServerError  # noqa: E402
 from servers.s3client import UNSIGNED, sign  # noqa: E402
 
 GPUFSD = os.environ.get("GPUFSD", os.path.join(ROOT, "build", "cli", "gpufsd"))
+GPUFSD_ENV = f"environment: GPUFSD, the gpufsd binary to run (now {GPUFSD})"
 BUCKET = "bench"
 PEERS = ("gpufs", "s3fs", "rclone")
 LOCAL = "local tree"  # the reference: the tree on local disk, page cache warm
@@ -139,10 +145,12 @@ def measure_bound(store, endpoint, objects, thread_counts):
 # --- the peers --------------------------------------------------------------------------
 
 class Peers:
-    """Builds each peer's mount of the store at one endpoint (direct or proxied)."""
+    """Builds each peer's mount of the store at one endpoint (direct or proxied); gpufs's
+    disk tier as `tier` says (benchlib.gpufs_tier_argv: "off" or "fresh"), described by
+    `tier_label` once a gpufs mount was made."""
 
-    def __init__(self, store, work):
-        self.store, self.work = store, work
+    def __init__(self, store, work, tier="fresh"):
+        self.store, self.work, self.tier, self.tier_label = store, work, tier, None
         self.passwd = os.path.join(work, "s3fs.passwd")
         with open(os.open(self.passwd, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
             f.write(f"{store.access_key}:{store.secret_key}\n")
@@ -158,14 +166,15 @@ class Peers:
 
     def mount(self, peer, endpoint, gpufsd=GPUFSD):
         """A FuseMount of `peer` reaching the store at `endpoint`; gpufs through the
-        `gpufsd` binary given, with its disk tier (on by default) in a fresh folder."""
+        `gpufsd` binary given, its disk tier off or in a fresh folder (self.tier)."""
         mnt = self.fresh(f"mnt-{peer}")
         env = clean_env()
         if peer == "gpufs":
             env.update(self.store.env(), AWS_ENDPOINT_URL=endpoint)
+            tier, self.tier_label = gpufs_tier_argv(gpufsd, self.tier,
+                                                    lambda: self.fresh("gpufs-tier"))
             return FuseMount("gpufsd", [gpufsd, "mount", "-f", f"s3://{BUCKET}/pack/", mnt,
-                                        "--endpoint", endpoint,
-                                        "--disk-cache", self.fresh("gpufs-tier")], mnt,
+                                        "--endpoint", endpoint, *tier], mnt,
                              env=env, unmount=[gpufsd, "unmount", mnt])
         if peer == "s3fs":
             options = S3FS_OPTIONS + [f"url={endpoint}", f"passwd_file={self.passwd}",
@@ -189,22 +198,84 @@ def warm_local_epoch(tree, mode, workers):
     return dict(epoch, peer=LOCAL, mode=mode)
 
 
+class LoggedBytes:
+    """A probe: the body bytes an nginx access log has recorded so far, read on from where
+    the last call stopped. nginx logs a request once its last byte has gone out, so the
+    count grows as each answer ends."""
+
+    def __init__(self, path):
+        self.path, self.offset, self.total = path, 0, 0
+
+    def __call__(self):
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            chunk = f.read()
+        whole = chunk[:chunk.rfind(b"\n") + 1]  # a line being written is left for later
+        self.offset += len(whole)
+        for line in whole.decode(errors="replace").splitlines():
+            m = nginx.ACCESS_LOG_LINE.match(line)
+            if m:
+                self.total += int(m["bytes"])
+        return self.total
+
+
+def source_probes(peer, mnt, proxy):
+    """{name: probe} of what tells how many bytes `peer`'s mount at `mnt` has fetched so
+    far: gpufs counts its source's bytes ("daemon"); through the cloud-like link, the
+    proxy's access log tells it for every peer ("proxy"). s3fs and rclone count nothing,
+    and radosgw's bytes on loopback mix with its own traffic to the OSD: on the direct
+    link they have none."""
+    probes = {"daemon": lambda: gpufs_source_bytes(mnt)} if peer == "gpufs" else {}
+    if proxy:
+        probes["proxy"] = LoggedBytes(proxy.access_log)
+    return probes
+
+
 def cold_epoch(peers, peer, endpoint, mode, workers, proxy):
-    """One fresh mount of `peer`, one cold epoch through it; a result row."""
+    """One fresh mount of `peer`, one cold epoch through it (page cache dropped before
+    it); a result row. Where the source's bytes can be followed (source_probes, sampled
+    every 20 ms), the row also has `consumed_while_reading`: the fraction of the files the
+    loader had returned by the last time that count grew (gpufs: its own count; others:
+    the proxy's log), and `reading` with the split by each probe."""
     row = {"peer": peer, "mode": mode}
     requests = proxy.requests() if proxy else None
     try:
         with peers.mount(peer, endpoint) as m:
+            progress = os.path.join(peers.fresh("progress"), "lines")
             daemon_cpu, store_cpu = cpu_seconds(m.pid), cpu_seconds(peers.store.rgw.pid)
-            epoch = loader_epochs(m.mnt, mode, epochs=1, workers=workers, timeout=3600)[0]
+            with contextlib.ExitStack() as sampling:
+                samplers = {name: sampling.enter_context(Sampler(probe))
+                            for name, probe in source_probes(peer, m.mnt, proxy).items()}
+                epoch = loader_epochs(m.mnt, mode, epochs=1, workers=workers, timeout=3600,
+                                      extra=["--progress", progress])[0]
             row.update(epoch, daemon_cpu_s=cpu_seconds(m.pid) - daemon_cpu,
                        store_cpu_s=cpu_seconds(peers.store.rgw.pid) - store_cpu)
+            row["reading"] = {name: reading_split(s.samples, progress, epoch)
+                              for name, s in samplers.items()}
+            if row["reading"]:
+                row.update(row["reading"].get("daemon") or row["reading"]["proxy"])
     except (subprocess.SubprocessError, ServerError, OSError) as e:
         detail = getattr(e, "stderr", None) or ""
         row["error"] = f"{e}\n{detail[-2000:]}".strip()
     if proxy:
         row["requests"] = proxy.requests() - requests
     return row
+
+
+def round_words(row):
+    """What a round's line says beside files/s: when the source finished, and a warning
+    where gpufs's disk tier served any of a cold epoch."""
+    words = ""
+    for name, split in row.get("reading", {}).items():
+        if split["source_end_s"] is not None:
+            words += (f"; by the {name}: source done {split['source_end_s']:.2f} s into "
+                      f"{row['seconds']:.2f} s (first batch at {split['first_batch_s']:.2f} "
+                      f"s), consumed while reading {split['consumed_while_reading']:.2f}")
+    tier = row.get("gpufs", {}).get("tier", {})
+    if tier.get("hits") or tier.get("slice_hits"):
+        words += (f"; NOT COLD: {tier['hits']} groups and {tier['slice_hits']} slices came "
+                  "from the disk tier")
+    return words
 
 
 def median_run(runs):
@@ -220,12 +291,26 @@ def median_run(runs):
 
 # --- output -----------------------------------------------------------------------------
 
+LEGEND = """
+CPU s/GB: the mount daemon's CPU seconds over the GB (10^9 bytes) of files the epoch read.
+consumed while reading: the fraction of the epoch's files the loader had returned when the
+source's last byte arrived, sampled every 20 ms: near 1.0 the loader kept up with the store;
+low, the files were fetched early and the loader's own time came after. The last byte is
+the last time gpufs's source byte count grew; for s3fs and rclone, the last time the cloud
+link's proxy logged a request's end (results.json has both for gpufs there). Blank for s3fs
+and rclone on the direct link: they count no bytes fetched, and radosgw's bytes on loopback
+mix with its own traffic to the OSD."""
+
+
 def by_peer(rows, link, mode):
     return {r["peer"]: r for r in rows if r["link"] == link and r["mode"] == mode}
 
 
 def print_table(result):
     mean = result["data_bytes"] / result["files"]
+    gb = result["data_bytes"] / 1e9
+    print(f"\ngpufs disk tier: {result['gpufs_tier']}; every cold epoch on a fresh mount, the "
+          "page cache dropped before it")
     for link in result["links"]:
         bound = link["bound"]
         print(f"\n{link['name']}: {link['about']}")
@@ -234,12 +319,13 @@ def print_table(result):
               f"{bound['files_per_s']:.0f} files/s")
         print(f"  {'mode':7}{'peer':13}{'files/s':>9}{'x s3fs':>8}{'x rclone':>9}"
               f"{'x bound':>8}{'scan s':>8}{'requests':>9}{'daemon CPU s':>13}"
-              f"{'store CPU s':>12}{'rounds (files/s)':>18}")
+              f"{'CPU s/GB':>9}{'store CPU s':>12}{'consumed while reading':>23}"
+              f"{'rounds (files/s)':>18}")
         for mode in result["modes"]:
             rows = by_peer(result["rows"], link["name"], mode)
             local = rows[LOCAL]
             print(f"  {mode:7}{LOCAL:13}{local['files_per_s']:9.0f}"
-                  f"{'   (page cache warm: what the CPUs allow)':67}{'':6}"
+                  f"{'   (page cache warm: what the CPUs allow)':99}{'':6}"
                   + " ".join(f"{x:.0f}" for x in local["rounds"]))
             for peer in result["peers"]:
                 r = rows.get(peer)
@@ -253,10 +339,14 @@ def print_table(result):
                 cells = "".join(f"{'' if v is None else f'{v:.2f}':>{w}}"
                                 for v, w in ((ratio["s3fs"], 8), (ratio["rclone"], 9)))
                 requests = r.get("requests", r.get("gpufs", {}).get("io", {}).get("requests"))
+                consumed = r.get("consumed_while_reading")
                 print(f"  {mode:7}{peer:13}{fps:9.0f}{cells}{fps / bound['files_per_s']:8.2f}"
                       f"{r['scan_seconds']:8.1f}{'' if requests is None else requests:>9}"
-                      f"{r['daemon_cpu_s']:13.1f}{r['store_cpu_s']:12.1f}"
+                      f"{r['daemon_cpu_s']:13.1f}{r['daemon_cpu_s'] / gb:9.1f}"
+                      f"{r['store_cpu_s']:12.1f}"
+                      f"{'' if consumed is None else f'{consumed:.2f}':>23}"
                       f"{' ' * 6}{' '.join(f'{x:.0f}' for x in r.get('rounds', []))}")
+    print(LEGEND)
 
 
 def chart(result, out):
@@ -348,21 +438,28 @@ def versions():
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--files", type=int, default=2000)
-    parser.add_argument("--classes", type=int, default=40)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog=GPUFSD_ENV)
+    parser.add_argument("--files", type=int, default=2000, help="JPEGs in the dataset")
+    parser.add_argument("--classes", type=int, default=40, help="class folders they are in")
     parser.add_argument("--workers", type=int, default=4, help="DataLoader workers")
     parser.add_argument("--modes", default="decode,raw", help="decode, raw or both")
-    parser.add_argument("--peers", default=",".join(PEERS))
+    parser.add_argument("--peers", default=",".join(PEERS),
+                        help="mounts compared, comma-separated: " + ", ".join(PEERS))
     parser.add_argument("--rounds", type=int, default=1,
                         help="cold epochs of each peer (fresh mounts); the median is shown")
     parser.add_argument("--delay-ms", type=int, default=20, help="emulated link: per request")
     parser.add_argument("--rate-mb", type=float, default=80,
                         help="emulated link: MB/s per connection")
-    parser.add_argument("--bound-threads", default="4,8,16,32")
+    parser.add_argument("--bound-threads", default="4,8,16,32",
+                        help="thread counts of ranged GETs tried for the link's bound")
+    parser.add_argument("--gpufs-tier", choices=["off", "fresh"], default="off",
+                        help="gpufs's disk tier: off (cold epochs from the store alone), or "
+                             "in a fresh empty folder per mount (the default of a remote "
+                             "mount: its first epoch also writes the tier)")
     parser.add_argument("--cache", default="/var/tmp/gpufs-bench-src",
                         help="where the generated tree is kept between runs")
-    parser.add_argument("--out", default="/var/tmp/gpufs-remote-store-results")
+    parser.add_argument("--out", default="/var/tmp/gpufs-remote-store-results",
+                        help="where results.json and the charts are written")
     args = parser.parse_args()
     modes, peers = args.modes.split(","), args.peers.split(",")
     if os.geteuid() != 0:
@@ -373,14 +470,15 @@ def main():
     tree, files, data_bytes = begin_run(args.cache, args.out, args.files, args.classes)
     result = {"files": files, "data_bytes": data_bytes, "workers": args.workers,
               "modes": modes, "peers": peers, "links": [], "rows": [],
-              "config": {"s3fs": S3FS_OPTIONS, "rclone": RCLONE_FLAGS, "gpufs": "defaults"},
+              "config": {"s3fs": S3FS_OPTIONS, "rclone": RCLONE_FLAGS,
+                         "gpufs": f"defaults, disk tier {args.gpufs_tier}"},
               "versions": versions()}
     print(f"{files} files, mean {data_bytes / files / 1e3:.0f} KB, "
           f"{data_bytes / 1e6:.0f} MB", flush=True)
     with contextlib.ExitStack() as stack:
         store, work = stored_dataset(stack, tree, data_bytes, "remote")
         blobs = [(k, s) for k, s, _ in store.list(BUCKET, "pack/") if "/blob-" in k]
-        peers_at = Peers(store, work)
+        peers_at = Peers(store, work, tier=args.gpufs_tier)
         proxy = stack.enter_context(nginx.FaultProxy(
             store.endpoint, delay_ms=args.delay_ms, rate_bytes_per_s=int(args.rate_mb * 1e6)))
         links = [("direct", store.endpoint, None,
@@ -405,9 +503,11 @@ def main():
                         row = cold_epoch(peers_at, peer, endpoint, mode, args.workers, via)
                         runs[peer].append(row)
                         print(f"  {mode:7}{peer:8}" + (f"{row['files_per_s']:8.0f} files/s"
+                              + round_words(row)
                               if "error" not in row else "failed: " + row["error"]),
                               flush=True)
                 result["rows"] += [dict(median_run(r), link=name) for r in runs.values()]
+        result["gpufs_tier"] = peers_at.tier_label or args.gpufs_tier
     print_table(result)
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(result, f, indent=1)
