@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 
@@ -19,13 +20,16 @@ constexpr size_t kPrefaultChunk = 32u << 20;
 #endif
 
 // Faults in [p, p + bytes) for writing without changing a byte: MADV_POPULATE_WRITE, or on
-// kernels before 5.14 a write of each page's first byte with the value it holds (an atomic
-// add of zero, since the cache may be filling that page at the same time).
-void PopulateWrite(char* p, size_t bytes, size_t page) {
-  if (madvise(p, bytes, MADV_POPULATE_WRITE) == 0) return;
+// kernels before 5.14 (EINVAL) a write of each page's first byte with the value it holds (an
+// atomic add of zero, since the cache may be filling that page at the same time). False when
+// the memory cannot be had (ENOMEM): the rest is then left to fault as it is used.
+bool PopulateWrite(char* p, size_t bytes, size_t page) {
+  if (madvise(p, bytes, MADV_POPULATE_WRITE) == 0) return true;
+  if (errno != EINVAL) return false;
   for (size_t at = 0; at < bytes; at += page) {
     __atomic_fetch_add(p + at, 0, __ATOMIC_RELAXED);
   }
+  return true;
 }
 
 // An anonymous mapping of `capacity` bytes starting on a 2 MiB boundary, so transparent
@@ -87,7 +91,7 @@ void PinnedArena::Prefault(size_t target) {
   const size_t page = huge_ ? kHuge : kAlign;
   for (size_t at = 0; at < target && !stopping_.load(std::memory_order_relaxed);) {
     const size_t chunk = std::min(kPrefaultChunk, target - at);
-    PopulateWrite(base_ + at, chunk, page);
+    if (!PopulateWrite(base_ + at, chunk, page)) return;
     at += chunk;
     prefaulted_.store(at, std::memory_order_relaxed);
   }
