@@ -2,6 +2,8 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 
@@ -10,6 +12,25 @@ namespace gpufs {
 namespace {
 
 constexpr size_t kHuge = 2u << 20;
+// What the prefault thread populates at a time: a stop waits for one chunk at most.
+constexpr size_t kPrefaultChunk = 32u << 20;
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14; older headers lack it
+#endif
+
+// Faults in [p, p + bytes) for writing without changing a byte: MADV_POPULATE_WRITE, or on
+// kernels before 5.14 (EINVAL) a write of each page's first byte with the value it holds (an
+// atomic add of zero, since the cache may be filling that page at the same time). False when
+// the memory cannot be had (ENOMEM): the rest is then left to fault as it is used.
+bool PopulateWrite(char* p, size_t bytes, size_t page) {
+  if (madvise(p, bytes, MADV_POPULATE_WRITE) == 0) return true;
+  if (errno != EINVAL) return false;
+  for (size_t at = 0; at < bytes; at += page) {
+    __atomic_fetch_add(p + at, 0, __ATOMIC_RELAXED);
+  }
+  return true;
+}
 
 // An anonymous mapping of `capacity` bytes starting on a 2 MiB boundary, so transparent
 // huge pages can back it: a 4 MiB direct read into huge pages is a handful of segments,
@@ -30,7 +51,7 @@ void* MapAligned(size_t capacity) {
 
 }  // namespace
 
-Result<std::unique_ptr<PinnedArena>> PinnedArena::Create(size_t bytes) {
+Result<std::unique_ptr<PinnedArena>> PinnedArena::Create(size_t bytes, size_t prefault) {
   // Budgets of a huge page or more round up to whole huge pages; small ones (tests) to 4 KiB.
   const size_t unit = bytes >= kHuge ? kHuge : kAlign;
   const size_t capacity = (std::max<size_t>(bytes, kAlign) + unit - 1) / unit * unit;
@@ -46,8 +67,12 @@ Result<std::unique_ptr<PinnedArena>> PinnedArena::Create(size_t bytes) {
     madvise(p, capacity, MADV_HUGEPAGE);  // transparent huge pages, where enabled
   }
   const bool locked = mlock2(p, capacity, MLOCK_ONFAULT) == 0;
-  return std::unique_ptr<PinnedArena>(
+  std::unique_ptr<PinnedArena> arena(
       new PinnedArena(static_cast<char*>(p), capacity, locked, huge));
+  const size_t target = std::min((prefault + unit - 1) / unit * unit, capacity);
+  if (target > 0)
+    arena->prefaulter_ = std::thread([a = arena.get(), target] { a->Prefault(target); });
+  return arena;
 }
 
 PinnedArena::PinnedArena(char* base, size_t capacity, bool locked, bool huge)
@@ -55,7 +80,22 @@ PinnedArena::PinnedArena(char* base, size_t capacity, bool locked, bool huge)
   free_.emplace(0, capacity);
 }
 
-PinnedArena::~PinnedArena() { munmap(base_, capacity_); }
+PinnedArena::~PinnedArena() {
+  stopping_.store(true, std::memory_order_relaxed);
+  if (prefaulter_.joinable()) prefaulter_.join();
+  munmap(base_, capacity_);
+}
+
+// On the prefault thread: [0, target) in chunks, counted as each is in.
+void PinnedArena::Prefault(size_t target) {
+  const size_t page = huge_ ? kHuge : kAlign;
+  for (size_t at = 0; at < target && !stopping_.load(std::memory_order_relaxed);) {
+    const size_t chunk = std::min(kPrefaultChunk, target - at);
+    if (!PopulateWrite(base_ + at, chunk, page)) return;
+    at += chunk;
+    prefaulted_.store(at, std::memory_order_relaxed);
+  }
+}
 
 std::optional<size_t> PinnedArena::Allocate(size_t bytes) {
   bytes = RoundUp(std::max<size_t>(bytes, 1));

@@ -6,13 +6,23 @@
 // is rounded up to whole huge pages). Pages are locked as they are first touched
 // (MLOCK_ONFAULT), so a large budget costs nothing until it fills. When locking is not
 // allowed (RLIMIT_MEMLOCK) the arena still works, unlocked, and says so.
+//
+// A page's first write costs the kernel a fault and the zeroing of the page: on a cold epoch
+// from a store that was most of the daemon's CPU, paid by the threads that copy bodies in.
+// So the first `prefault` bytes are faulted in once by a thread of the arena's own, from
+// offset 0 upward, while the mount starts serving; Allocate is first fit from the lowest
+// offset, so the cache fills the populated part first and then reuses it as it evicts.
+// The thread is started by Create: create the arena in the process that serves (after a
+// daemon forks), since threads do not survive a fork.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
 
 #include "dataset/error.h"
 
@@ -22,7 +32,10 @@ class PinnedArena {
  public:
   static constexpr size_t kAlign = 4096;
 
-  static Result<std::unique_ptr<PinnedArena>> Create(size_t bytes);
+  // An arena of `bytes` (rounded up), the first `prefault` of them (at most all) faulted in
+  // by a background thread.
+  static Result<std::unique_ptr<PinnedArena>> Create(size_t bytes, size_t prefault = 0);
+  // Stops the prefault thread (within one chunk), then unmaps.
   ~PinnedArena();
   PinnedArena(const PinnedArena&) = delete;
   PinnedArena& operator=(const PinnedArena&) = delete;
@@ -37,11 +50,14 @@ class PinnedArena {
   size_t used() const;
   bool locked() const { return locked_; }
   bool huge_pages() const { return huge_; }
+  // Bytes from offset 0 the prefault thread has faulted in so far. Thread-safe.
+  size_t prefaulted() const { return prefaulted_.load(std::memory_order_relaxed); }
 
   static size_t RoundUp(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
  private:
   PinnedArena(char* base, size_t capacity, bool locked, bool huge);
+  void Prefault(size_t target);
 
   char* const base_;
   const size_t capacity_;
@@ -50,6 +66,9 @@ class PinnedArena {
   mutable std::mutex mu_;
   std::map<size_t, size_t> free_;  // offset -> length; guarded by mu_
   size_t used_ = 0;                // guarded by mu_
+  std::atomic<size_t> prefaulted_{0};
+  std::atomic<bool> stopping_{false};
+  std::thread prefaulter_;  // none when nothing is to be prefaulted
 };
 
 }  // namespace gpufs

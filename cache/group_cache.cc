@@ -322,6 +322,7 @@ nlohmann::json GroupCache::Stats() const {
   j["cached_groups"] = cached_groups;
   j["groups"] = catalog_.group_count();
   j["arena_locked"] = arena_.locked();
+  j["arena_prefaulted_bytes"] = arena_.prefaulted();
   j["huge_pages"] = arena_.huge_pages();
   for (const auto& [key, value] : {std::pair{"hits", &c.hits},
                                    {"misses", &c.misses},

@@ -106,6 +106,12 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
       ->check(CLI::Range(1u, 1024u))
       ->capture_default_str();
   mount
+      .add_option("--transfer-threads", args.transfer_threads,
+                  "threads that move an S3 or HTTP source's bytes, the connections split "
+                  "between them; 0: half the cores, from 2 to 8")
+      ->check(CLI::Range(0u, 64u))
+      ->capture_default_str();
+  mount
       .add_option("--retry-seconds", args.retry_seconds,
                   "deadline of a failing request to an S3 or HTTP source: retried with "
                   "backoff until then (0: never), then the read fails with EIO")

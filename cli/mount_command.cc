@@ -217,6 +217,7 @@ Result<remote::Location> LocateRemote(const MountArgs& args) {
     fmt::print(stderr, "gpufsd: warning: {}\n", warning);
   }
   location->config.retry_budget = Milliseconds(args.retry_seconds);
+  if (args.transfer_threads > 0) location->config.transfer_threads = args.transfer_threads;
   location->config.request_payer = !args.request_payer.empty();
   if (args.no_verify_tls) {
     location->config.verify_tls = false;
@@ -463,7 +464,11 @@ Result<CacheStack> MakeCacheStack(const MountArgs& args, const Opened& opened) {
     MakeSource(args, opened, stack);
     return stack;
   }
-  auto arena = PinnedArena::Create(args.cache_bytes);
+  // Faulted in ahead of the reads, as much as the dataset can fill (each group's start is
+  // page-aligned in the arena).
+  const uint64_t fill =
+      dataset.catalog.total_bytes() + uint64_t{dataset.catalog.group_count()} * PinnedArena::kAlign;
+  auto arena = PinnedArena::Create(args.cache_bytes, std::min<uint64_t>(args.cache_bytes, fill));
   if (!arena) return arena.error();
   stack.arena = std::move(*arena);
   stack.gpu = RegisterWithGpu(args, stack);

@@ -49,6 +49,8 @@ struct MountArgs {
   std::string ca_bundle;         // --ca-bundle: the CAs a store's certificate must come from
   bool no_verify_tls = false;    // test rigs only: logged at every mount
   std::string request_payer;     // --request-payer requester: for requester-pays buckets
+  // Threads the store's connections are split between; 0: half the cores, from 2 to 8.
+  unsigned transfer_threads = 0;
   // Each attempt's limits (source/remote/deadline.h, whose defaults these are), in seconds
   // and bytes per second as the options take them.
   double connect_timeout_s = Seconds(remote::TransferDeadlines{}.connect);

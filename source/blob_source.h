@@ -53,6 +53,8 @@ inline constexpr const char* kCredentialRefreshFailures = "refresh_failures";
 // wrong), and false when --no-verify-tls turned certificate checks off.
 inline constexpr const char* kRegion = "region";
 inline constexpr const char* kTlsVerify = "tls_verify";
+// Object stores: the requests each transfer thread has answered, one count per thread.
+inline constexpr const char* kTransferThreads = "transfer_threads";
 }  // namespace source_stat
 
 // What the bytes of a read are for, which decides what other copies of them to avoid.

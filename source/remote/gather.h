@@ -11,7 +11,8 @@
 
 namespace gpufs::remote {
 
-// Thread-safe: parts may finish on any thread.
+// Thread-safe: parts may finish on any thread, at once (a GET's blocks on several of the
+// store's transfer threads); `done` runs on the thread of the last.
 class Gather {
  public:
   Gather(size_t blocks, size_t length, std::function<void(Result<size_t>)> done)
@@ -23,7 +24,13 @@ class Gather {
       if (!error_) error_ = outcome.error();
     }
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    if (error_) return done_(*error_);
+    // The last part: every other has counted down, so none writes error_ any more.
+    std::optional<Error> error;
+    {
+      std::lock_guard lock(mu_);
+      error = std::move(error_);
+    }
+    if (error) return done_(*error);
     done_(length_);
   }
 

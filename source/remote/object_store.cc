@@ -2,10 +2,12 @@
 // must hold (responses.h); the transfers themselves run on the loop (transfer_loop.h).
 #include "source/remote/object_store.h"
 
+#include <algorithm>
 #include <atomic>
 #include <future>
 #include <limits>
 #include <mutex>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -109,6 +111,10 @@ bool IsRefusal(long status) { return status == 401 || status == 403; }
 
 }  // namespace
 
+unsigned DefaultTransferThreads() {
+  return std::clamp(std::thread::hardware_concurrency() / 2, 2u, 8u);
+}
+
 // One block of a GET, on its way through the peers to the store.
 struct ObjectStore::Block {
   std::string name;    // relative to the root
@@ -134,15 +140,38 @@ struct ObjectStore::Block {
 
 class ObjectStore::Impl {
  public:
-  explicit Impl(const StoreConfig& config) : loop(LoopConfigFor(config), counters) {
+  explicit Impl(const StoreConfig& config) : region(config.region, config.endpoint) {
+    // Each loop has its share of the connections, and none goes without one.
+    const unsigned threads =
+        std::clamp(config.transfer_threads, 1u, std::max(1u, config.connections));
+    LoopConfig loop_config = LoopConfigFor(config);
+    const unsigned connections = loop_config.connections;
+    for (unsigned i = 0; i < threads; ++i) {
+      loop_config.connections = connections / threads + (i < connections % threads ? 1 : 0);
+      loops.push_back(std::make_unique<TransferLoop>(loop_config, counters, region));
+    }
     if (config.peers.urls.empty()) return;
     peers = std::make_unique<PeerSet>(config.peers);
     hashers = std::make_unique<HashWorkers>(HashWorkers::DefaultThreads());
   }
-  // The hashers finish their jobs while the loop still takes what they submit; a read that
-  // completes while the loop stops is then hashed on the loop's thread.
+  // The hashers finish their jobs while the loops still take what they submit; a read that
+  // completes while the loops stop is then hashed on a loop's thread. Every loop stops
+  // before any is freed: a callback on one may submit to another, which then answers at once.
   ~Impl() {
     if (hashers) hashers->Stop();
+    for (auto& loop : loops) loop->Stop();
+  }
+
+  // The loop with the fewest exchanges pending, looking from the next one round: requests
+  // spread over the threads, and a loop slowed by its transfers gets fewer.
+  TransferLoop& Loop() {
+    const size_t start = next_loop.fetch_add(1, std::memory_order_relaxed);
+    TransferLoop* best = nullptr;
+    for (size_t i = 0; i < loops.size(); ++i) {
+      TransferLoop& loop = *loops[(start + i) % loops.size()];
+      if (!best || loop.Pending() < best->Pending()) best = &loop;
+    }
+    return *best;
   }
 
   // Wraps `done` so that the request counts as in flight until it runs, and as an error
@@ -171,13 +200,15 @@ class ObjectStore::Impl {
         }
         finish(std::move(parsed));
       };
-      loop.Submit(std::move(exchange));
+      Loop().Submit(std::move(exchange));
     });
   }
 
   // The error of a blocking call made from the loop's own thread, which would wait forever.
   std::optional<Error> RefuseOnLoopThread(std::string_view verb, const std::string& object) {
-    if (!loop.OnLoopThread()) return std::nullopt;
+    const bool on_loop = std::any_of(loops.begin(), loops.end(),
+                                     [](const auto& loop) { return loop->OnLoopThread(); });
+    if (!on_loop) return std::nullopt;
     return Fail(EDEADLK, "cannot {} {}: a blocking call from a store callback", verb, object);
   }
 
@@ -185,8 +216,10 @@ class ObjectStore::Impl {
   std::unique_ptr<HashWorkers> hashers;  // with peers; outlives the loop
   std::atomic<uint64_t> peer_answers_logged{0};
   std::atomic<uint64_t> mismatches_logged{0};
-  StoreCounters counters;  // before the loop, which uses it until it stops
-  TransferLoop loop;
+  StoreCounters counters;  // before the loops, which use it until they stop
+  BucketRegion region;     // shared by the loops: what one learns, all sign for
+  std::atomic<size_t> next_loop{0};
+  std::vector<std::unique_ptr<TransferLoop>> loops;
 };
 
 ObjectStore::ObjectStore(StoreConfig config)
@@ -212,7 +245,7 @@ void ObjectStore::Get(GetRequest request, std::function<void(Result<size_t>)> do
         request.length == 0
             ? Result<size_t>(size_t{0})
             : Fail(EINVAL, "cannot read {}: offset {} is past any object", object, request.offset);
-    impl_->loop.Post([finish, outcome] { finish(outcome); });
+    impl_->Loop().Post([finish, outcome] { finish(outcome); });
     return;
   }
   // Only an answer that can be checked against the object's ETag and the digests of every
@@ -374,7 +407,7 @@ void ObjectStore::GetDirect(const Block& block) {
     if (!reply.ok()) return finish(reply.error());
     finish(CheckRangeReply(*reply, object, offset, length, expected));
   };
-  impl_->loop.Submit(std::move(exchange));
+  impl_->Loop().Submit(std::move(exchange));
 }
 
 void ObjectStore::GetFromPeer(std::shared_ptr<const Block> block, size_t rank, bool failed_before) {
@@ -431,7 +464,7 @@ void ObjectStore::GetFromPeer(std::shared_ptr<const Block> block, size_t rank, b
     }
     GetDirect(*block);
   };
-  impl_->loop.Submit(std::move(exchange));
+  impl_->Loop().Submit(std::move(exchange));
 }
 
 Result<std::string> ObjectStore::GetWhole(const std::string& name, size_t max_bytes) {
@@ -445,7 +478,7 @@ Result<std::string> ObjectStore::GetWhole(const std::string& name, size_t max_by
       if (!reply.ok()) return finish(reply.error());
       finish(CheckWholeReply(std::move(*reply), object, max_bytes));
     };
-    impl_->loop.Submit(std::move(exchange));
+    impl_->Loop().Submit(std::move(exchange));
   });
 }
 
@@ -458,7 +491,7 @@ void ObjectStore::Head(const std::string& name, std::function<void(Result<Object
     if (!reply.ok()) return finish(reply.error());
     finish(CheckHeadReply(*reply, object, name));
   };
-  impl_->loop.Submit(std::move(exchange));
+  impl_->Loop().Submit(std::move(exchange));
 }
 
 Result<ObjectInfo> ObjectStore::HeadSync(const std::string& name) {
@@ -479,7 +512,7 @@ Result<ObjectInfo> ObjectStore::ProbeSync(const std::string& name) {
       if (!reply.ok()) return finish(reply.error());
       finish(CheckProbeReply(*reply, object, name));
     };
-    impl_->loop.Submit(std::move(exchange));
+    impl_->Loop().Submit(std::move(exchange));
   });
 }
 
@@ -515,11 +548,13 @@ Result<std::vector<ObjectInfo>> ObjectStore::List(const std::string& prefix) {
   }
 }
 
-std::string ObjectStore::Region() const { return impl_->loop.region().Get(); }
+std::string ObjectStore::Region() const { return impl_->region.Get(); }
 
 nlohmann::json ObjectStore::Stats() const {
   nlohmann::json stats = StatsJson(config_.scheme == Scheme::kS3 ? "s3" : "http", impl_->counters);
   stats[source_stat::kTlsVerify] = config_.verify_tls;
+  nlohmann::json& threads = stats[source_stat::kTransferThreads] = nlohmann::json::array();
+  for (const auto& loop : impl_->loops) threads.push_back(loop->Answered());
   if (config_.scheme == Scheme::kS3) stats[source_stat::kRegion] = Region();
   uint64_t failures = 0;
   if (impl_->peers) {

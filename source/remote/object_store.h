@@ -2,8 +2,10 @@
 // and (S3 only) listings, many in flight at once over reused connections, each checked,
 // retried and counted here so that every caller gets the same guarantees.
 //
-// - One thread runs a libcurl multi handle; requests from any thread are queued to it and
-//   their callbacks run on it (callbacks must be quick and must not block).
+// - A few threads (transfer_threads) each run a libcurl multi handle with a share of the
+//   connections; requests from any thread are queued to the least busy one and their
+//   callbacks run on it (callbacks must be quick, must not block, and may run on any of
+//   them at once).
 // - Every object is named relative to the store's root (a bucket and key prefix, or a base
 //   URL), and every message names it in full (s3://bucket/key or the URL).
 // - A GET may carry what the mount saw of the object (size, ETag): the request is sent
@@ -72,6 +74,9 @@ struct TypedObject {
   std::string target;  // the last path segment as typed, then "?query" when there is one
 };
 
+// Half the cores, from 2 to 8.
+unsigned DefaultTransferThreads();
+
 struct StoreConfig {
   Scheme scheme = Scheme::kHttp;
   // s3: the endpoint, e.g. "http://127.0.0.1:7480" or "https://s3.us-east-1.amazonaws.com";
@@ -85,7 +90,10 @@ struct StoreConfig {
   bool path_style = true;  // s3: endpoint/bucket/key, else bucket.host/key
   // The keys of each attempt, refreshed as they expire; null: requests are not signed.
   std::shared_ptr<CredentialProvider> credentials;
-  unsigned connections = 16;                       // requests in flight at most
+  unsigned connections = 16;  // requests in flight at most
+  // Threads that run the transfers, the connections split between them (at most one each):
+  // copying bodies is the store's CPU work, more than one core's at tens of Gbit/s.
+  unsigned transfer_threads = DefaultTransferThreads();
   unsigned max_attempts = 0;                       // per request; 0: until the deadline
   std::chrono::milliseconds retry_budget{20'000};  // the deadline, from the first attempt
   TransferDeadlines deadlines;                     // of each attempt, a peer's included
@@ -170,16 +178,16 @@ struct GetRequest {
 class ObjectStore {
  public:
   explicit ObjectStore(StoreConfig config);
-  ~ObjectStore();  // fails what is still queued (ECANCELED), then stops the thread
+  ~ObjectStore();  // fails what is still queued (ECANCELED), then stops the threads
   ObjectStore(const ObjectStore&) = delete;
   ObjectStore& operator=(const ObjectStore&) = delete;
 
-  // A ranged GET of exactly `length` bytes. `done` runs once, on the store's thread, with
+  // A ranged GET of exactly `length` bytes. `done` runs once, on a store's thread, with
   // `length` or the error. Thread-safe.
   void Get(GetRequest request, std::function<void(Result<size_t>)> done);
   // A whole (small) object, refused when larger than `max_bytes`. Blocks; thread-safe.
   Result<std::string> GetWhole(const std::string& name, size_t max_bytes);
-  // The size and ETag of an object, `done` on the store's thread. Thread-safe.
+  // The size and ETag of an object, `done` on a store's thread. Thread-safe.
   void Head(const std::string& name, std::function<void(Result<ObjectInfo>)> done);
   Result<ObjectInfo> HeadSync(const std::string& name);
   // The size and ETag from a ranged GET of its first byte: a GET-presigned URL refuses a
@@ -199,7 +207,8 @@ class ObjectStore {
   std::string Region() const;
 
   // {"kind": "s3"|"http", "requests", "retries", "errors", "bytes", "in_flight",
-  //  "latency_ms_p50", "latency_ms_p99", "tls_verify", "region" (s3)}: counts since start;
+  //  "latency_ms_p50", "latency_ms_p99", "tls_verify", "region" (s3), "transfer_threads"
+  //  (requests answered by each thread)}: counts since start;
   //  latency of answered requests. Signed stores add "credentials" (CredentialProvider::Stats).
   nlohmann::json Stats() const;
 

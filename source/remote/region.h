@@ -28,8 +28,8 @@ std::string EndpointOfRegion(const std::string& endpoint, const std::string& fro
 // Sets `config` to sign for `region`, and on AWS to send there.
 void MoveToRegion(StoreConfig& config, const std::string& region);
 
-// The region requests are signed for, shared by the loop's thread (which signs and learns)
-// and any thread that reads it for stats. Thread-safe.
+// The region requests are signed for, shared by the store's transfer threads (each signs
+// with it and may learn another) and any thread that reads it for stats. Thread-safe.
 class BucketRegion {
  public:
   BucketRegion(std::string region, std::string endpoint);

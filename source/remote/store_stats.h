@@ -12,8 +12,8 @@
 
 namespace gpufs::remote {
 
-// Updated by the store's thread (and by whoever finishes a request), read by Stats() on any
-// thread: relaxed atomics, each counter on its own.
+// Updated by the store's transfer threads (and by whoever finishes a request), read by Stats() on
+// any thread: relaxed atomics, each counter on its own.
 struct StoreCounters {
   std::atomic<uint64_t> requests{0};  // attempts sent, retries included
   std::atomic<uint64_t> retries{0};

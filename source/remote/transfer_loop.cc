@@ -208,8 +208,8 @@ size_t TransferLoop::Transfer::Body(const char* data, size_t n) {
   return n;
 }
 
-TransferLoop::TransferLoop(LoopConfig config, StoreCounters& counters)
-    : config_(std::move(config)), counters_(counters), region_(config_.region, config_.endpoint) {
+TransferLoop::TransferLoop(LoopConfig config, StoreCounters& counters, BucketRegion& region)
+    : config_(std::move(config)), counters_(counters), region_(region) {
   InitCurlOnce();
   multi_ = curl_multi_init();
   const long connections = 2L * config_.connections;  // urgent ones included (MayStart)
@@ -217,23 +217,29 @@ TransferLoop::TransferLoop(LoopConfig config, StoreCounters& counters)
   curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS, connections);
   curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, connections);
   thread_ = std::thread([this] { Run(); });
+  thread_id_ = thread_.get_id();
 }
 
 TransferLoop::~TransferLoop() {
+  Stop();
+  for (CURL* easy : idle_handles_) curl_easy_cleanup(easy);
+  curl_multi_cleanup(multi_);
+}
+
+void TransferLoop::Stop() {
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
   }
   curl_multi_wakeup(multi_);
-  thread_.join();
-  for (CURL* easy : idle_handles_) curl_easy_cleanup(easy);
-  curl_multi_cleanup(multi_);
+  if (thread_.joinable()) thread_.join();
 }
 
 void TransferLoop::Submit(Exchange exchange) {
   {
     std::lock_guard lock(mu_);
     if (!stopping_) {
+      pending_.fetch_add(1, std::memory_order_relaxed);
       incoming_.emplace_back(std::move(exchange));
       exchange.done = nullptr;
     }
@@ -249,8 +255,12 @@ void TransferLoop::Submit(Exchange exchange) {
 void TransferLoop::Post(std::function<void()> task) {
   {
     std::lock_guard lock(mu_);
-    incoming_.emplace_back(std::move(task));
+    if (!stopping_) {
+      incoming_.emplace_back(std::move(task));
+      task = nullptr;
+    }
   }
+  if (task) return task();  // the loop is gone: nothing would run it
   curl_multi_wakeup(multi_);
 }
 
@@ -507,6 +517,8 @@ void TransferLoop::RetryOrFail(std::unique_ptr<Transfer> t, const std::string& r
 void TransferLoop::Deliver(std::unique_ptr<Transfer> t, Result<Reply> outcome) {
   auto done = std::move(t->exchange.done);
   t.reset();  // nothing of the transfer outlives its answer
+  pending_.fetch_sub(1, std::memory_order_relaxed);
+  answered_.fetch_add(1, std::memory_order_relaxed);
   done(std::move(outcome));
 }
 

@@ -1,7 +1,9 @@
-// The store's thread: one libcurl multi handle running every Exchange, at most
-// `connections` on the wire at once over reused connections, the rest queued in order;
-// urgent exchanges (a reader waits on them) go first, and up to `connections` more of them
-// may be on the wire when all are busy.
+// One of the store's transfer threads: a libcurl multi handle running the Exchanges given to
+// it, at most `connections` on the wire at once over reused connections, the rest queued in
+// order; urgent exchanges (a reader waits on them) go first, and up to `connections` more of
+// them may be on the wire when all are busy. A store runs several loops (object_store.cc),
+// each with its share of the connections, so that copying bodies into the cache is not
+// capped by one core; an exchange and all its attempts stay on the loop it was submitted to.
 //
 // Each attempt runs under the deadlines of deadline.h. An attempt that fails in a way worth
 // repeating (a refused, reset or stalled connection, a deadline passed, a 5xx, 429 or SlowDown
@@ -15,6 +17,7 @@
 
 #include <curl/curl.h>
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -60,22 +63,33 @@ LoopConfig LoopConfigFor(const StoreConfig& config);
 
 class TransferLoop {
  public:
-  // `counters` must outlive the loop: requests, retries, bytes and latency are kept there.
-  TransferLoop(LoopConfig config, StoreCounters& counters);
-  // Fails what is queued, waiting for a retry or on the wire with ECANCELED (on the loop's
-  // thread), then joins it.
+  // `counters` and `region` must outlive the loop; both may be shared by the store's loops:
+  // requests, retries, bytes and latency are kept in the counters, and a region learned on
+  // one loop signs the requests of every other.
+  TransferLoop(LoopConfig config, StoreCounters& counters, BucketRegion& region);
+  // Stop(), then frees the loop.
   ~TransferLoop();
   TransferLoop(const TransferLoop&) = delete;
   TransferLoop& operator=(const TransferLoop&) = delete;
 
-  // Queues `exchange`; its `done` runs once on the loop's thread. Thread-safe.
+  // Fails what is queued, waiting for a retry or on the wire with ECANCELED (on the loop's
+  // thread), then joins it; from then on Submit and Post answer on the caller's thread.
+  // Idempotent; not from the loop's own thread. A store stops all its loops before it frees
+  // any, since a callback on one loop may submit to another.
+  void Stop();
+
+  // Queues `exchange`; its `done` runs once on the loop's thread (on the caller's, with
+  // ECANCELED, once the loop stops). Thread-safe.
   void Submit(Exchange exchange);
-  // Runs `task` on the loop's thread, in order with submissions. Thread-safe.
+  // Runs `task` on the loop's thread, in order with submissions (on the caller's once the
+  // loop stops). Thread-safe.
   void Post(std::function<void()> task);
   // True on the loop's own thread, where nothing may wait for the loop.
-  bool OnLoopThread() const { return std::this_thread::get_id() == thread_.get_id(); }
-  // The region requests are signed for: the configured one until the store names another.
-  const BucketRegion& region() const { return region_; }
+  bool OnLoopThread() const { return std::this_thread::get_id() == thread_id_; }
+  // Exchanges submitted and not yet answered: how busy the loop is. Thread-safe.
+  size_t Pending() const { return pending_.load(std::memory_order_relaxed); }
+  // Exchanges this loop has answered since it started. Thread-safe.
+  uint64_t Answered() const { return answered_.load(std::memory_order_relaxed); }
 
  private:
   struct Transfer;
@@ -100,9 +114,11 @@ class TransferLoop {
 
   const LoopConfig config_;
   StoreCounters& counters_;
+  BucketRegion& region_;
   CURLM* multi_ = nullptr;
   std::mt19937_64 random_{std::random_device{}()};
-  BucketRegion region_;
+  std::atomic<size_t> pending_{0};
+  std::atomic<uint64_t> answered_{0};
 
   // The loop thread's own state.
   std::deque<std::unique_ptr<Transfer>> ready_;  // to start when a connection is free
@@ -115,6 +131,7 @@ class TransferLoop {
   std::deque<Incoming> incoming_;  // guarded by mu_
   bool stopping_ = false;          // guarded by mu_
   std::thread thread_;             // last: starts once everything above exists
+  std::thread::id thread_id_;      // thread_'s, kept once it is joined
 };
 
 }  // namespace gpufs::remote

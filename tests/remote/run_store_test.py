@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from servers import ceph_s3, nginx  # noqa: E402
 from servers.lying_peer import FlippingPeer  # noqa: E402
 from servers.procs import LOOPBACK, exit_on_sigterm  # noqa: E402
+from servers.region_proxy import RegionProxy  # noqa: E402
 
 SKIP = 77
 
@@ -116,7 +117,8 @@ def main():
     with tempfile.TemporaryDirectory(prefix="gpufs-store-origin-") as root, \
             ceph_s3.CephS3() as s3, \
             nginx.NginxOrigin(root) as origin, \
-            nginx.FaultProxy(s3.endpoint) as proxy:
+            nginx.FaultProxy(s3.endpoint) as proxy, \
+            RegionProxy(s3.endpoint, "eu-test-1") as region_proxy:
         lying = FlippingPeer(origin.url)  # a peer that changes the bytes it passes on
         bucket = ceph_s3.unique_bucket("store")
         s3.make_bucket(bucket)
@@ -128,6 +130,9 @@ def main():
         env = {**os.environ,
                "GPUFS_TEST_S3_ENDPOINT": s3.endpoint,
                "GPUFS_TEST_S3_PROXY": proxy.url,
+               # The bucket as AWS would answer for one in eu-test-1 (region_proxy.py).
+               "GPUFS_TEST_S3_REGION_PROXY": region_proxy.url,
+               "GPUFS_TEST_S3_REGION_PROXY_REGION": region_proxy.region,
                "GPUFS_TEST_S3_BUCKET": bucket,
                "GPUFS_TEST_S3_REGION": s3.region,
                "GPUFS_TEST_S3_ACCESS_KEY": s3.access_key,

@@ -201,6 +201,65 @@ TEST_F(S3Store, RangedGetsAreByteExact) {
   EXPECT_GE(Stat(store, "requests"), reads.size());
 }
 
+// The transfers run on several threads, each with its share of the connections, and every
+// one of them serves requests.
+TEST_F(S3Store, RequestsAreServedByEveryTransferThread) {
+  const std::string data = Pattern(2 << 20, 9);
+  Put("spread", data);
+  StoreConfig config = Config();
+  config.connections = 6;
+  config.transfer_threads = 3;
+  ObjectStore store(config);
+  std::vector<RangeCheck> reads = RandomRanges({{"spread", data}}, 200);
+  for (RangeCheck& read : reads) read.data = &data;
+  ReadAllAndCheck({&store}, reads);
+  const nlohmann::json threads = store.Stats()["transfer_threads"];
+  ASSERT_EQ(threads.size(), 3u);
+  uint64_t answered = 0;
+  for (const nlohmann::json& count : threads) {
+    EXPECT_GT(count.get<uint64_t>(), 0u) << threads.dump();
+    answered += count.get<uint64_t>();
+  }
+  EXPECT_EQ(answered, reads.size());
+  EXPECT_EQ(Stat(store, "errors"), 0u);
+  EXPECT_EQ(Stat(store, "in_flight"), 0u);
+}
+
+// No more threads than connections: each thread needs one.
+TEST_F(S3Store, TransferThreadsAreNoMoreThanConnections) {
+  StoreConfig config = Config();
+  config.connections = 2;
+  config.transfer_threads = 8;
+  ObjectStore store(config);
+  EXPECT_EQ(store.Stats()["transfer_threads"].size(), 2u);
+}
+
+// A region learned from a wrong-region answer on one transfer thread signs the requests of
+// every other: each of them is sent once, not refused first.
+TEST_F(S3Store, ARegionLearnedOnOneThreadSignsOnEvery) {
+  const std::string proxy_region = EnvOr("GPUFS_TEST_S3_REGION_PROXY_REGION");
+  if (proxy_region.empty()) GTEST_SKIP() << "no region proxy: GPUFS_TEST_S3_REGION_PROXY is unset";
+  Put("far", "far away");
+  StoreConfig config = Config("GPUFS_TEST_S3_REGION_PROXY");
+  ASSERT_NE(config.region, proxy_region);
+  config.connections = 4;
+  config.transfer_threads = 4;
+  ObjectStore store(config);
+  ASSERT_TRUE(store.HeadSync("far").ok());
+  EXPECT_EQ(store.Region(), proxy_region);
+  EXPECT_EQ(Stat(store, "requests"), 2u);  // refused, then signed for the bucket's region
+  constexpr uint64_t kHeads = 12;
+  for (uint64_t i = 0; i < kHeads; ++i) {
+    Result<ObjectInfo> info = store.HeadSync("far");
+    ASSERT_TRUE(info.ok()) << info.error().message;
+    EXPECT_EQ(info->size, 8u);
+  }
+  EXPECT_EQ(Stat(store, "requests"), 2 + kHeads);
+  for (const nlohmann::json& count : store.Stats()["transfer_threads"]) {
+    EXPECT_GT(count.get<uint64_t>(), 0u);
+  }
+}
+
 TEST_F(S3Store, GetWithExpectedInfoReadsWhileUnchanged) {
   const std::string data = Pattern(50'000, 2);
   Put("obj", data);

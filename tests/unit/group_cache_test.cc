@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
 #include <future>
 #include <thread>
@@ -405,6 +406,45 @@ TEST(PinnedArena, AllocatesAlignedRangesAndCoalescesFreedOnes) {
   a.Free(*z, 100);
   EXPECT_EQ(a.used(), 0u);
   EXPECT_EQ(a.Allocate(64 * 1024), 0u);  // one range again
+}
+
+// The prefault thread faults in the target while ranges are allocated, written and freed;
+// what it faults in keeps the bytes written there.
+TEST(PinnedArena, PrefaultsTheTargetWhileAllocationsGoOn) {
+  constexpr size_t kBudget = 8u << 20;
+  constexpr size_t kTarget = 5u << 20;
+  auto arena = PinnedArena::Create(kBudget, kTarget);
+  ASSERT_TRUE(arena.ok());
+  auto& a = **arena;
+  std::vector<std::pair<size_t, size_t>> held;
+  for (size_t i = 0; a.prefaulted() < kTarget; ++i) {
+    const size_t bytes = 4096 * (1 + i % 7);
+    auto offset = a.Allocate(bytes);
+    ASSERT_TRUE(offset);
+    std::memset(a.base() + *offset, static_cast<int>(i & 0xff), bytes);
+    EXPECT_EQ(static_cast<unsigned char>(a.base()[*offset + bytes - 1]), i & 0xff);
+    held.emplace_back(*offset, bytes);
+    if (held.size() > 8) {
+      a.Free(held.front().first, held.front().second);
+      held.erase(held.begin());
+    }
+    std::this_thread::yield();
+  }
+  // Rounded to whole huge pages (the budget is at least one), never past the capacity.
+  EXPECT_EQ(a.prefaulted(), 6u << 20);
+  for (auto [offset, bytes] : held) a.Free(offset, bytes);
+  EXPECT_EQ(a.used(), 0u);
+  EXPECT_EQ(a.Allocate(a.capacity()), 0u);
+}
+
+TEST(PinnedArena, PrefaultsNoMoreThanTheCapacityAndNothingUnasked) {
+  auto whole = PinnedArena::Create(64 * 1024, 1u << 30);
+  ASSERT_TRUE(whole.ok());
+  while ((*whole)->prefaulted() < (*whole)->capacity()) std::this_thread::yield();
+  EXPECT_EQ((*whole)->prefaulted(), 64u * 1024);
+  auto none = PinnedArena::Create(64 * 1024);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ((*none)->prefaulted(), 0u);
 }
 
 TEST(PinnedArena, RoundsLargeBudgetsToAlignedHugePages) {
