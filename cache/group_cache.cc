@@ -25,7 +25,7 @@ GroupCache::GroupCache(const Catalog& catalog, BlobSource& source, PinnedArena& 
       entries_(catalog.group_count()),
       failed_(catalog.group_count(), false),
       busy_(catalog.group_count(), false),
-      window_(std::max(1u, options_.reads_in_flight)),
+      window_(options_.adapt_window ? WindowFloor() : std::max(1u, options_.reads_in_flight)),
       tier_(tier) {
   for (unsigned i = 0; i < options_.prefetch_depth; ++i) {
     prefetchers_.emplace_back([this] { Prefetch(); });

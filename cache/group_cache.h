@@ -79,7 +79,10 @@ struct CacheOptions {
   // io_piece. io_piece is a multiple of it.
   size_t demand_block = 0;
   unsigned reads_in_flight = 4;  // requests of group loads in flight at once, demand included
-  bool verify = false;           // check each member's checksum on its first read
+  // The window of prefetch reads starts small and follows what demand reads cost
+  // (group_loads.cc); false: it is reads_in_flight throughout.
+  bool adapt_window = true;
+  bool verify = false;  // check each member's checksum on its first read
   // False: a read that misses serves its member alone and no group is loaded, prefetched
   // or fetched to the disk tier (a node of a sharded job that cannot keep the dataset).
   bool whole_groups = true;
@@ -175,7 +178,7 @@ class GroupCache {
   };
   std::vector<BlobRead> NextReads();
   unsigned WindowFloor() const;
-  void AdaptWindow(std::chrono::steady_clock::duration latency);
+  void AdaptWindow(bool demand, std::chrono::steady_clock::duration latency);
   void TakeDemands(std::vector<BlobRead>& reads);
   Run PickPrefetchRun();
   BlobRead ReadOf(const Run& run, bool demand);

@@ -97,17 +97,24 @@ std::vector<BlobRead> GroupCache::NextReads() {
 // between completions (a cgroup-throttled volume loses its budget when it does).
 unsigned GroupCache::WindowFloor() const { return std::max(1u, options_.reads_in_flight / 8); }
 
-// Under mu_: the window follows what demand reads cost. A source with one queue (a disk,
-// a throttled volume) makes a demand read wait behind every read already handed to it, so
-// its latency grows with the window; there the window shrinks (multiplicatively) until a
-// demand read costs about twice the least seen, and grows back by one read at a time when
-// it costs less. A store answers each request on a connection of its own, so there the
-// latency hardly moves and the window stays whole. The least latency seen creeps up by 5%
-// a read, so a source that became slower is learnt anew.
-void GroupCache::AdaptWindow(std::chrono::steady_clock::duration latency) {
+// Under mu_: the window follows what demand reads cost, as a TCP sender's follows loss. A
+// source with one queue (a disk, a throttled volume, a store's object servers) makes a
+// demand read wait behind every read already handed to it, so its latency grows with the
+// window. The window starts at its floor, so the first demand reads measure what a read
+// costs on an idle source; it grows by a read when a demand read cost under twice the
+// least seen, or when a prefetch read lands while no reader waits, and shrinks by a
+// quarter when a demand read cost more. A source that answers each request apart (a store
+// over many connections) keeps demand latency flat, and its window grows whole. The least
+// latency creeps up by 5% a read, so a source that became slower is learnt anew.
+void GroupCache::AdaptWindow(bool demand, std::chrono::steady_clock::duration latency) {
+  if (!options_.adapt_window) return;
+  const unsigned most = std::max(1u, options_.reads_in_flight);
+  if (!demand) {
+    if (demand_in_flight_ == 0 && demands_.empty() && window_ < most) ++window_;
+    return;
+  }
   const double ms = std::chrono::duration<double, std::milli>(latency).count();
   least_demand_ms_ = least_demand_ms_ > 0 ? std::min(ms, least_demand_ms_ * 1.05) : ms;
-  const unsigned most = std::max(1u, options_.reads_in_flight);
   if (ms > 2 * least_demand_ms_) {
     window_ = std::max(WindowFloor(), window_ * 3 / 4);
   } else if (window_ < most) {
@@ -191,7 +198,7 @@ void GroupCache::OnRun(const Run& run, bool demand, Result<size_t> got) {
   Entry& entry = *run.entry;
   --entry.requests_in_flight;
   if (demand) --demand_in_flight_;
-  if (demand && got) AdaptWindow(landed - run.sent);
+  if (got) AdaptWindow(demand, landed - run.sent);
   const GroupExtent& g = catalog_.Group(entry.group);
   if (!entry.failed) {
     const uint64_t from = entry.data_start + uint64_t{run.first} * BlockBytes();
