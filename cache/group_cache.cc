@@ -93,7 +93,8 @@ Result<CachedBytes> GroupCache::Read(NodeId file, uint64_t offset, size_t size) 
       if (!counted) ++counters_.hits;
       const bool early = !entry->ready;
       auto bytes = ServeHit(group, file, offset, size);
-      lock.unlock();  // the group stays pinned while its bytes are checked
+      if (early) SettleFailed(*entry);  // once pinned: a group with failed blocks may go
+      lock.unlock();                    // the group stays pinned while its bytes are checked
       if (bytes && early) {
         if (Status s = CheckEarlyMember(file, *bytes, offset); !s) return s.error();
       }
@@ -107,11 +108,17 @@ Result<CachedBytes> GroupCache::Read(NodeId file, uint64_t offset, size_t size) 
       counted = true;
       Urge(entry, file);
       Pump(lock);
+      ++entry->waiters;
       changed_.wait(lock, [&] {
         return entry->ready || entry->failed || Servable(*entry, file) || BlockFailed(*entry, file);
       });
+      --entry->waiters;
       if (entry->failed) return entry->error;
-      if (const Error* error = BlockFailed(*entry, file)) return *error;
+      if (const Error* failed = BlockFailed(*entry, file)) {
+        Error error = *failed;
+        SettleFailed(*entry);
+        return error;
+      }
       continue;
     }
     const bool wanted = options_.whole_groups && policy_->Wanted(group);

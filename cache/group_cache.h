@@ -153,6 +153,7 @@ class GroupCache {
     uint32_t requests_in_flight = 0;
     uint32_t blocks_landed = 0;
     uint32_t blocks_failed = 0;
+    uint32_t waiters = 0;        // readers waiting on the load
     bool in_load_queue = false;  // some of its blocks may still be queued for prefetch
     // Reads of part of the group that failed, by block: the readers that waited on them
     // get the error; the rest of the group goes on (group_loads.cc, FailBlocks).
@@ -192,6 +193,7 @@ class GroupCache {
   bool Servable(const Entry& entry, NodeId file) const;
   const Error* BlockFailed(const Entry& entry, NodeId file) const;
   void FailBlocks(const Run& run, bool requeue, Error error);
+  void SettleFailed(Entry& entry);
   void Urge(const EntryRef& entry, NodeId file);
   Status CheckEarlyMember(NodeId file, const CachedBytes& bytes, uint64_t offset);
   bool HasBlobCheck(uint32_t group) const;

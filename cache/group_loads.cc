@@ -222,12 +222,7 @@ void GroupCache::OnRun(const Run& run, bool demand, Result<size_t> got) {
       counters_.bytes_from_disk += *got;
     }
   }
-  if (!entry.failed && entry.blocks_failed > 0 && !entry.failed_blocks.empty() &&
-      entry.blocks_landed + entry.blocks_failed == entry.blocks.size()) {
-    // Nothing left to read: the readers of the failed blocks have their error and the
-    // others were served; the group is not kept, and a later reader loads it again.
-    DropLoad(entry, entry.failed_blocks.begin()->second);  // counted with the read that failed
-  }
+  SettleFailed(entry);
   if (entry.failed) {
     FreeFailed(entry);
   } else if (entry.blocks_landed == entry.blocks.size()) {
@@ -267,6 +262,18 @@ void GroupCache::FailBlocks(const Run& run, bool requeue, Error error) {
     entry.in_load_queue = true;
     load_queue_.push_back(run.entry);
   }
+}
+
+// Under mu_: once nothing of a load with failed blocks is left to read and no reader waits
+// on it (each has its error, or its bytes pinned), the group is dropped, its error counted
+// with the read that failed; a later reader loads it again.
+void GroupCache::SettleFailed(Entry& entry) {
+  if (entry.failed || entry.blocks_failed == 0 || entry.failed_blocks.empty() ||
+      entry.waiters > 0 || entry.blocks_landed + entry.blocks_failed < entry.blocks.size()) {
+    return;
+  }
+  DropLoad(entry, entry.failed_blocks.begin()->second);
+  FreeFailed(entry);
 }
 
 // Blocks a reader's demand read may ask for: queued, or failed before (asked again).
