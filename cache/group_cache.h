@@ -18,7 +18,11 @@
 //   for the prefetch window to drain, and joins a request already in flight instead of
 //   repeating it. A member is served as soon as its blocks have landed (checked against
 //   its own checksum where the group's would have covered it), so the trainer consumes
-//   while the volume is still reading; the group keeps filling behind it.
+//   while the volume is still reading; the group keeps filling behind it. The window
+//   adapts: where demand reads wait behind it (a source with one queue) it shrinks, and
+//   it grows while they do not.
+// - A failed read of part of a group fails the readers of those bytes only; the group is
+//   dropped once nothing of it is left to read and nobody waits on it.
 // - Prefetch: once reads have begun, while the budget has room, the next groups the
 //   policy still wants are queued behind the demanded ones, several at once, so the
 //   volume is never idle while there is something left to read.

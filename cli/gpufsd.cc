@@ -93,7 +93,7 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
   mount
       .add_option("--reads-in-flight", args.reads_in_flight,
                   "prefetch reads of group loads in flight at once (a waiting reader's own read "
-                  "goes beside them); 0: about 32 MiB (local), "
+                  "goes beside them); the most, as the window adapts; 0: about 10 MiB (local), "
                   "--connections (S3, HTTP)")
       ->capture_default_str()
       ->check(CLI::Range(0u, 4096u));
