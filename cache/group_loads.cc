@@ -20,6 +20,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "cache/group_cache.h"
 
@@ -146,7 +147,8 @@ void GroupCache::TakeDemands(std::vector<BlobRead>& reads) {
 // Under mu_: the next run of queued blocks of the oldest load, up to io_piece long.
 GroupCache::Run GroupCache::PickPrefetchRun() {
   const size_t piece = options_.io_piece ? options_.io_piece : SIZE_MAX;
-  const uint32_t most = static_cast<uint32_t>(std::max<size_t>(1, piece / BlockBytes()));
+  const auto most = static_cast<uint32_t>(
+      std::clamp<size_t>(piece / BlockBytes(), 1, std::numeric_limits<uint32_t>::max()));
   while (!load_queue_.empty()) {
     Entry& entry = *load_queue_.front();
     const uint32_t count = static_cast<uint32_t>(entry.blocks.size());
