@@ -542,6 +542,12 @@ int ServeUntilUnmounted(fuse_session* se, const MountArgs& args, const std::stri
   return 0;
 }
 
+uint64_t PhysicalMemory() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+}
+
 }  // namespace
 
 int RunMount(const MountArgs& args_in) {
@@ -558,7 +564,8 @@ int RunMount(const MountArgs& args_in) {
     if (!bound) return Refuse(bound.error());
     metrics = std::move(*bound);
   }
-  ChooseKernelLimits(args, dataset->catalog.total_bytes(), std::thread::hardware_concurrency());
+  ChooseKernelLimits(args, dataset->catalog.total_bytes(), std::thread::hardware_concurrency(),
+                     PhysicalMemory());
   FuseContext context;
   context.cache = args.cache;
   fuse_session* se = NewSession(args, *opened, context);

@@ -21,7 +21,7 @@ struct MountArgs {
   bool foreground = false;
   bool debug = false;
   std::vector<std::string> fuse_options;  // each a comma-separated -o list
-  unsigned max_threads = 0;               // 0: from the cores (KernelLimits)
+  unsigned max_threads = 0;               // 0: from the cores (ChooseKernelLimits)
   unsigned max_background = 0;            // 0: max_threads
   std::string streaming = "auto";         // direct I/O past the page cache: auto, on, off
   unsigned max_readahead_kib = 1024;      // 0 keeps the kernel's default
