@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Reads served by the daemon from its pinned memory: the group cache's hot path.
 
-    sudo tools/bench/hot_read.py [--files 3000] [--base /path/to/other/gpufsd] [--drop 1]
+    sudo tools/bench/hot_read.py [--files 3000] [--base OTHER_GPUFSD]... [--drop 1]
 
 The sample of warm_read.py (real JPEGs, ~110 KB mean, mytar groups). Each gpufs row mounts
 with the defaults, reads every file once (so every group is in pinned memory), and then,
@@ -10,7 +10,7 @@ and inodes too), so every read reaches the daemon and is a hit there. Passes rea
 file once in random order with Python's open().read() and with os.open/os.read, by 1, 2
 and 4 reader processes; the best of --repeats passes is kept. The ext4 row reads the
 source tree with its page cache warm: the rate to match. --base adds a row for another
-gpufsd binary (an older build) in the same run. The last column is the time of one
+gpufsd binary (an older build) in the same run, in the same state. The last column is the time of one
 ioctl(TCGETS) on an open file, the isatty() check Python's open() makes: the kernel
 forwards it to the FUSE server every time.
 """
@@ -85,7 +85,8 @@ def main():
     parser.add_argument("--group-size", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--drop", type=int, choices=(1, 3), default=1)
-    parser.add_argument("--base", help="another gpufsd binary to compare with")
+    parser.add_argument("--base", action="append", default=[],
+                        help="another gpufsd binary to compare with (repeatable)")
     parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "gpufs-bench"))
     args = parser.parse_args()
     if os.geteuid() != 0:
@@ -107,8 +108,8 @@ def main():
     rows = [("ext4 tree, page cache warm",
              (measure(tree, rel, args.repeats, None), isatty_us(os.path.join(tree, rel[0]))))]
     rows.append(("gpufs, pinned, page cache dropped", mounted_row(lib.GPUFSD, src, rel, args)))
-    if args.base:
-        rows.append(("  --base build, same state", mounted_row(args.base, src, rel, args)))
+    for binary in args.base:
+        rows.append((f"  {binary[-34:]}", mounted_row(binary, src, rel, args)))
 
     print(f"{'':36}" + "".join(f"{title:>12}" for _, _, title in COLUMNS) + "  isatty us")
     base, us = rows[0][1]
