@@ -396,20 +396,21 @@ nlohmann::json GroupCache::Stats() const {
   j["arena_locked"] = arena_.locked();
   j["arena_prefaulted_bytes"] = arena_.prefaulted();
   j["huge_pages"] = arena_.huge_pages();
-  for (const auto& [key, value] : {std::pair{"hits", &c.hits},
-                                   {"misses", &c.misses},
-                                   {"shared_waits", &c.shared_waits},
-                                   {"member_reads", &c.member_reads},
-                                   {"bytes_from_disk", &c.bytes_from_disk},
-                                   {"bytes_served", &c.bytes_served},
-                                   {"groups_loaded", &c.groups_loaded},
-                                   {"evictions", &c.evictions},
-                                   {"prefetch_issued", &c.prefetch_issued},
-                                   {"prefetch_used", &c.prefetch_used},
-                                   {"prefetch_wasted", &c.prefetch_wasted},
-                                   {"io_errors", &c.io_errors},
-                                   {"demand_reads", &c.demand_reads}}) {
-    j[key] = value->load();
+  // Each read once: the striped ones sum their stripes.
+  for (const auto& [key, value] : {std::pair<const char*, uint64_t>{"hits", c.hits},
+                                   {"misses", c.misses},
+                                   {"shared_waits", c.shared_waits},
+                                   {"member_reads", c.member_reads},
+                                   {"bytes_from_disk", c.bytes_from_disk},
+                                   {"bytes_served", c.bytes_served},
+                                   {"groups_loaded", c.groups_loaded},
+                                   {"evictions", c.evictions},
+                                   {"prefetch_issued", c.prefetch_issued},
+                                   {"prefetch_used", c.prefetch_used},
+                                   {"prefetch_wasted", c.prefetch_wasted},
+                                   {"io_errors", c.io_errors},
+                                   {"demand_reads", c.demand_reads}}) {
+    j[key] = value;
   }
   if (tier_) {
     j["tier"] = tier_->Stats();

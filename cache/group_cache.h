@@ -102,22 +102,23 @@ struct CacheOptions {
   std::shared_ptr<const MemberDigests> digests = nullptr;
 };
 
-// Bumped by every reading thread, so striped per thread; a read of one sums its stripes.
+// Those bumped on every read are striped per thread (a read of one sums its stripes); the
+// rest change under mu_ or once a load.
 struct CacheCounters {
-  StripedCounter hits;          // reads served from a cached group
-  StripedCounter misses;        // reads that loaded their group
-  StripedCounter shared_waits;  // reads that waited for a load in flight
-  StripedCounter member_reads;  // reads served by reading just the member
-  StripedCounter bytes_from_disk;
+  StripedCounter hits;                    // reads served from a cached group
+  std::atomic<uint64_t> misses{0};        // reads that loaded their group
+  std::atomic<uint64_t> shared_waits{0};  // reads that waited for a load in flight
+  StripedCounter member_reads;            // reads served by reading just the member
+  std::atomic<uint64_t> bytes_from_disk{0};
   StripedCounter bytes_served;
-  StripedCounter groups_loaded;
-  StripedCounter evictions;
-  StripedCounter prefetch_issued;
+  std::atomic<uint64_t> groups_loaded{0};
+  std::atomic<uint64_t> evictions{0};
+  std::atomic<uint64_t> prefetch_issued{0};
   StripedCounter prefetch_used;
-  StripedCounter prefetch_wasted;
-  StripedCounter io_errors;
-  StripedCounter tier_fills;    // groups fetched for the disk tier alone
-  StripedCounter demand_reads;  // requests sent for a waiting reader, ahead of prefetch
+  std::atomic<uint64_t> prefetch_wasted{0};
+  std::atomic<uint64_t> io_errors{0};
+  std::atomic<uint64_t> tier_fills{0};    // groups fetched for the disk tier alone
+  std::atomic<uint64_t> demand_reads{0};  // requests sent for a waiting reader, ahead of prefetch
 };
 
 class GroupCache {
