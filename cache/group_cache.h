@@ -49,8 +49,9 @@
 // - The hot path: a read of a group that is ready takes no lock the whole cache shares. It
 //   pins the group in the group's own slot (an atomic pin count beside an "open" bit that
 //   eviction clears, under mu_, only while the count is 0), the policy hears of it under
-//   its own small lock, and the counters are striped per thread. Readers of a load in
-//   flight wait on their entry's own condition, so a landing block wakes only them.
+//   its own small lock, and the counters it bumps are striped per thread. Readers of a
+//   load in flight wait on their entry's own condition, so a landing block wakes only
+//   them.
 // Every decision is counted; Stats() reports the counters.
 #pragma once
 
