@@ -310,16 +310,13 @@ Catalog WithFileChecksums(const Catalog& catalog, const std::vector<uint64_t>& c
                           std::vector<Sha256Digest> sha256) {
   struct Storage {
     Catalog base;  // keeps every other table alive
-    std::vector<FileExtent> files;
+    std::vector<uint64_t> checksums;
     std::vector<Sha256Digest> sha256;
   };
-  auto storage = std::make_shared<Storage>(Storage{
-      catalog, {catalog.tables().files.begin(), catalog.tables().files.end()}, std::move(sha256)});
-  for (size_t i = 0; i < storage->files.size(); ++i) storage->files[i].checksum = checksums[i];
+  auto storage = std::make_shared<Storage>(Storage{catalog, checksums, std::move(sha256)});
   CatalogTables tables = catalog.tables();
-  tables.files = storage->files;
+  tables.checksums = storage->checksums;
   tables.sha256 = storage->sha256;
-  tables.has_checksums = true;
   return Catalog(std::move(tables), std::move(storage));
 }
 
