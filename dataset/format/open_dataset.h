@@ -87,10 +87,12 @@ Result<OpenedIndex> OpenIndexAt(const IndexPlace& place, std::vector<std::string
 // link; refused, naming the folder, when the folder is no longer private to the user.
 Result<OpenedIndex> OpenCachedIndex(const std::filesystem::path& path);
 
-// What a tar listing holds, shaped as a tree, as a dataset: groups are runs of members
-// that lie next to each other in the archive, up to `group_bytes` each.
-DatasetSpec TarSpec(const std::filesystem::path& archive, const TarListing& listing,
-                    TreeShape& shape, uint64_t group_bytes);
+// What a tar listing holds, shaped as a tree, as a catalog: groups are runs of members
+// that lie next to each other in the archive, up to `group_bytes` each. Each file's tree
+// path is moved into the builder's arena as it is added (`shape.files` is left empty), so
+// no per-member spec record or string is kept beside the catalog being built.
+Result<Catalog> TarCatalog(const std::filesystem::path& archive, const TarListing& listing,
+                           TreeShape& shape, uint64_t group_bytes);
 
 // A copy of `catalog` whose members carry `checksums` and `sha256` (each indexed like its
 // file table; no digests when `sha256` is empty).
