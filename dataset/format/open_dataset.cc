@@ -241,10 +241,11 @@ std::filesystem::path SaveTarIndex(Dataset& d, const SourceStamp& stamp,
   return {};
 }
 
-Result<Dataset> TarDataset(const std::filesystem::path& archive, const TarListing& listing,
+Result<Dataset> TarDataset(const std::filesystem::path& archive, TarListing& listing,
                            const SourceStamp& stamp, uint64_t group_bytes) {
   std::vector<std::string> paths;
-  for (const TarEntry& e : listing.entries) paths.push_back(e.path);
+  paths.reserve(listing.entries.size());
+  for (TarEntry& e : listing.entries) paths.push_back(std::move(e.path));
   auto shape = ShapeTree(paths, SplitMode::kAuto, true, archive.string());
   if (!shape) return shape.error();
   std::vector<std::string>().swap(paths);  // the shape holds its own copies
