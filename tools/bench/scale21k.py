@@ -22,7 +22,6 @@ other (lower is better).
 """
 import argparse
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -73,12 +72,17 @@ def cold():
         sys.exit("scale21k: cannot drop the page cache (run as root)")
 
 
+# Runs argv and prints the seconds it took and the peak RSS (KiB) of the process it waited
+# for: `gpufsd mount` builds the catalog before it detaches the daemon.
+PEAK = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
+        "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL); "
+        "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+
+
 def gpufs_mount(src, mnt, options):
     """Seconds until the mount is ready, and the peak RSS (KiB) of the mounting process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    seconds, _ = timed(lambda: run([GPUFSD, "mount", *options, src, mnt]))
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return seconds, peak if peak > before else float("nan")
+    seconds, peak = run([PYTHON, "-c", PEAK, GPUFSD, "mount", *options, src, mnt]).stdout.split()
+    return float(seconds), int(peak)
 
 
 def saved_index(tar):
@@ -91,10 +95,10 @@ def make_tar(path, classes, per_class):
              str(classes), "--per-class", str(per_class)])
 
 
-def measure_21k(work, options):
-    tar = os.path.join(work, "scale21k.tar")
-    make_tar(tar, 21_841, 641)
-    files = 21_841 * 641
+def measure_21k(work, options, classes, per_class):
+    tar = os.path.join(work, "scale21k.tar" if classes == 21_841 else f"scale{classes}x{per_class}.tar")
+    make_tar(tar, classes, per_class)
+    files = classes * per_class
     row = {"tar_gb": os.path.getsize(tar) / 1e9}
     cold()
     row["cat"], _ = timed(lambda: run(["sh", "-c", f"cat '{tar}' > /dev/null"]))
@@ -116,7 +120,7 @@ def measure_21k(work, options):
         os.rmdir(mnt)
     assert row["count"] == files, row["count"]
     gb = row["tar_gb"]
-    print(f"21k: {files:,} files in 21,841 classes; tar {gb:.1f} GB; saved index "
+    print(f"21k: {files:,} files in {classes:,} classes; tar {gb:.1f} GB; saved index "
           f"{row['index_mb']:.0f} MB ({row['index_mb'] * 1e6 / files:.1f} B/file); "
           f"mount options {' '.join(options) or '(defaults)'}\n")
     print(f"{'cat TAR > /dev/null, cold (s)':44}{row['cat']:10.1f}   {gb / row['cat']:.2f} GB/s")
@@ -152,12 +156,14 @@ def first_walk(mount, tar, options=()):
     return seconds, walk, count
 
 
-def measure_1k(work, options):
-    tar = os.path.join(work, "scale1k.tar")
-    make_tar(tar, 1000, 1281)
-    tree = os.path.join(work, "scale-tree")
+def measure_1k(work, options, classes, per_class):
+    tar = os.path.join(work, "scale1k.tar" if classes == 1000 else f"scale{classes}x{per_class}.tar")
+    make_tar(tar, classes, per_class)
+    default = (classes, per_class) == (1000, 1281)  # the tree scale.py makes too
+    tree = os.path.join(work, "scale-tree" if default else f"scale-tree-{classes}x{per_class}")
     if not os.path.isdir(tree):
-        run([PYTHON, os.path.join(ROOT, "tools", "gen_scale_tree.py"), tree])
+        counts = [] if default else ["--files", str(classes * per_class), "--classes", str(classes)]
+        run([PYTHON, os.path.join(ROOT, "tools", "gen_scale_tree.py"), tree, *counts])
     if not os.path.exists(saved_index(tar)):  # the walk is measured, not the first build
         mnt = tempfile.mkdtemp(prefix="scale1k-index-")
         run([GPUFSD, "mount", *options, tar, mnt])
@@ -165,7 +171,7 @@ def measure_1k(work, options):
         os.rmdir(mnt)
     g_mount, g_walk, g_count = first_walk("gpufs", tar, options)
     a_mount, a_walk, a_count = first_walk("archivemount", tar)
-    assert g_count == a_count == 1_281_000, (g_count, a_count)
+    assert g_count == a_count == classes * per_class, (g_count, a_count)
     mnt = tempfile.mkdtemp(prefix="scale1k-if-")
     try:
         run([GPUFSD, "mount", *options, tar, mnt])
@@ -176,7 +182,7 @@ def measure_1k(work, options):
         os.rmdir(mnt)
     python_timed(IMAGEFOLDER, os.path.join(tree, "train"))
     e_if, e_n = python_timed(IMAGEFOLDER, os.path.join(tree, "train"))
-    print(f"\n1k: {g_count:,} files in 1,000 classes (tar; ext4 tree of {e_n:,} files)\n")
+    print(f"\n1k: {g_count:,} files in {classes:,} classes (tar; ext4 tree of {e_n:,} files)\n")
     print(f"{'':40}{'gpufs':>10}{'other':>14}{'ratio':>8}")
     print(f"{'mount, cold (s) vs archivemount':40}{g_mount:10.2f}{a_mount:14.2f}"
           f"{g_mount / a_mount:8.2f}")
@@ -190,13 +196,16 @@ def main():
     parser.add_argument("--work", default="/var/tmp")
     parser.add_argument("--skip-21k", action="store_true")
     parser.add_argument("--skip-1k", action="store_true")
+    parser.add_argument("--shape-21k", default="21841x641", help="classes x members (a check)")
+    parser.add_argument("--shape-1k", default="1000x1281")
     parser.add_argument("--mount-option", action="append", default=[],
                         help="passed to gpufsd mount, e.g. --mount-option=--readdirplus=auto")
     args = parser.parse_args()
+    shape = lambda text: tuple(int(n) for n in text.split("x"))  # noqa: E731
     if not args.skip_21k:
-        measure_21k(args.work, args.mount_option)
+        measure_21k(args.work, args.mount_option, *shape(args.shape_21k))
     if not args.skip_1k:
-        measure_1k(args.work, args.mount_option)
+        measure_1k(args.work, args.mount_option, *shape(args.shape_1k))
 
 
 if __name__ == "__main__":
