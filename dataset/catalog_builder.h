@@ -1,7 +1,8 @@
-// Builds a Catalog from paths streamed in any order, holding about 60 bytes per file on
-// the way: paths go to one append-only arena, each path gets a 16-byte item and each file
-// its packed extent (and checksum) as it arrives; Build sorts the items, not the paths, and
-// writes the compact tables of catalog.h, freeing what it no longer needs as it goes.
+// Builds a Catalog from paths streamed in any order, holding about 66 bytes per file with
+// ImageNet's names once fed (about 100 at its peak in Build): paths go to one append-only
+// arena, each path gets a 16-byte item and each file its packed extent (and checksum) as it
+// arrives; Build sorts the items, not the paths, and writes the compact tables of
+// catalog.h, freeing what it no longer needs as it goes.
 // A format reader feeds it member by member, with no per-member string or spec record.
 //
 // Not thread-safe; one builder makes one catalog.
