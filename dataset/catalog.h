@@ -155,6 +155,10 @@ class Catalog {
   // Children of a folder in name order: k in [0, ChildCount).
   uint32_t ChildCount(NodeId dir) const { return t_.dirs[dir].dir_count + t_.dirs[dir].file_count; }
   NodeId ChildAt(NodeId dir, uint32_t k) const;
+  // Name(child) of a child of `dir`, without searching for a file's folder: for listings.
+  CatalogName ChildName(NodeId dir, NodeId child) const {
+    return IsDir(child) ? Name(child) : FileName(t_.dirs[dir], FileIndex(child));
+  }
   uint32_t SubdirCount(NodeId dir) const { return t_.dirs[dir].dir_count; }
   // A file's index in the file tables, and back.
   uint32_t FileIndex(NodeId file) const { return file - static_cast<uint32_t>(t_.dirs.size()); }

@@ -126,7 +126,7 @@ Status Filesystem::ReadDir(uint64_t ino, uint64_t offset,
     } else {
       const NodeId child = catalog_.ChildAt(*dir, static_cast<uint32_t>(i - 2));
       name.clear();
-      catalog_.Name(child).AppendTo(name);
+      catalog_.ChildName(*dir, child).AppendTo(name);
       entry.name = name;
       entry.attr = AttrOf(child);
     }

@@ -25,7 +25,7 @@ class Walk {
       for (uint32_t k = 0; k < catalog_.ChildCount(id); ++k) {
         const NodeId child = catalog_.ChildAt(id, k);
         if (!path_.empty()) path_ += '/';
-        catalog_.Name(child).AppendTo(path_);
+        catalog_.ChildName(id, child).AppendTo(path_);
         Visit(child);
         path_.resize(length);
       }

@@ -123,7 +123,11 @@ Result<Catalog> MixedTree() {
 
 std::vector<std::string> Listing(const Catalog& c, NodeId dir) {
   std::vector<std::string> names;
-  for (uint32_t k = 0; k < c.ChildCount(dir); ++k) names.push_back(c.Name(c.ChildAt(dir, k)));
+  for (uint32_t k = 0; k < c.ChildCount(dir); ++k) {
+    const NodeId child = c.ChildAt(dir, k);
+    EXPECT_EQ(c.ChildName(dir, child), c.Name(child));
+    names.push_back(c.Name(child));
+  }
   return names;
 }
 
