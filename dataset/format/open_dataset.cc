@@ -246,9 +246,9 @@ Result<Dataset> TarDataset(const std::filesystem::path& archive, TarListing& lis
   std::vector<std::string> paths;
   paths.reserve(listing.entries.size());
   for (TarEntry& e : listing.entries) paths.push_back(std::move(e.path));
-  auto shape = ShapeTree(paths, SplitMode::kAuto, true, archive.string());
+  auto shape = ShapeTree(std::move(paths), SplitMode::kAuto, true, archive.string());
   if (!shape) return shape.error();
-  std::vector<std::string>().swap(paths);  // the shape holds its own copies
+  std::vector<std::string>().swap(paths);  // moved into the shape, one by one
   auto catalog = TarCatalog(archive, listing, *shape, group_bytes);
   if (!catalog) return catalog.error();
   Dataset d{
