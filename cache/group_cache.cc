@@ -275,12 +275,12 @@ Status GroupCache::CheckWholeBlob(uint32_t group, const char* bytes,
                 group, blob);
   }
   // Rare, so a walk of the file table is fine: which members are still intact?
-  const auto files = catalog_.tables().files;
   size_t members = 0;
-  for (uint32_t i = 0; i < files.size(); ++i) {
-    if (files[i].group != group) continue;
+  for (uint32_t i = 0; i < catalog_.file_count(); ++i) {
+    const FileExtent f = catalog_.ExtentAt(i);
+    if (f.group != group) continue;
     ++members;
-    if (ChecksumOf(bytes + (files[i].offset - g.offset), files[i].size) != files[i].checksum) {
+    if (ChecksumOf(bytes + (f.offset - g.offset), f.size) != catalog_.ChecksumAt(i)) {
       damaged->push_back(i);
     }
   }

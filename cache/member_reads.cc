@@ -17,7 +17,7 @@ bool MemberChecks::Verified(uint32_t index) const {
 
 Status CheckMember(const Catalog& catalog, NodeId file, const char* bytes, std::string_view blob) {
   const FileExtent& f = catalog.Extent(file);
-  if (ChecksumOf(bytes, f.size) == f.checksum) return Ok{};
+  if (ChecksumOf(bytes, f.size) == catalog.ChecksumAt(catalog.FileIndex(file))) return Ok{};
   return Fail(EIO, "cannot read {}: its checksum does not match; {} is damaged",
               catalog.PathOf(file), blob);
 }

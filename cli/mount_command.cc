@@ -475,7 +475,7 @@ Result<CacheStack> MakeCacheStack(const MountArgs& args, const Opened& opened) {
   stack.gpu = RegisterWithGpu(args, stack);
   MakeSource(args, opened, stack);
   GroupSizes sizes(dataset.catalog.group_count(), 0);
-  for (const FileExtent& f : dataset.catalog.tables().files) ++sizes[f.group];
+  for (const PackedExtent& f : dataset.catalog.tables().extents) ++sizes[f.group];
   stack.policy = MakePolicy(args.policy, std::move(sizes), dataset.catalog.file_count());
   CacheOptions options;
   options.policy = args.policy;

@@ -1,241 +1,151 @@
 #include "dataset/catalog.h"
 
 #include <algorithm>
-#include <bit>
-#include <cstring>
-#include <deque>
-#include <memory>
-#include <unordered_map>
+
+#include "dataset/catalog_builder.h"
 
 namespace gpufs {
 
-namespace {
-
-// Orders paths component by component: '/' sorts below every other byte, so "a/b" comes
-// before "a-c" exactly as child "a" comes before sibling "a-c". Sorting whole paths this
-// way yields each folder's children already in name order and puts a name's subtree
-// right after it, which is what lets the builder below work without any lookup table.
-// Returns <0, 0 or >0. Paths share long prefixes ("n01440764/n01440764_"), so the first
-// difference is found eight bytes at a time.
-int ComparePaths(std::string_view a, std::string_view b) {
-  const size_t n = std::min(a.size(), b.size());
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t x;
-    uint64_t y;
-    std::memcpy(&x, a.data() + i, 8);
-    std::memcpy(&y, b.data() + i, 8);
-    if (x != y) {
-      i += static_cast<size_t>(std::countr_zero(x ^ y)) / 8;  // little-endian: first byte
-      break;
-    }
-  }
-  for (; i < n; ++i) {
-    if (a[i] == b[i]) continue;
-    const auto rank = [](char c) { return c == '/' ? 0 : static_cast<unsigned char>(c) + 1; };
-    return rank(a[i]) - rank(b[i]);
-  }
-  return a.size() < b.size() ? -1 : (a.size() > b.size() ? 1 : 0);
+int CatalogName::compare(std::string_view other) const {
+  const size_t n = std::min(prefix.size(), other.size());
+  if (const int c = prefix.substr(0, n).compare(other.substr(0, n)); c != 0) return c;
+  if (prefix.size() > other.size()) return 1;
+  return rest.compare(other.substr(prefix.size()));
 }
 
-struct PathItem {
-  std::string_view path;
-  const MemberSpec* member;  // null for a class folder
-};
-
-}  // namespace
-
-// Builds the tree from paths visited in ComparePaths order, then flattens it breadth-first.
-// Siblings arrive sorted, so a new node only ever needs comparing with the last child of
-// its parent: that is where duplicates and file/folder clashes show.
-class CatalogBuilder {
- public:
-  CatalogBuilder() { nodes_.push_back(TempNode{"", 0, true, 0, nullptr, {}}); }
-
-  Status Add(const PathItem& item) {
-    const uint32_t line = item.member ? item.member->line : 0;
-    size_t depth = 0;
-    size_t pos = 0;
-    for (;;) {
-      const size_t slash = item.path.find('/', pos);
-      const std::string_view name = item.path.substr(pos, slash - pos);
-      const bool last = slash == std::string_view::npos;
-      if (last && item.member) return AddFile(depth, name, *item.member);
-      if (depth >= stack_.size() || nodes_[stack_[depth]].name != name) {
-        stack_.resize(depth);
-        auto dir = AddDir(Parent(depth), name, line);
-        if (!dir) return dir.error();
-        stack_.push_back(*dir);
-      }
-      if (last) return Ok{};
-      ++depth;
-      pos = slash + 1;
-    }
-  }
-
-  Catalog Build(const DatasetSpec& spec) && {
-    auto owned = std::make_shared<OwnedTables>();
-    Flatten(*owned, spec.has_sha256);
-    AddGroups(spec, *owned);
-    CatalogTables tables;
-    tables.nodes = owned->nodes;
-    tables.files = owned->files;
-    tables.groups = owned->groups;
-    tables.names = owned->names;
-    tables.classes = spec.classes;
-    tables.blobs = std::move(owned->blobs);
-    tables.has_checksums = spec.has_checksums;
-    if (spec.has_sha256) tables.sha256 = owned->sha256;
-    return Catalog(std::move(tables), std::move(owned));
-  }
-
- private:
-  struct OwnedTables {
-    std::vector<CatalogNode> nodes;
-    std::vector<FileExtent> files;
-    std::vector<Sha256Digest> sha256;  // beside files, when the spec has them
-    std::vector<GroupExtent> groups;
-    std::string names;
-    std::vector<std::string> blobs;
-  };
-
-  // Numbers the nodes breadth-first, so that each folder's children are contiguous.
-  void Flatten(OwnedTables& out, bool sha256) const {
-    // Reserved up front: `flat` below refers into out.nodes while children are appended.
-    out.nodes.reserve(nodes_.size());
-    out.nodes.push_back(CatalogNode{});
-    std::vector<uint32_t> new_id(nodes_.size());
-    std::deque<uint32_t> queue{0};
-    while (!queue.empty()) {
-      const uint32_t old = queue.front();
-      queue.pop_front();
-      const TempNode& node = nodes_[old];
-      CatalogNode& flat = out.nodes[new_id[old]];
-      flat.name_offset = static_cast<uint32_t>(out.names.size());
-      flat.name_size = static_cast<uint16_t>(node.name.size());
-      out.names += node.name;
-      flat.is_dir = node.is_dir ? 1 : 0;
-      if (!node.is_dir) {
-        const MemberSpec& m = *node.member;
-        flat.first = static_cast<uint32_t>(out.files.size());
-        out.files.push_back(FileExtent{m.group, m.class_id, m.offset, m.size, m.checksum});
-        if (sha256) out.sha256.push_back(m.sha256);
-        continue;
-      }
-      flat.first = static_cast<uint32_t>(out.nodes.size());
-      flat.count = static_cast<uint32_t>(node.children.size());
-      const NodeId parent = new_id[old];
-      for (uint32_t child : node.children) {
-        new_id[child] = static_cast<uint32_t>(out.nodes.size());
-        out.nodes.push_back(CatalogNode{.parent = parent});
-        if (nodes_[child].is_dir) ++out.nodes[parent].subdirs;
-        queue.push_back(child);
-      }
-    }
-  }
-
-  // Blob names are shared by the groups that lie in the same file (a tar archive).
-  static void AddGroups(const DatasetSpec& spec, OwnedTables& out) {
-    std::unordered_map<std::string_view, uint32_t> blob_ids;
-    for (const GroupSpec& g : spec.groups) {
-      auto [it, added] = blob_ids.emplace(g.blob, static_cast<uint32_t>(out.blobs.size()));
-      if (added) out.blobs.push_back(g.blob);
-      out.groups.push_back(GroupExtent{it->second, 0, g.offset, g.size});
-    }
-  }
-
-  struct TempNode {
-    std::string_view name;  // into the DatasetSpec, which outlives the builder
-    uint32_t parent = 0;
-    bool is_dir = false;
-    uint32_t line = 0;
-    const MemberSpec* member = nullptr;
-    std::vector<uint32_t> children;  // in name order
-  };
-
-  uint32_t Parent(size_t depth) const { return depth == 0 ? 0 : stack_[depth - 1]; }
-
-  // The last child of `parent` if it is called `name`.
-  const TempNode* Clash(uint32_t parent, std::string_view name) const {
-    const auto& siblings = nodes_[parent].children;
-    if (siblings.empty() || nodes_[siblings.back()].name != name) return nullptr;
-    return &nodes_[siblings.back()];
-  }
-
-  Result<uint32_t> AddDir(uint32_t parent, std::string_view name, uint32_t line) {
-    if (const TempNode* other = Clash(parent, name)) {
-      if (other->is_dir) return nodes_[parent].children.back();
-      return Fail(EINVAL, "'{}' at line {} is a file at line {} and cannot also be a folder", name,
-                  line, other->line);
-    }
-    return Append(TempNode{name, parent, true, line, nullptr, {}});
-  }
-
-  Status AddFile(size_t depth, std::string_view name, const MemberSpec& member) {
-    stack_.resize(depth);
-    const uint32_t parent = Parent(depth);
-    if (const TempNode* other = Clash(parent, name)) {
-      if (other->is_dir) {
-        return Fail(EINVAL, "'{}' at line {} is a file but a folder at line {}", member.path,
-                    member.line, other->line);
-      }
-      return Fail(EINVAL, "path '{}' at line {} is already used at line {}", member.path,
-                  member.line, other->line);
-    }
-    Append(TempNode{name, parent, false, member.line, &member, {}});
-    return Ok{};
-  }
-
-  uint32_t Append(TempNode node) {
-    const uint32_t id = static_cast<uint32_t>(nodes_.size());
-    nodes_[node.parent].children.push_back(id);
-    nodes_.push_back(std::move(node));
-    return id;
-  }
-
-  std::vector<TempNode> nodes_;
-  std::vector<uint32_t> stack_;  // folders on the path of the previous item, by depth
-};
+int CatalogName::compare(const CatalogName& other) const {
+  if (prefix == other.prefix) return rest.compare(other.rest);
+  if (other.prefix.empty()) return compare(other.rest);
+  if (prefix.empty()) return -other.compare(rest);
+  return str().compare(other.str());  // two folders' files: never on a lookup's path
+}
 
 Result<Catalog> Catalog::FromSpec(const DatasetSpec& spec) {
-  std::vector<PathItem> items;
-  items.reserve(spec.classes.size() + spec.members.size());
+  CatalogBuilder builder(spec.index_file.string(), spec.has_checksums, spec.has_sha256);
+  builder.SetClasses(spec.classes);
+  for (const GroupSpec& g : spec.groups) builder.AddGroup(g.blob, g.offset, g.size);
   const auto& folders = spec.folders.empty() ? spec.classes : spec.folders;
-  for (const std::string& folder : folders) items.push_back(PathItem{folder, nullptr});
-  for (const MemberSpec& member : spec.members) items.push_back(PathItem{member.path, &member});
-  // Of two identical paths the earlier line sorts first: it is kept, the later refused.
-  std::sort(items.begin(), items.end(), [](const PathItem& a, const PathItem& b) {
-    const int order = ComparePaths(a.path, b.path);
-    if (order != 0) return order < 0;
-    return (a.member ? a.member->line : 0) < (b.member ? b.member->line : 0);
-  });
-  CatalogBuilder builder;
-  for (const PathItem& item : items) {
-    if (Status s = builder.Add(item); !s) {
-      return Fail(EINVAL, "cannot parse {}: {}", spec.index_file.string(), s.error().message);
+  for (const std::string& folder : folders) {
+    if (Status s = builder.AddFolder(folder); !s) return s.error();
+  }
+  for (const MemberSpec& m : spec.members) {
+    const MemberRecord record{m.class_id, m.group, m.offset, m.size, m.checksum, m.line};
+    if (Status s = builder.AddFile(m.path, record, spec.has_sha256 ? &m.sha256 : nullptr); !s) {
+      return s.error();
     }
   }
-  return std::move(builder).Build(spec);
+  return std::move(builder).Build();
 }
 
 Catalog::Catalog(CatalogTables tables, std::shared_ptr<const void> storage)
     : t_(std::move(tables)), storage_(std::move(storage)) {
-  for (const FileExtent& file : t_.files) total_bytes_ += file.size;
+  // Bounds-checked here alone: a writer's test may hand over tables no reader accepts.
+  for (const PackedExtent& e : t_.extents) {
+    if (e.size != kWideExtent) {
+      total_bytes_ += e.size;
+    } else if (e.offset < t_.wide.size()) {
+      total_bytes_ += t_.wide[e.offset].size;
+    }
+  }
 }
 
-std::string_view Catalog::Name(NodeId id) const {
-  return t_.names.substr(t_.nodes[id].name_offset, t_.nodes[id].name_size);
+CatalogName Catalog::Name(NodeId id) const {
+  if (!IsDir(id)) {
+    const uint32_t index = FileIndex(id);
+    return FileName(t_.dirs[DirOf(index)], index);
+  }
+  const CatalogDir& d = t_.dirs[id];
+  return CatalogName{{}, t_.names.substr(d.name_offset, d.name_size)};
+}
+
+CatalogName Catalog::FileName(const CatalogDir& dir, uint32_t index) const {
+  const uint32_t from = t_.file_names[index];
+  return CatalogName{t_.names.substr(dir.prefix_offset, dir.prefix_size),
+                     t_.names.substr(from, t_.file_names[index + 1] - from)};
+}
+
+// Folders' file runs follow one another in folder order, an empty folder's run starting
+// where the next one does: the last folder whose run starts at or before `index` holds it.
+NodeId Catalog::DirOf(uint32_t index) const {
+  auto it = std::upper_bound(t_.dirs.begin(), t_.dirs.end(), index,
+                             [](uint32_t i, const CatalogDir& d) { return i < d.first_file; });
+  return static_cast<NodeId>(it - t_.dirs.begin()) - 1;
+}
+
+// The k-th of two sorted runs merged: the number of subfolders before it is found by a
+// binary search (a merge path), so a readdir at any offset costs a logarithm, not a walk.
+NodeId Catalog::ChildAt(NodeId dir, uint32_t k) const {
+  const CatalogDir& d = t_.dirs[dir];
+  if (d.file_count == 0) return d.first_dir + k;
+  if (d.dir_count == 0) return FileNode(d.first_file + k);
+  const auto dir_name = [&](uint32_t i) { return Name(d.first_dir + i).rest; };
+  const auto file_name = [&](uint32_t j) { return FileName(d, d.first_file + j); };
+  uint32_t lo = k > d.file_count ? k - d.file_count : 0;
+  uint32_t hi = std::min(k, d.dir_count);
+  while (lo < hi) {  // the fewest subfolders i such that subfolder i sorts after file k-i-1
+    const uint32_t i = lo + (hi - lo) / 2;
+    if (file_name(k - i - 1).compare(dir_name(i)) > 0) {
+      lo = i + 1;
+    } else {
+      hi = i;
+    }
+  }
+  const uint32_t j = k - lo;
+  if (lo < d.dir_count && (j >= d.file_count || file_name(j).compare(dir_name(lo)) > 0)) {
+    return d.first_dir + lo;
+  }
+  return FileNode(d.first_file + j);
+}
+
+FileExtent Catalog::ExtentAt(uint32_t index) const {
+  const PackedExtent& e = t_.extents[index];
+  const GroupExtent& g = t_.groups[e.group];
+  if (e.size == kWideExtent) {
+    const WideExtent& w = t_.wide[e.offset];
+    return FileExtent{e.group, g.offset + w.offset, w.size};
+  }
+  return FileExtent{e.group, g.offset + e.offset, e.size};
+}
+
+uint64_t Catalog::SizeAt(uint32_t index) const {
+  const PackedExtent& e = t_.extents[index];
+  return e.size == kWideExtent ? t_.wide[e.offset].size : e.size;
+}
+
+uint32_t Catalog::ClassAt(uint32_t index) const {
+  return t_.file_classes.empty() ? t_.dirs[DirOf(index)].class_id : t_.file_classes[index];
 }
 
 std::optional<NodeId> Catalog::Find(NodeId dir, std::string_view name) const {
-  const CatalogNode& node = t_.nodes[dir];
-  if (!node.is_dir) return std::nullopt;
-  NodeId lo = node.first;
-  NodeId hi = node.first + node.count;
+  if (!IsDir(dir)) return std::nullopt;
+  const CatalogDir& d = t_.dirs[dir];
+  NodeId lo = d.first_dir;
+  NodeId hi = d.first_dir + d.dir_count;
   while (lo < hi) {
     const NodeId mid = lo + (hi - lo) / 2;
-    const int cmp = Name(mid).compare(name);
+    const int cmp = Name(mid).rest.compare(name);
     if (cmp == 0) return mid;
+    if (cmp < 0) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return FindFile(d, name);
+}
+
+// Every file name here starts with the folder's prefix, so only the suffixes are searched.
+std::optional<NodeId> Catalog::FindFile(const CatalogDir& d, std::string_view name) const {
+  const std::string_view prefix = t_.names.substr(d.prefix_offset, d.prefix_size);
+  if (d.file_count == 0 || !name.starts_with(prefix)) return std::nullopt;
+  const std::string_view suffix = name.substr(prefix.size());
+  uint32_t lo = d.first_file;
+  uint32_t hi = d.first_file + d.file_count;
+  while (lo < hi) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    const uint32_t from = t_.file_names[mid];
+    const int cmp = t_.names.substr(from, t_.file_names[mid + 1] - from).compare(suffix);
+    if (cmp == 0) return FileNode(mid);
     if (cmp < 0) {
       lo = mid + 1;
     } else {
@@ -261,12 +171,12 @@ std::optional<NodeId> Catalog::FindPath(std::string_view path) const {
 }
 
 std::string Catalog::PathOf(NodeId id) const {
-  std::vector<std::string_view> parts;
+  std::vector<CatalogName> parts;
   for (; id != kRoot; id = Parent(id)) parts.push_back(Name(id));
   std::string path;
   for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
     if (!path.empty()) path += '/';
-    path += *it;
+    it->AppendTo(path);
   }
   return path;
 }

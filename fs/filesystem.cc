@@ -72,7 +72,7 @@ struct stat Filesystem::AttrOf(NodeId id) const {
   } else {
     st.st_mode = S_IFREG | 0444;
     st.st_nlink = 1;
-    st.st_size = static_cast<off_t>(catalog_.Extent(id).size);
+    st.st_size = static_cast<off_t>(catalog_.SizeAt(catalog_.FileIndex(id)));
   }
   st.st_blocks = (st.st_size + 511) / 512;
   return st;
@@ -116,6 +116,7 @@ Status Filesystem::ReadDir(uint64_t ino, uint64_t offset,
   if (!dir) return dir.error();
   if (!catalog_.IsDir(*dir)) return Fail(ENOTDIR, "inode {} is not a folder", ino);
   const uint64_t end = 2 + uint64_t{catalog_.ChildCount(*dir)};
+  std::string name;  // a file's name is its folder's prefix and its suffix, joined here
   for (uint64_t i = offset; i < end; ++i) {
     DirEntry entry;
     entry.next_offset = i + 1;
@@ -123,8 +124,10 @@ Status Filesystem::ReadDir(uint64_t ino, uint64_t offset,
       entry.name = i == 0 ? "." : "..";
       entry.attr = AttrOf(i == 0 ? *dir : catalog_.Parent(*dir));
     } else {
-      const NodeId child = catalog_.FirstChild(*dir) + static_cast<NodeId>(i - 2);
-      entry.name = catalog_.Name(child);
+      const NodeId child = catalog_.ChildAt(*dir, static_cast<uint32_t>(i - 2));
+      name.clear();
+      catalog_.ChildName(*dir, child).AppendTo(name);
+      entry.name = name;
       entry.attr = AttrOf(child);
     }
     if (!emit(entry)) break;
@@ -186,7 +189,7 @@ Result<std::string> Filesystem::GetXattr(uint64_t ino, std::string_view name) co
   if (name == kXattrNames[1]) return source_.Describe(BlobOf(file));
   if (name == kXattrNames[2]) return std::to_string(file.offset);
   if (name == kXattrNames[3]) return std::to_string(file.size);
-  if (name == kXattrNames[4]) return catalog_.classes()[file.class_id];
+  if (name == kXattrNames[4]) return catalog_.classes()[catalog_.ClassAt(catalog_.FileIndex(*id))];
   return Fail(ENODATA, "no attribute {}", name);
 }
 

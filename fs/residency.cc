@@ -22,10 +22,10 @@ class Walk {
     if (catalog_.IsDir(id)) {
       ++report_.dirs;
       const size_t length = path_.size();
-      const NodeId first = catalog_.FirstChild(id);
-      for (NodeId child = first; child < first + catalog_.ChildCount(id); ++child) {
+      for (uint32_t k = 0; k < catalog_.ChildCount(id); ++k) {
+        const NodeId child = catalog_.ChildAt(id, k);
         if (!path_.empty()) path_ += '/';
-        path_ += catalog_.Name(child);
+        catalog_.ChildName(id, child).AppendTo(path_);
         Visit(child);
         path_.resize(length);
       }
@@ -44,14 +44,15 @@ class Walk {
  private:
   void VisitFile(NodeId id) {
     const FileExtent& extent = catalog_.Extent(id);
-    FileResidency file{path_,          extent.size,    extent.group,       extent.class_id,
+    const uint32_t class_id = catalog_.ClassAt(catalog_.FileIndex(id));
+    FileResidency file{path_,          extent.size,    extent.group,       class_id,
                        Pinned(extent), OnDisk(extent), fs_.KernelKnows(id)};
     const uint64_t pages = PagesOf(extent.size);
     ++report_.files;
     Add(report_.pinned, pages, file.pinned);
     Add(report_.disk, pages, file.on_disk);
     if (query_.by != GroupBy::kNone) {
-      const uint32_t key = query_.by == GroupBy::kClass ? extent.class_id : extent.group;
+      const uint32_t key = query_.by == GroupBy::kClass ? class_id : extent.group;
       ResidencyBucket& bucket = buckets_[key];
       bucket.id = key;
       ++bucket.files;

@@ -11,11 +11,10 @@ Result<std::shared_ptr<const MemberDigests>> MemberDigests::FromCatalog(const Ca
     return Fail(EINVAL, "its index has no SHA-256 of each file");
   }
   std::vector<std::vector<Member>> by_blob(catalog.blobs().size());
-  const auto& files = catalog.tables().files;
-  for (uint32_t i = 0; i < files.size(); ++i) {
-    if (files[i].size == 0) continue;  // no bytes to check
-    by_blob[catalog.Group(files[i].group).blob].push_back(
-        Member{files[i].offset, files[i].offset + files[i].size, i});
+  for (uint32_t i = 0; i < catalog.file_count(); ++i) {
+    const FileExtent f = catalog.ExtentAt(i);
+    if (f.size == 0) continue;  // no bytes to check
+    by_blob[catalog.Group(f.group).blob].push_back(Member{f.offset, f.offset + f.size, i});
   }
   for (auto& members : by_blob) {
     std::sort(members.begin(), members.end(),
@@ -23,7 +22,7 @@ Result<std::shared_ptr<const MemberDigests>> MemberDigests::FromCatalog(const Ca
     for (size_t m = 1; m < members.size(); ++m) {
       if (members[m].offset < members[m - 1].end) {
         return Fail(EINVAL, "two of its files share bytes ({} and {})",
-                    catalog.tables().files[members[m - 1].file].offset, members[m].offset);
+                    members[m - 1].offset, members[m].offset);
       }
     }
   }
@@ -77,12 +76,9 @@ std::optional<std::pair<uint64_t, uint64_t>> MemberDigests::Straddling(uint32_t 
   return std::pair{holder->offset, holder->end};
 }
 
-// A scan of the node table: only a mismatch, which is rare, names its member.
 std::string MemberDigests::PathOfFile(uint32_t file) const {
-  for (NodeId id = 0; id < catalog_.node_count(); ++id) {
-    if (!catalog_.IsDir(id) && catalog_.FileIndex(id) == file) return catalog_.PathOf(id);
-  }
-  return "(a file)";
+  if (file >= catalog_.file_count()) return "(a file)";
+  return catalog_.PathOf(catalog_.FileNode(file));
 }
 
 }  // namespace gpufs

@@ -20,7 +20,7 @@ PACKAGES=(
   libssl-dev libarchive-tools
 )
 if [ "${1:-}" = "bench" ]; then
-  PACKAGES+=(squashfuse squashfs-tools python3-matplotlib s3fs rclone)
+  PACKAGES+=(squashfuse squashfs-tools python3-matplotlib s3fs rclone archivemount)
 fi
 
 missing=()

@@ -20,12 +20,12 @@ constexpr size_t kChunk = 4u << 20;
 
 // File indices of each group, by offset.
 std::vector<std::vector<uint32_t>> MembersByGroup(const Catalog& catalog) {
-  const auto& files = catalog.tables().files;
   std::vector<std::vector<uint32_t>> out(catalog.group_count());
-  for (uint32_t i = 0; i < files.size(); ++i) out[files[i].group].push_back(i);
+  for (uint32_t i = 0; i < catalog.file_count(); ++i) out[catalog.ExtentAt(i).group].push_back(i);
   for (auto& members : out) {
-    std::sort(members.begin(), members.end(),
-              [&](uint32_t a, uint32_t b) { return files[a].offset < files[b].offset; });
+    std::sort(members.begin(), members.end(), [&](uint32_t a, uint32_t b) {
+      return catalog.ExtentAt(a).offset < catalog.ExtentAt(b).offset;
+    });
   }
   return out;
 }
@@ -37,7 +37,6 @@ Status HashGroup(int fd, const Catalog& catalog, uint32_t group,
                  const std::vector<uint32_t>& members, bool whole_blob, char* buffer,
                  DatasetChecksums& out, Progress& progress) {
   const GroupExtent& g = catalog.Group(group);
-  const auto& files = catalog.tables().files;
   std::vector<std::unique_ptr<ChecksumStream>> states(members.size());
   std::vector<std::unique_ptr<Sha256Stream>> digests(out.sha256.empty() ? 0 : members.size());
   for (auto& s : states) s = std::make_unique<ChecksumStream>();
@@ -51,8 +50,9 @@ Status HashGroup(int fd, const Catalog& catalog, uint32_t group,
     if (n <= 0) return Fail(n < 0 ? errno : EIO, "{}", n < 0 ? strerror(errno) : "ends early");
     const uint64_t end = pos + static_cast<uint64_t>(n);
     if (whole_blob) blob.Update(buffer, static_cast<size_t>(n));
-    for (size_t m = first_open; m < members.size() && files[members[m]].offset < end; ++m) {
-      const FileExtent& f = files[members[m]];
+    for (size_t m = first_open; m < members.size() && catalog.ExtentAt(members[m]).offset < end;
+         ++m) {
+      const FileExtent f = catalog.ExtentAt(members[m]);
       const uint64_t from = std::max(pos, f.offset);
       const uint64_t to = std::min(end, f.offset + f.size);
       if (from < to) {
@@ -162,12 +162,9 @@ std::vector<Damage> CompareChecksums(const Catalog& catalog,
       damage.push_back(Damage{catalog.blobs()[b], "blob checksum mismatch"});
     }
   }
-  const auto& files = catalog.tables().files;
-  for (NodeId id = 0; id < catalog.node_count(); ++id) {
-    if (catalog.IsDir(id)) continue;
-    const uint32_t f = catalog.FileIndex(id);
-    if (files[f].checksum != computed.files[f]) {
-      damage.push_back(Damage{catalog.PathOf(id), "checksum mismatch"});
+  for (uint32_t f = 0; f < catalog.file_count(); ++f) {
+    if (catalog.ChecksumAt(f) != computed.files[f]) {
+      damage.push_back(Damage{catalog.PathOf(catalog.FileNode(f)), "checksum mismatch"});
     }
   }
   return damage;

@@ -33,11 +33,22 @@ struct Section {
   uint64_t count = 0;
 };
 
-enum SectionId { kNames, kClasses, kBlobs, kGroups, kNodes, kFiles, kSha256, kSectionCount };
+enum SectionId {
+  kNames,
+  kClasses,
+  kBlobs,
+  kGroups,
+  kDirs,
+  kFileNames,
+  kExtents,
+  kWide,
+  kFileClasses,
+  kChecksums,
+  kSha256,
+  kSectionCount
+};
 
-// Version 1 has every section but kSha256; version 2 has them all.
-template <int kSections>
-struct HeaderOf {
+struct Header {
   char magic[8];
   uint32_t version;
   uint32_t header_size;
@@ -47,13 +58,10 @@ struct HeaderOf {
   uint32_t alignment;
   uint64_t source_size;
   int64_t source_mtime_ns;
-  Section sections[kSections];
+  Section sections[kSectionCount];
   uint64_t header_checksum;  // XXH3-64 of the header with this field zero
 };
-using HeaderV1 = HeaderOf<kSha256>;
-using Header = HeaderOf<kSectionCount>;  // what the reader works with, whatever the version
-static_assert(sizeof(HeaderV1) == 160);
-static_assert(sizeof(Header) == 176);
+static_assert(sizeof(Header) == 240);
 
 struct StrRef {
   uint32_t offset;
@@ -71,8 +79,12 @@ constexpr std::array<size_t, kSectionCount> kRecordSize = {1,
                                                            sizeof(StrRef),
                                                            sizeof(BlobRecord),
                                                            sizeof(GroupExtent),
-                                                           sizeof(CatalogNode),
-                                                           sizeof(FileExtent),
+                                                           sizeof(CatalogDir),
+                                                           sizeof(uint32_t),
+                                                           sizeof(PackedExtent),
+                                                           sizeof(WideExtent),
+                                                           sizeof(uint32_t),
+                                                           sizeof(uint64_t),
                                                            sizeof(Sha256Digest)};
 
 uint64_t Align8(uint64_t n) { return (n + 7) & ~uint64_t{7}; }
@@ -83,44 +95,12 @@ uint64_t HeaderChecksum(H header) {
   return XXH3_64bits(&header, sizeof(header));
 }
 
-// Every field but the sections and the header's own checksum.
-template <typename To, typename From>
-void CopyFields(To& to, const From& from) {
-  std::memcpy(to.magic, from.magic, sizeof(to.magic));
-  to.version = from.version;
-  to.header_size = from.header_size;
-  to.file_size = from.file_size;
-  to.body_checksum = from.body_checksum;
-  to.flags = from.flags;
-  to.alignment = from.alignment;
-  to.source_size = from.source_size;
-  to.source_mtime_ns = from.source_mtime_ns;
-}
-
-// A version 1 header as the reader's: no digests.
-Header FromV1(const HeaderV1& v1) {
-  Header h{};
-  CopyFields(h, v1);
-  std::copy(std::begin(v1.sections), std::end(v1.sections), h.sections);
-  h.sections[kSha256] = Section{sizeof(HeaderV1), 0};
-  h.flags &= ~kHasSha256;
-  return h;
-}
-
-// The header as `version` writes it, its checksum set, as bytes.
-std::string HeaderBytes(Header h, uint32_t version) {
-  h.version = version;
-  if (version >= 2) {
-    h.header_size = sizeof(Header);
-    h.header_checksum = HeaderChecksum(h);
-    return std::string(reinterpret_cast<const char*>(&h), sizeof(h));
-  }
-  HeaderV1 v1{};
-  CopyFields(v1, h);
-  std::copy(h.sections, h.sections + kSha256, v1.sections);
-  v1.header_size = sizeof(HeaderV1);
-  v1.header_checksum = HeaderChecksum(v1);
-  return std::string(reinterpret_cast<const char*>(&v1), sizeof(v1));
+// The header with its checksum set, as bytes.
+std::string HeaderBytes(Header h) {
+  h.version = kNativeIndexVersion;
+  h.header_size = sizeof(Header);
+  h.header_checksum = HeaderChecksum(h);
+  return std::string(reinterpret_cast<const char*>(&h), sizeof(h));
 }
 
 // The bytes of an index, section by section, before they are written.
@@ -152,18 +132,28 @@ class IndexChecker {
       : path_(path.string()), base_(base), size_(size) {}
 
   Result<Header> CheckHeader() {
-    if (size_ < sizeof(HeaderV1)) return Bad("the file is {} bytes, shorter than a header", size_);
+    constexpr size_t kVersionEnd = sizeof(kMagic) + sizeof(uint32_t);
+    if (size_ < kVersionEnd) return Bad("the file is {} bytes, shorter than a header", size_);
     if (std::memcmp(base_, kMagic, sizeof(kMagic)) != 0) return Bad("not a gpufs index");
     uint32_t version = 0;
     std::memcpy(&version, base_ + sizeof(kMagic), sizeof(version));
-    if (version < 1 || version > kNativeIndexVersion) {
-      return Bad(
-          "index version {} is not supported (this gpufsd reads versions 1 to {}); rebuild it",
-          version, kNativeIndexVersion);
+    if (version < kNativeIndexVersion) {
+      return Error{kOldIndexVersion,
+                   Message("it is index version {}, written by an older gpufsd, and this one "
+                           "reads version {}: run `gpufsd pack` again to rewrite a pack, or "
+                           "`gpufsd index` for a mytar folder (a tar's saved index is rebuilt "
+                           "on its own)",
+                           version, kNativeIndexVersion)};
     }
-    auto header = version == 1 ? ReadHeader<HeaderV1>() : ReadHeader<Header>();
-    if (!header) return header;
-    Header& h = *header;
+    if (version > kNativeIndexVersion) {
+      return Bad("index version {} is newer than this gpufsd reads ({}); upgrade gpufsd", version,
+                 kNativeIndexVersion);
+    }
+    if (size_ < sizeof(Header)) return Bad("the file is {} bytes, shorter than a header", size_);
+    Header h;
+    std::memcpy(&h, base_, sizeof(h));
+    if (h.header_size != sizeof(Header)) return Bad("header size {} is wrong", h.header_size);
+    if (HeaderChecksum(h) != h.header_checksum) return Bad("header checksum mismatch");
     if (h.file_size != size_) {
       return Bad("the file is {} bytes but its header says {}: truncated or extended", size_,
                  h.file_size);
@@ -178,26 +168,31 @@ class IndexChecker {
     if (XXH3_64bits(base_ + h.header_size, size_ - h.header_size) != h.body_checksum) {
       return Bad("body checksum mismatch: the index is damaged");
     }
-    const uint64_t digests = (h.flags & kHasSha256) ? h.sections[kFiles].count : 0;
+    return CheckCounts(h);
+  }
+
+  // The per-file sections are indexed alike: each has a record per file, or none.
+  Result<Header> CheckCounts(const Header& h) {
+    const uint64_t files = h.sections[kExtents].count;
+    if (h.sections[kFileNames].count != files + 1) {
+      return Bad("{} name offsets for {} files", h.sections[kFileNames].count, files);
+    }
+    const uint64_t classes = h.sections[kFileClasses].count;
+    if (classes != 0 && classes != files)
+      return Bad("{} file classes for {} files", classes, files);
+    const uint64_t checksums = (h.flags & kHasChecksums) ? files : 0;
+    if (h.sections[kChecksums].count != checksums) {
+      return Bad("{} checksums for {} files", h.sections[kChecksums].count, checksums);
+    }
+    const uint64_t digests = (h.flags & kHasSha256) ? files : 0;
     if (h.sections[kSha256].count != digests) {
       return Bad("{} SHA-256 digests for {} files", h.sections[kSha256].count, digests);
     }
-    return h;
-  }
-
-  // The header of its version, as the reader's; refused when its size or checksum is off.
-  template <typename H>
-  Result<Header> ReadHeader() {
-    if (size_ < sizeof(H)) return Bad("the file is {} bytes, shorter than a header", size_);
-    H h;
-    std::memcpy(&h, base_, sizeof(h));
-    if (h.header_size != sizeof(H)) return Bad("header size {} is wrong", h.header_size);
-    if (HeaderChecksum(h) != h.header_checksum) return Bad("header checksum mismatch");
-    if constexpr (std::is_same_v<H, HeaderV1>) {
-      return FromV1(h);
-    } else {
-      return h;
+    if (h.sections[kDirs].count == 0) return Bad("the root is missing");
+    if (h.sections[kDirs].count + files > UINT32_MAX) {
+      return Bad("{} nodes are more than a catalog can number", h.sections[kDirs].count + files);
     }
+    return h;
   }
 
   template <typename T>
@@ -235,55 +230,63 @@ class IndexChecker {
     return Ok{};
   }
 
-  // The tree must be one a lookup can walk: every node but the root sits in exactly the
-  // child run of its parent, which comes before it; each run is strictly name-sorted (so
-  // the binary search of Catalog::Find finds what a listing shows) and every name is one
-  // path segment. Together these make every node reachable from the root, once.
-  Status CheckNodes(const CatalogTables& t) {
-    const size_t n = t.nodes.size();
-    if (n == 0 || !t.nodes[0].is_dir) return Bad("the root is missing");
-    if (n > UINT32_MAX) return Bad("{} nodes are more than a catalog can number", n);
-    std::vector<bool> named(t.files.size());  // each file record belongs to one node
+  // The tree must be one a lookup can walk: every folder but the root sits in exactly the
+  // subfolder run of its parent, which comes before it; the file runs follow the folders'
+  // order and cover the file table once; each run is strictly name-sorted (so the binary
+  // searches of Catalog::Find find what a listing shows), no name is both a file and a
+  // folder of one folder, and every name is one path segment. Together these make every
+  // node reachable from the root, once.
+  Status CheckDirs(const CatalogTables& t) {
+    const size_t n = t.dirs.size();
+    for (size_t id = 0; id < n; ++id) {  // names first: the runs below compare them
+      const CatalogDir& d = t.dirs[id];
+      if (!Within(t.names, d.name_offset, d.name_size) ||
+          !Within(t.names, d.prefix_offset, d.prefix_size)) {
+        return Bad("folder {} has its name outside the name table", id);
+      }
+      const std::string_view name = t.names.substr(d.name_offset, d.name_size);
+      if (std::string_view why = NameProblem(name); id > 0 && !why.empty()) {
+        return Bad("folder {} is named '{}', which is invalid ({})", id, Printable(name), why);
+      }
+    }
+    uint64_t next_file = 0;
     for (size_t id = 0; id < n; ++id) {
-      const CatalogNode& node = t.nodes[id];
-      if (node.name_offset > t.names.size() || node.name_size > t.names.size() - node.name_offset) {
-        return Bad("node {} has its name outside the name table", id);
+      const CatalogDir& d = t.dirs[id];
+      if (id > 0 && (d.parent >= id || id < t.dirs[d.parent].first_dir ||
+                     id - t.dirs[d.parent].first_dir >= t.dirs[d.parent].dir_count)) {
+        return Bad("folder {} is not among the subfolders of its folder {}", id, d.parent);
       }
-      const std::string_view name = t.names.substr(node.name_offset, node.name_size);
-      if (id > 0) {
-        if (std::string_view why = NameProblem(name); !why.empty()) {
-          return Bad("node {} is named '{}', which is invalid ({})", id, Printable(name), why);
-        }
-        if (node.parent >= id || !t.nodes[node.parent].is_dir) {
-          return Bad("node {} has parent {}, which is not a folder before it", id, node.parent);
-        }
-        const CatalogNode& parent = t.nodes[node.parent];
-        if (id < parent.first || id - parent.first >= parent.count) {
-          return Bad("node {} is not among the children of its folder {}", id, node.parent);
-        }
+      if (d.dir_count > 0 &&
+          (d.first_dir <= id || d.first_dir > n || d.dir_count > n - d.first_dir)) {
+        return Bad("folder {} has subfolders outside the folder table", id);
       }
-      if (node.is_dir > 1)
-        return Bad("node {} has kind {}, neither file nor folder", id, node.is_dir);
-      if (Status s =
-              node.is_dir ? CheckChildren(t, static_cast<uint32_t>(id)) : CheckFile(t, id, named);
-          !s) {
-        return s;
+      if (d.first_file != next_file || d.file_count > t.file_count() - next_file) {
+        return Bad("folder {} has files outside its run of the file table", id);
       }
+      next_file += d.file_count;
+      if (d.file_count > 0 && t.file_classes.empty() && d.class_id >= t.classes.size()) {
+        return Bad("folder {} names a missing class", id);
+      }
+      if (Status s = CheckSubdirs(t, static_cast<uint32_t>(id)); !s) return s;
+      if (Status s = CheckFileNames(t, d, id); !s) return s;
     }
-    if (std::find(named.begin(), named.end(), false) != named.end()) {
-      return Bad("a file record belongs to no node");
-    }
+    if (next_file != t.file_count()) return Bad("a file record belongs to no folder");
     return Ok{};
   }
 
   Status CheckFiles(const CatalogTables& t) {
-    for (size_t i = 0; i < t.files.size(); ++i) {
-      const FileExtent& f = t.files[i];
-      if (f.group >= t.groups.size()) return Bad("file record {} names a missing group", i);
-      if (f.class_id >= t.classes.size()) return Bad("file record {} names a missing class", i);
-      const GroupExtent& g = t.groups[f.group];
-      const uint64_t in_group = f.offset - g.offset;  // wraps when f.offset < g.offset
-      if (f.offset < g.offset || in_group > g.size || f.size > g.size - in_group) {
+    for (size_t i = 0; i < t.extents.size(); ++i) {
+      const PackedExtent& e = t.extents[i];
+      if (e.group >= t.groups.size()) return Bad("file record {} names a missing group", i);
+      if (!t.file_classes.empty() && t.file_classes[i] >= t.classes.size()) {
+        return Bad("file record {} names a missing class", i);
+      }
+      if (e.size == kWideExtent && e.offset >= t.wide.size()) {
+        return Bad("file record {} names a missing wide extent", i);
+      }
+      const WideExtent w = e.size == kWideExtent ? t.wide[e.offset] : WideExtent{e.offset, e.size};
+      const GroupExtent& g = t.groups[e.group];
+      if (w.offset > g.size || w.size > g.size - w.offset) {
         return Bad("file record {} lies outside its group", i);
       }
     }
@@ -291,48 +294,95 @@ class IndexChecker {
   }
 
  private:
-  Status CheckChildren(const CatalogTables& t, uint32_t id) {
-    const CatalogNode& node = t.nodes[id];
-    const size_t n = t.nodes.size();
-    if (node.count > 0 && (node.first <= id || node.first > n || node.count > n - node.first)) {
-      return Bad("folder {} has children outside the node table", id);
-    }
-    uint32_t subdirs = 0;
-    for (uint32_t c = node.first; c < node.first + node.count; ++c) {
-      if (t.nodes[c].parent != id) return Bad("node {} is listed under the wrong folder", c);
-      subdirs += t.nodes[c].is_dir ? 1 : 0;
-      if (c > node.first && !(NameOf(t, c - 1) < NameOf(t, c))) {
-        return Bad("the children of folder {} are not sorted and unique: '{}' comes after '{}'", id,
-                   Printable(NameOf(t, c)), Printable(NameOf(t, c - 1)));
+  static bool Within(std::string_view names, uint32_t offset, uint32_t size) {
+    return offset <= names.size() && size <= names.size() - offset;
+  }
+
+  Status CheckSubdirs(const CatalogTables& t, uint32_t id) {
+    const CatalogDir& d = t.dirs[id];
+    for (uint32_t c = d.first_dir; c < d.first_dir + d.dir_count; ++c) {
+      if (t.dirs[c].parent != id) return Bad("folder {} is listed under the wrong folder", c);
+      if (c > d.first_dir && !(NameOf(t, c - 1) < NameOf(t, c))) {
+        return Bad("the subfolders of folder {} are not sorted and unique: '{}' comes after '{}'",
+                   id, Printable(NameOf(t, c)), Printable(NameOf(t, c - 1)));
       }
     }
-    if (subdirs != node.subdirs) {
-      return Bad("folder {} says it has {} subfolders but lists {}", id, node.subdirs, subdirs);
+    return Ok{};
+  }
+
+  // Suffixes lie back to back, each a valid name once its folder's prefix is put before it.
+  Status CheckFileNames(const CatalogTables& t, const CatalogDir& d, size_t id) {
+    const std::string_view prefix = t.names.substr(d.prefix_offset, d.prefix_size);
+    constexpr std::string_view kBad("/\0\n", 3);
+    if (d.file_count > 0 && prefix.find_first_of(kBad) != std::string_view::npos) {
+      return Bad("folder {} has the file name prefix '{}', which is invalid ({})", id,
+                 Printable(prefix), NameProblem(prefix));
+    }
+    std::string_view previous;
+    for (uint32_t i = d.first_file; i < d.first_file + d.file_count; ++i) {
+      const uint32_t from = t.file_names[i];
+      const uint32_t to = t.file_names[i + 1];
+      if (from > to || to > t.names.size())
+        return Bad("file {} has its name outside the name table", i);
+      const std::string_view suffix = t.names.substr(from, to - from);
+      const size_t size = prefix.size() + suffix.size();
+      if (size <= 2 || size > kNameMax || suffix.find_first_of(kBad) != std::string_view::npos) {
+        const std::string name = std::string(prefix).append(suffix);
+        if (std::string_view why = NameProblem(name); !why.empty()) {
+          return Bad("file {} is named '{}', which is invalid ({})", i, Printable(name), why);
+        }
+      }
+      if (i > d.first_file && !(previous < suffix)) {
+        return Bad("the files of folder {} are not sorted and unique: '{}{}' comes after '{}{}'",
+                   id, Printable(prefix), Printable(suffix), Printable(prefix),
+                   Printable(previous));
+      }
+      previous = suffix;
+    }
+    return CheckNoFileIsAFolder(t, d, prefix, id);
+  }
+
+  // A name both a subfolder and a file of one folder would be listed twice and looked up once.
+  Status CheckNoFileIsAFolder(const CatalogTables& t, const CatalogDir& d, std::string_view prefix,
+                              size_t id) {
+    if (d.file_count == 0) return Ok{};
+    for (uint32_t c = d.first_dir; c < d.first_dir + d.dir_count; ++c) {
+      const std::string_view name = NameOf(t, c);
+      if (!name.starts_with(prefix)) continue;
+      const std::string_view suffix = name.substr(prefix.size());
+      uint32_t lo = d.first_file;
+      uint32_t hi = d.first_file + d.file_count;
+      while (lo < hi) {  // the run is sorted: checked before
+        const uint32_t mid = lo + (hi - lo) / 2;
+        const int cmp = t.names.substr(t.file_names[mid], t.file_names[mid + 1] - t.file_names[mid])
+                            .compare(suffix);
+        if (cmp == 0) {
+          return Bad("folder {} holds '{}' both as a file and as a folder", id, Printable(name));
+        }
+        if (cmp < 0) {
+          lo = mid + 1;
+        } else {
+          hi = mid;
+        }
+      }
     }
     return Ok{};
   }
 
-  Status CheckFile(const CatalogTables& t, size_t id, std::vector<bool>& named) {
-    const uint32_t record = t.nodes[id].first;
-    if (record >= t.files.size()) return Bad("node {} names a missing file record", id);
-    if (named[record])
-      return Bad("node {} names file record {}, which another node names", id, record);
-    named[record] = true;
-    return Ok{};
+  // Names are bounds-checked before any run is compared.
+  static std::string_view NameOf(const CatalogTables& t, uint32_t id) {
+    return t.names.substr(t.dirs[id].name_offset, t.dirs[id].name_size);
   }
 
-  // Children come after their folder, so their names are not bounds-checked yet when the
-  // folder's run is compared: out-of-range names read as empty here and fail later.
-  static std::string_view NameOf(const CatalogTables& t, uint32_t id) {
-    const CatalogNode& node = t.nodes[id];
-    if (node.name_offset > t.names.size()) return {};
-    return t.names.substr(node.name_offset, node.name_size);
+  template <typename... Args>
+  std::string Message(fmt::format_string<Args...> format, Args&&... args) {
+    return fmt::format("cannot use index {}: {}", path_,
+                       fmt::format(format, std::forward<Args>(args)...));
   }
 
   template <typename... Args>
   Error Bad(fmt::format_string<Args...> format, Args&&... args) {
-    return Error{EINVAL, fmt::format("cannot use index {}: {}", path_,
-                                     fmt::format(format, std::forward<Args>(args)...))};
+    return Error{EINVAL, Message(format, std::forward<Args>(args)...)};
   }
 
   std::string path_;
@@ -368,33 +418,34 @@ Status WriteNativeIndex(const Catalog& catalog, const IndexInfo& info,
       {image.classes.data(), image.classes.size()},
       {image.blobs.data(), image.blobs.size()},
       {t.groups.data(), t.groups.size()},
-      {t.nodes.data(), t.nodes.size()},
-      {t.files.data(), t.files.size()},
+      {t.dirs.data(), t.dirs.size()},
+      {t.file_names.data(), t.file_names.size()},
+      {t.extents.data(), t.extents.size()},
+      {t.wide.data(), t.wide.size()},
+      {t.file_classes.data(), t.file_classes.size()},
+      {t.checksums.data(), t.checksums.size()},
       {t.sha256.data(), t.sha256.size()},
   }};
-  if (!t.sha256.empty() && t.sha256.size() != t.files.size()) {
+  if (!t.sha256.empty() && t.sha256.size() != t.file_count()) {
     return Fail(EINVAL, "cannot write index {}: {} SHA-256 digests for {} files", path.string(),
-                t.sha256.size(), t.files.size());
+                t.sha256.size(), t.file_count());
   }
-  const uint32_t version = t.sha256.empty() ? 1 : kNativeIndexVersion;
-  const uint64_t header_size = version == 1 ? sizeof(HeaderV1) : sizeof(Header);
-  const int sections = version == 1 ? kSha256 : kSectionCount;
   Header h{};
   std::memcpy(h.magic, kMagic, sizeof(kMagic));
-  h.flags = (t.has_checksums ? kHasChecksums : 0) | (t.sha256.empty() ? 0 : kHasSha256) |
+  h.flags = (t.checksums.empty() ? 0 : kHasChecksums) | (t.sha256.empty() ? 0 : kHasSha256) |
             (info.tar_listed_as_extracted ? kTarListedAsExtracted : 0);
   h.alignment = info.alignment;
   h.source_size = info.source.size;
   h.source_mtime_ns = info.source.mtime_ns;
   std::string body;
-  for (int i = 0; i < sections; ++i) {
+  for (int i = 0; i < kSectionCount; ++i) {
     body.resize(Align8(body.size()), '\0');
-    h.sections[i] = Section{header_size + body.size(), parts[i].second};
+    h.sections[i] = Section{sizeof(Header) + body.size(), parts[i].second};
     body.append(static_cast<const char*>(parts[i].first), parts[i].second * kRecordSize[i]);
   }
-  h.file_size = header_size + body.size();
+  h.file_size = sizeof(Header) + body.size();
   h.body_checksum = XXH3_64bits(body.data(), body.size());
-  std::string bytes = HeaderBytes(h, version);
+  std::string bytes = HeaderBytes(h);
   bytes += body;
   return WriteFileAtomically(path, bytes, access);
 }
@@ -433,8 +484,12 @@ Result<OpenedIndex> OpenNativeIndexFd(int fd, const std::filesystem::path& path)
   const auto classes = check.View<StrRef>(h, kClasses);
   const auto blobs = check.View<BlobRecord>(h, kBlobs);
   t.groups = check.View<GroupExtent>(h, kGroups);
-  t.nodes = check.View<CatalogNode>(h, kNodes);
-  t.files = check.View<FileExtent>(h, kFiles);
+  t.dirs = check.View<CatalogDir>(h, kDirs);
+  t.file_names = check.View<uint32_t>(h, kFileNames);
+  t.extents = check.View<PackedExtent>(h, kExtents);
+  t.wide = check.View<WideExtent>(h, kWide);
+  t.file_classes = check.View<uint32_t>(h, kFileClasses);
+  t.checksums = check.View<uint64_t>(h, kChecksums);
   t.sha256 = check.View<Sha256Digest>(h, kSha256);
   std::vector<StrRef> blob_names;
   for (const BlobRecord& b : blobs) blob_names.push_back(b.name);
@@ -443,8 +498,7 @@ Result<OpenedIndex> OpenNativeIndexFd(int fd, const std::filesystem::path& path)
   if (Status s = check.CheckGroups(t.groups, blobs); !s) return s.error();
   t.classes = Strings(t.names, classes);
   t.blobs = Strings(t.names, blob_names);
-  t.has_checksums = (h.flags & kHasChecksums) != 0;
-  if (Status s = check.CheckNodes(t); !s) return s.error();
+  if (Status s = check.CheckDirs(t); !s) return s.error();
   if (Status s = check.CheckFiles(t); !s) return s.error();
   IndexInfo info;
   info.source = SourceStamp{h.source_size, h.source_mtime_ns};

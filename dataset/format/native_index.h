@@ -1,24 +1,33 @@
 // The native index: one binary file describing a whole dataset, which the daemon maps
 // rather than parses, so that a mount of 1.28 M files is ready in well under a second.
 //
-// The file is a header followed by six sections (seven in version 2), each an array of
-// fixed-size little-endian records starting at an 8-byte boundary:
+// The file is a header followed by eleven sections, each an array of fixed-size
+// little-endian records starting at an 8-byte boundary (catalog.h describes the layout):
 //
-//   names    bytes: every node, class and blob name, back to back
-//   classes  {u32 offset, u32 size} into names, indexed by class id
-//   blobs    {u32 name offset, u32 name size, u64 size, u64 XXH3-64 or 0}: the blob files,
-//            relative to the dataset folder (or beside the archive)
-//   groups   {u32 blob, u32 0, u64 offset, u64 size}: byte ranges read together
-//   nodes    the catalog's nodes, breadth-first: a folder's children are one contiguous,
-//            name-sorted run, so lookup is a binary search and readdir a walk
-//   files    {u32 group, u32 class, u64 offset in blob, u64 size, u64 XXH3-64 or 0}
-//   sha256   version 2: the 32-byte SHA-256 of each member, indexed like files (empty
-//            unless the header's flags say the members carry them)
+//   names        bytes: folder names, each folder's file-name prefix, then every file's
+//                name suffix in file order, then class and blob names
+//   classes      {u32 offset, u32 size} into names, indexed by class id
+//   blobs        {u32 name offset, u32 name size, u64 size, u64 XXH3-64 or 0}: the blob
+//                files, relative to the dataset folder (or beside the archive)
+//   groups       {u32 blob, u32 0, u64 offset, u64 size}: byte ranges read together
+//   dirs         the folders, breadth-first (CatalogDir, 40 bytes): each one's subfolders
+//                are one contiguous, name-sorted run, and its files one run of the file
+//                tables; the runs follow the folders' order
+//   file_names   u32 per file and one more: where each suffix starts in names (it ends
+//                where the next starts)
+//   extents      {u32 group, u32 offset in group, u32 size} per file, or a size of
+//                0xffffffff and the index of a wide record
+//   wide         {u64 offset in group, u64 size}: the files that do not fit in u32s
+//   file_classes u32 per file, only when the files of one folder differ in class (else
+//                each file takes its folder's class_id)
+//   checksums    u64 XXH3-64 per file, when the header's flags say the members carry them
+//   sha256       the 32-byte SHA-256 per file, when the flags say so
 //
-// Version 1 (a 160-byte header, six sections) is what an index without SHA-256 digests
-// is still written as, so older daemons keep reading those; version 2 (a 176-byte header,
-// seven sections) is written when the members carry digests, which `gpufsd pack` always
-// records and `gpufsd index` adds to a pack or a mytar folder without rewriting its blobs.
+// A walk touches dirs, file_names, the names and the extents: about 30 bytes per file
+// with ImageNet's names. Checksums and digests are read only where bytes are checked.
+// Versions 1 and 2 (a node and a 32-byte extent per file) are refused with the code
+// kOldIndexVersion: a tar's saved index is rebuilt, a mytar folder's own index is passed
+// over for the text (with a note), and a pack's says to run `gpufsd pack` again.
 //
 // The header holds a magic, a version, the size of every section, flags (whether members
 // carry checksums, and SHA-256 digests), the size and mtime of the source an index was made from
@@ -29,6 +38,7 @@
 // copy and no per-file memory.
 #pragma once
 
+#include <cerrno>
 #include <cstdint>
 #include <filesystem>
 #include <string_view>
@@ -41,8 +51,9 @@
 namespace gpufs {
 
 inline constexpr std::string_view kNativeIndexName = "index.gpufs";
-// The newest version this daemon reads and writes; it reads every version from 1.
-inline constexpr uint32_t kNativeIndexVersion = 2;
+// The version this daemon reads and writes; older ones are refused with kOldIndexVersion.
+inline constexpr uint32_t kNativeIndexVersion = 3;
+inline constexpr int kOldIndexVersion = ESTALE;
 
 // Size and modification time of the file an index describes (metadata.txt, a tar).
 struct SourceStamp {

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "dataset/catalog_builder.h"
 #include "dataset/format/checksums.h"
 #include "dataset/format/file_io.h"
 #include "dataset/format/mytar.h"
@@ -195,6 +196,11 @@ std::optional<Dataset> OpenSavedTarIndex(const std::filesystem::path& archive,
     const std::filesystem::path& path = place.path;
     if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) continue;
     auto opened = OpenIndexAt(place, notes);
+    if (!opened && opened.error().code == kOldIndexVersion) {
+      notes.push_back(fmt::format("listing {} again: its index {} is of an older version",
+                                  archive.string(), path.string()));
+      continue;
+    }
     if (!opened || !(opened->info.source == stamp) || opened->catalog.blobs().size() != 1 ||
         opened->catalog.blobs()[0] != archive.filename().string()) {
       continue;  // stale or foreign: it will be rebuilt over
@@ -235,13 +241,15 @@ std::filesystem::path SaveTarIndex(Dataset& d, const SourceStamp& stamp,
   return {};
 }
 
-Result<Dataset> TarDataset(const std::filesystem::path& archive, const TarListing& listing,
+Result<Dataset> TarDataset(const std::filesystem::path& archive, TarListing& listing,
                            const SourceStamp& stamp, uint64_t group_bytes) {
   std::vector<std::string> paths;
-  for (const TarEntry& e : listing.entries) paths.push_back(e.path);
-  auto shape = ShapeTree(paths, SplitMode::kAuto, true, archive.string());
+  paths.reserve(listing.entries.size());
+  for (TarEntry& e : listing.entries) paths.push_back(std::move(e.path));
+  auto shape = ShapeTree(std::move(paths), SplitMode::kAuto, true, archive.string());
   if (!shape) return shape.error();
-  auto catalog = Catalog::FromSpec(TarSpec(archive, listing, *shape, group_bytes));
+  std::vector<std::string>().swap(paths);  // moved into the shape, one by one
+  auto catalog = TarCatalog(archive, listing, *shape, group_bytes);
   if (!catalog) return catalog.error();
   Dataset d{
       archive.parent_path(), std::move(*catalog), {BlobInfo{stamp.size, 0}}, "tar", {}, {}, {}};
@@ -280,46 +288,48 @@ Result<Dataset> OpenMytarText(const std::filesystem::path& dir) {
   return d;
 }
 
-DatasetSpec TarSpec(const std::filesystem::path& archive, const TarListing& listing,
-                    TreeShape& shape, uint64_t group_bytes) {
-  DatasetSpec spec;
-  spec.index_file = archive;
-  spec.classes = shape.classes;
-  spec.folders = shape.folders;
-  std::vector<ShapedFile*> files;
-  for (ShapedFile& f : shape.files) files.push_back(&f);
-  std::stable_sort(files.begin(), files.end(), [&](const ShapedFile* a, const ShapedFile* b) {
-    return listing.entries[a->input].offset < listing.entries[b->input].offset;
+Result<Catalog> TarCatalog(const std::filesystem::path& archive, const TarListing& listing,
+                           TreeShape& shape, uint64_t group_bytes) {
+  CatalogBuilder builder(archive.string(), false, false);
+  builder.SetClasses(std::move(shape.classes));
+  for (const std::string& folder : shape.folders) {
+    if (Status s = builder.AddFolder(folder); !s) return s.error();
+  }
+  std::vector<uint32_t> by_offset(shape.files.size());
+  for (uint32_t i = 0; i < by_offset.size(); ++i) by_offset[i] = i;
+  std::stable_sort(by_offset.begin(), by_offset.end(), [&](uint32_t a, uint32_t b) {
+    return listing.entries[shape.files[a].input].offset <
+           listing.entries[shape.files[b].input].offset;
   });
   const std::string blob = archive.filename().string();
-  for (const ShapedFile* f : files) {
-    const TarEntry& e = listing.entries[f->input];
-    if (spec.groups.empty() || e.offset + e.size - spec.groups.back().offset > group_bytes) {
-      spec.groups.push_back(GroupSpec{blob, e.offset, 0, 0});
+  uint64_t group_start = 0;
+  for (uint32_t i : by_offset) {
+    ShapedFile& f = shape.files[i];
+    const TarEntry& e = listing.entries[f.input];
+    if (builder.group_count() == 0 || e.offset + e.size - group_start > group_bytes) {
+      group_start = e.offset;
+      builder.AddGroup(blob, e.offset, 0);
     }
-    GroupSpec& g = spec.groups.back();
-    g.size = std::max(g.size, e.offset + e.size - g.offset);
-    spec.members.push_back(MemberSpec{std::move(f->tree_path), f->class_id,
-                                      static_cast<uint32_t>(spec.groups.size() - 1), e.offset,
-                                      e.size, 0, static_cast<uint32_t>(f->input + 1)});
+    const MemberRecord member{f.class_id, builder.group_count() - 1,         e.offset, e.size,
+                              0,          static_cast<uint32_t>(f.input + 1)};
+    if (Status s = builder.AddFile(f.tree_path, member, nullptr); !s) return s.error();
+    std::string().swap(f.tree_path);
   }
-  return spec;
+  std::vector<ShapedFile>().swap(shape.files);
+  return std::move(builder).Build();
 }
 
 Catalog WithFileChecksums(const Catalog& catalog, const std::vector<uint64_t>& checksums,
                           std::vector<Sha256Digest> sha256) {
   struct Storage {
     Catalog base;  // keeps every other table alive
-    std::vector<FileExtent> files;
+    std::vector<uint64_t> checksums;
     std::vector<Sha256Digest> sha256;
   };
-  auto storage = std::make_shared<Storage>(Storage{
-      catalog, {catalog.tables().files.begin(), catalog.tables().files.end()}, std::move(sha256)});
-  for (size_t i = 0; i < storage->files.size(); ++i) storage->files[i].checksum = checksums[i];
+  auto storage = std::make_shared<Storage>(Storage{catalog, checksums, std::move(sha256)});
   CatalogTables tables = catalog.tables();
-  tables.files = storage->files;
+  tables.checksums = storage->checksums;
   tables.sha256 = storage->sha256;
-  tables.has_checksums = true;
   return Catalog(std::move(tables), std::move(storage));
 }
 

@@ -67,6 +67,12 @@ bool LooksSplit(const std::vector<std::string>& paths, std::string_view prefix) 
 
 Result<TreeShape> ShapeTree(const std::vector<std::string>& paths, SplitMode mode,
                             bool strip_wrappers, const std::string& label) {
+  std::vector<std::string> copy = paths;
+  return ShapeTree(std::move(copy), mode, strip_wrappers, label);
+}
+
+Result<TreeShape> ShapeTree(std::vector<std::string>&& paths, SplitMode mode, bool strip_wrappers,
+                            const std::string& label) {
   TreeShape shape;
   if (paths.empty()) return Fail(EINVAL, "cannot use {}: it holds no files", label);
   shape.stripped = strip_wrappers ? StripWrappers(paths) : "";
@@ -87,7 +93,8 @@ Result<TreeShape> ShapeTree(const std::vector<std::string>& paths, SplitMode mod
     const size_t start = folder.rfind('/');
     classes.emplace(folder.substr(start == std::string_view::npos ? 0 : start + 1));
     folders.emplace(folder);
-    shape.files.push_back(ShapedFile{i, std::string(path), 0});
+    paths[i].erase(0, shape.stripped.size());  // `path` is not used past this point
+    shape.files.push_back(ShapedFile{i, std::move(paths[i]), 0});
   }
   if (shape.files.empty()) {
     return Fail(EINVAL, "cannot use {}: no class folders with files in it ({} files outside)",

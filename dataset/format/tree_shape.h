@@ -40,5 +40,9 @@ struct TreeShape {
 // the source in errors.
 Result<TreeShape> ShapeTree(const std::vector<std::string>& paths, SplitMode mode,
                             bool strip_wrappers, const std::string& label);
+// As above, moving each path into its ShapedFile rather than copying it (a tar of 14 M
+// members would otherwise hold every path twice); `paths` is left with empty strings.
+Result<TreeShape> ShapeTree(std::vector<std::string>&& paths, SplitMode mode, bool strip_wrappers,
+                            const std::string& label);
 
 }  // namespace gpufs

@@ -212,16 +212,10 @@ bool SameTree(const Catalog& index, const Catalog& text) {
   const auto same_bytes = [](auto p, auto q) {
     return p.size() == q.size() && std::memcmp(p.data(), q.data(), p.size_bytes()) == 0;
   };
-  if (!x.names.starts_with(y.names) || x.classes != y.classes || x.blobs != y.blobs ||
-      !same_bytes(x.nodes, y.nodes) || !same_bytes(x.groups, y.groups) ||
-      x.files.size() != y.files.size()) {
-    return false;
-  }
-  return std::equal(x.files.begin(), x.files.end(), y.files.begin(),
-                    [](const FileExtent& f, const FileExtent& g) {
-                      return f.group == g.group && f.class_id == g.class_id &&
-                             f.offset == g.offset && f.size == g.size;
-                    });
+  return x.names.starts_with(y.names) && x.classes == y.classes && x.blobs == y.blobs &&
+         same_bytes(x.dirs, y.dirs) && same_bytes(x.groups, y.groups) &&
+         same_bytes(x.file_names, y.file_names) && same_bytes(x.extents, y.extents) &&
+         same_bytes(x.wide, y.wide) && same_bytes(x.file_classes, y.file_classes);
 }
 
 // The catalog of the index.gpufs beside a mytar folder's metadata.txt, when `gpufsd index`

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -40,54 +41,78 @@ inline bool IsPathComponent(std::string_view name) {
 
 namespace internal {
 
+inline bool Within(std::string_view names, uint32_t offset, uint32_t size) {
+  return offset <= names.size() && size <= names.size() - offset;
+}
+
+// Every name lies in the name table and, whole (a file's prefix and suffix), is one path
+// component.
 inline void CheckNames(const Catalog& catalog) {
   const CatalogTables& t = catalog.tables();
-  for (NodeId id = 0; id < t.nodes.size(); ++id) {
-    const CatalogNode& node = t.nodes[id];
-    Require(
-        node.name_offset <= t.names.size() && node.name_size <= t.names.size() - node.name_offset,
-        "a name lies outside the name table", id);
+  for (NodeId id = 0; id < t.dirs.size(); ++id) {
+    const CatalogDir& d = t.dirs[id];
+    Require(Within(t.names, d.name_offset, d.name_size) &&
+                Within(t.names, d.prefix_offset, d.prefix_size),
+            "a name lies outside the name table", id);
     if (id != Catalog::kRoot) {
-      Require(IsPathComponent(catalog.Name(id)), "a name is not a single path component", id);
+      Require(IsPathComponent(catalog.Name(id).str()), "a name is not a single path component", id);
     }
+  }
+  Require(t.file_names.size() == t.file_count() + 1, "the file names are not one per file");
+  for (uint32_t i = 0; i < t.file_count(); ++i) {
+    Require(t.file_names[i] <= t.file_names[i + 1] && t.file_names[i + 1] <= t.names.size(),
+            "a file name lies outside the name table", i);
   }
 }
 
-// Every folder lists a run of nodes that name it as their parent, sorted strictly by name
-// so that Find, a binary search, finds each of them; every node but the root is listed by
-// its parent.
+// Folders' file runs follow one another and cover the file table: DirOf relies on it.
+inline void CheckFileRuns(const Catalog& catalog) {
+  const CatalogTables& t = catalog.tables();
+  uint64_t next = 0;
+  for (NodeId id = 0; id < t.dirs.size(); ++id) {
+    Require(t.dirs[id].first_file == next, "a folder's files do not follow the last", id);
+    next += t.dirs[id].file_count;
+  }
+  Require(next == t.file_count(), "the folders' files are not the file table");
+}
+
+// Every folder lists subfolders that name it as their parent and files whose folder it is,
+// the merged listing sorted strictly by name so that Find, two binary searches, finds each
+// of them; every node but the root is listed by its parent.
 inline void CheckFolders(const Catalog& catalog) {
   const CatalogTables& t = catalog.tables();
-  const uint64_t n = t.nodes.size();
+  const uint64_t n = t.dirs.size();
   for (NodeId id = 0; id < n; ++id) {
-    const CatalogNode& node = t.nodes[id];
-    if (!node.is_dir) continue;
-    // An empty folder's `first` is never used, so it may hold anything.
-    Require(node.count == 0 || uint64_t{node.first} + node.count <= n,
-            "a folder lists nodes beyond the table", id);
-    uint32_t subdirs = 0;
-    for (NodeId c = node.first; c < node.first + node.count; ++c) {
+    const CatalogDir& d = t.dirs[id];
+    // An empty run's first is never used, so it may hold anything.
+    Require(d.dir_count == 0 || uint64_t{d.first_dir} + d.dir_count <= n,
+            "a folder lists folders beyond the table", id);
+    for (NodeId c = d.first_dir; c < d.first_dir + d.dir_count; ++c) {
       Require(c != Catalog::kRoot, "a folder lists the root", id);
-      Require(t.nodes[c].parent == id, "a folder lists a node whose parent is another", c);
-      Require(c == node.first || catalog.Name(c - 1) < catalog.Name(c),
-              "a folder's children are not sorted by name, or repeat a name", c);
-      Require(catalog.Find(id, catalog.Name(c)) == c, "lookup does not find a listed child", c);
-      subdirs += t.nodes[c].is_dir ? 1 : 0;
+      Require(t.dirs[c].parent == id, "a folder lists a folder whose parent is another", c);
     }
-    Require(subdirs == node.subdirs, "a folder's subfolder count (st_nlink) is wrong", id);
+    for (uint32_t k = 0; k < catalog.ChildCount(id); ++k) {
+      const NodeId c = catalog.ChildAt(id, k);
+      Require(catalog.Contains(c), "a listed child is not in the catalog", c);
+      Require(k == 0 || catalog.Name(catalog.ChildAt(id, k - 1)) < catalog.Name(c),
+              "a folder's children are not sorted by name, or repeat a name", c);
+      Require(catalog.Find(id, catalog.Name(c).str()) == c, "lookup does not find a listed child",
+              c);
+      Require(catalog.Parent(c) == id, "a listed child has another parent", c);
+    }
   }
   for (NodeId id = 1; id < n; ++id) {
-    const NodeId parent = t.nodes[id].parent;
-    Require(parent < n, "a parent id lies beyond the node table", id);
-    Require(t.nodes[parent].is_dir, "a parent is not a folder", id);
-    Require(id >= t.nodes[parent].first && id - t.nodes[parent].first < t.nodes[parent].count,
-            "a node is not among its parent's children", id);
+    const NodeId parent = t.dirs[id].parent;
+    Require(parent < n, "a parent id lies beyond the folder table", id);
+    Require(
+        id >= t.dirs[parent].first_dir && id - t.dirs[parent].first_dir < t.dirs[parent].dir_count,
+        "a folder is not among its parent's subfolders", id);
   }
 }
 
-// Following parents from any node reaches the root: no cycles. Each node is settled once.
+// Following parents from any folder reaches the root: no cycles. Each folder is settled once.
 inline void CheckReachesRoot(const Catalog& catalog) {
-  const size_t n = catalog.node_count();
+  const size_t n = catalog.dir_count();
   enum : uint8_t { kUnknown, kOnWalk, kReaches };
   std::vector<uint8_t> state(n, kUnknown);
   state[Catalog::kRoot] = kReaches;
@@ -117,20 +142,23 @@ inline void CheckExtents(const Catalog& catalog, std::span<const uint64_t> blob_
     Require(blob_sizes.empty() || group.offset + group.size <= blob_sizes[group.blob],
             "a group lies beyond the end of its blob", g);
   }
-  size_t file_nodes = 0;
-  for (NodeId id = 0; id < t.nodes.size(); ++id) {
-    if (t.nodes[id].is_dir) continue;
-    ++file_nodes;
-    Require(catalog.FileIndex(id) < t.files.size(), "a file names a missing file record", id);
-    const FileExtent& f = catalog.Extent(id);
-    Require(f.class_id < t.classes.size(), "a file names a missing class", id);
-    Require(f.group < t.groups.size(), "a file names a missing group", id);
+  Require(t.file_classes.empty() || t.file_classes.size() == t.file_count(),
+          "the file classes are not one per file");
+  Require(t.checksums.empty() || t.checksums.size() == t.file_count(),
+          "the checksums are not one per file");
+  for (uint32_t i = 0; i < t.file_count(); ++i) {
+    const PackedExtent& e = t.extents[i];
+    Require(e.group < t.groups.size(), "a file names a missing group", i);
+    Require(e.size != kWideExtent || e.offset < t.wide.size(), "a file names a missing wide extent",
+            i);
+    const FileExtent f = catalog.ExtentAt(i);
+    Require(catalog.ClassAt(i) < t.classes.size(), "a file names a missing class", i);
     const GroupExtent& g = t.groups[f.group];
     Require(f.offset >= g.offset && f.offset - g.offset <= g.size &&
                 f.size <= g.size - (f.offset - g.offset),
-            "a file lies outside its group", id);
+            "a file lies outside its group", i);
+    Require(catalog.SizeAt(i) == f.size, "a file's size differs from its extent's", i);
   }
-  Require(file_nodes == t.files.size(), "file_count() is not the number of file nodes");
 }
 
 }  // namespace internal
@@ -140,11 +168,12 @@ inline void CheckExtents(const Catalog& catalog, std::span<const uint64_t> blob_
 // whose blobs are measured later).
 inline void CheckCatalog(const Catalog& catalog, std::span<const uint64_t> blob_sizes = {}) {
   const CatalogTables& t = catalog.tables();
-  Require(!t.nodes.empty() && t.nodes[Catalog::kRoot].is_dir, "the root is not a folder");
+  Require(!t.dirs.empty(), "the root is missing");
   internal::CheckNames(catalog);
+  internal::CheckFileRuns(catalog);
   internal::CheckFolders(catalog);
   internal::CheckReachesRoot(catalog);
-  for (NodeId id = 0; id < t.nodes.size(); ++id) {
+  for (NodeId id = 0; id < catalog.node_count(); ++id) {
     Require(catalog.FindPath(catalog.PathOf(id)) == id, "a node's path leads elsewhere", id);
   }
   internal::CheckExtents(catalog, blob_sizes);

@@ -19,18 +19,11 @@
 namespace gpufs::fuzz {
 namespace {
 
-// The header fields rewritten here, at their offsets in native_index.cc's headers: a
-// version 1 header is 160 bytes, a version 2 one (with the SHA-256 section) 176; each
-// ends with its own checksum.
-constexpr size_t kVersionAt = 8;
+// The header fields rewritten here, at their offsets in native_index.cc's header: 240
+// bytes (eleven sections), ending with its own checksum.
+constexpr size_t kHeaderSize = 240;
 constexpr size_t kFileSizeAt = 16;
 constexpr size_t kBodyChecksumAt = 24;
-
-size_t HeaderSizeOf(const std::vector<uint8_t>& bytes) {
-  uint32_t version = 0;
-  std::memcpy(&version, bytes.data() + kVersionAt, sizeof(version));
-  return version == 2 ? 176 : 160;
-}
 
 void Put64(std::vector<uint8_t>& bytes, size_t at, uint64_t value) {
   std::memcpy(bytes.data() + at, &value, sizeof(value));
@@ -38,8 +31,7 @@ void Put64(std::vector<uint8_t>& bytes, size_t at, uint64_t value) {
 
 // Makes the header's file size and both checksums agree with `bytes`.
 void Reseal(std::vector<uint8_t>& bytes) {
-  if (bytes.size() < 160) return;
-  const size_t header_size = HeaderSizeOf(bytes);
+  const size_t header_size = kHeaderSize;
   if (bytes.size() < header_size) return;
   const size_t header_checksum_at = header_size - 8;
   Put64(bytes, kFileSizeAt, bytes.size());
@@ -56,7 +48,7 @@ void CheckOpened(const OpenedIndex& opened) {
           "the index has not one size per blob");
   CheckCatalog(opened.catalog, blob_sizes);
   const auto& t = opened.catalog.tables();
-  Require(t.sha256.empty() || t.sha256.size() == t.files.size(),
+  Require(t.sha256.empty() || t.sha256.size() == t.file_count(),
           "the index has digests for some files only");
 }
 

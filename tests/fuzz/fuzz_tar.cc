@@ -1,5 +1,5 @@
 // Fuzzes the tar walker, ListTar, then the tree the daemon builds from its listing:
-// ShapeTree and Catalog::FromSpec, grouped by TarSpec as a mount groups them.
+// ShapeTree and the catalog TarCatalog builds, grouped as a mount groups them.
 //
 // A listing must name only bytes inside the archive, under normalized relative paths
 // (ShapeTree relies on that); the catalog built from it must be servable
@@ -140,7 +140,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz::Require(f.input < paths.size() && f.class_id < shape->classes.size(),
                   "ShapeTree names a missing path or class", f.input);
   }
-  auto catalog = Catalog::FromSpec(TarSpec("archive.tar", *listing, *shape, fuzz::kGroupBytes));
+  auto catalog = TarCatalog("archive.tar", *listing, *shape, fuzz::kGroupBytes);
   if (!catalog) return 0;
   // Every group lies in the one blob, the archive.
   const std::vector<uint64_t> blob_sizes(catalog->blobs().size(), size);

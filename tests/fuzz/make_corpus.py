@@ -22,7 +22,6 @@ The output is deterministic, so regenerating it changes nothing unless a format 
 Files are named for what they hold; libFuzzer reads every file of a corpus folder.
 """
 import argparse
-import ctypes
 import io
 import os
 import shutil
@@ -106,29 +105,6 @@ def make_native(binary, work, out):
     os.utime(os.path.join(mytar, "metadata.txt"), (1700000000, 1700000000))
     gpufsd(binary, "index", mytar)
     shutil.copyfile(os.path.join(mytar, "index.gpufs"), os.path.join(out, "index_of_mytar.gpufs"))
-    with open(os.path.join(out, "pack_classes.gpufs"), "rb") as f:
-        write(os.path.join(out, "pack_v1.gpufs"), version1_index(f.read()))
-
-
-def xxh3(data):
-    lib = ctypes.CDLL("libxxhash.so.0")
-    lib.XXH3_64bits.restype = ctypes.c_uint64
-    lib.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
-    return lib.XXH3_64bits(data, len(data))
-
-
-def version1_index(v2):
-    """A version 2 index (dataset/format/native_index.cc) in version 1: the 176-byte header
-    less the SHA-256 section, which comes last in the body, and no digests flag."""
-    fields = struct.unpack_from("<8sIIQQIIQq", v2)
-    magic, version, header_size, _, _, flags, align, src_size, src_mtime = fields
-    assert version == 2 and header_size == 176, "not a version 2 index"
-    sections = [struct.unpack_from("<QQ", v2, 56 + 16 * i) for i in range(7)]
-    body = v2[176:sections[6][0]]
-    head = struct.pack("<8sIIQQIIQq", magic, 1, 160, 160 + len(body), xxh3(body), flags & ~2,
-                       align, src_size, src_mtime)
-    head += b"".join(struct.pack("<QQ", offset - 16, count) for offset, count in sections[:6])
-    return head + struct.pack("<Q", xxh3(head + bytes(8))) + body
 
 
 def tar_bytes(fmt, add_entries, pax_headers=None):
