@@ -30,6 +30,8 @@ constexpr uint32_t kVersion = 1;
 constexpr const char* kTempPrefix = ".tmp-";
 constexpr const char* kSuffix = ".grp";
 constexpr const char* kLedger = ".ledger";
+// What Full() asks room for: about a group, so that room made by a deletion is seen.
+constexpr uint64_t kFullProbe = 16 << 20;
 // A temporary file this old belongs to a writer that died; it is deleted on the next count.
 constexpr auto kStaleTemp = std::chrono::hours(1);
 
@@ -219,6 +221,38 @@ struct DiskTier::Header {
   std::vector<uint64_t> blocks;
 };
 
+struct DiskTier::OpenedCopy {
+  int fd = -1;
+  Header header;
+  OpenedCopy(int fd, Header header) : fd(fd), header(std::move(header)) {}
+  ~OpenedCopy() { close(fd); }
+  OpenedCopy(const OpenedCopy&) = delete;
+  OpenedCopy& operator=(const OpenedCopy&) = delete;
+};
+
+namespace {
+
+timespec Now() {
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  return now;
+}
+
+// A buffer of each reading thread, aligned for O_DIRECT, grown as needed and kept: slice
+// reads allocate nothing and zero nothing.
+char* SliceBuffer(size_t bytes) {
+  thread_local AlignedBuffer buffer;
+  thread_local size_t capacity = 0;
+  if (capacity < bytes) {
+    capacity = RoundUp(std::max<size_t>(bytes, 1 << 20), DiskTier::kAlign);
+    buffer = Aligned(capacity);
+    if (!buffer) capacity = 0;
+  }
+  return buffer.get();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<DiskTier>> DiskTier::Open(DiskTierOptions options) {
   auto root = OpenPrivateFolder(options.root, TierRole());
   if (!root) return root.error();
@@ -251,7 +285,8 @@ DiskTier::DiskTier(DiskTierOptions options, uint64_t keep_free, int root_fd, int
       dir_(options_.root / options_.dataset),
       root_fd_(root_fd),
       dir_fd_(dir_fd),
-      ledger_fd_(ledger_fd) {}
+      ledger_fd_(ledger_fd),
+      opened_(Now()) {}
 
 DiskTier::~DiskTier() {
   close(root_fd_);
@@ -321,35 +356,77 @@ bool DiskTier::ReadWhole(const std::string& name, char* buffer, size_t length) {
   return Settle(fd, name, damage, counters_.hits, length);
 }
 
+std::shared_ptr<const DiskTier::OpenedCopy> DiskTier::Opened(const std::string& name) {
+  {
+    std::lock_guard lock(open_mu_);
+    if (auto it = open_.find(name); it != open_.end()) {
+      it->second.used = ++open_clock_;
+      return it->second.copy;
+    }
+  }
+  const int fd = OpenCopy(name);
+  if (fd < 0) return nullptr;
+  auto header = ReadHeader(fd, name, 0);
+  if (!header) {
+    close(fd);
+    Damaged(name, header.error().message);
+    return nullptr;
+  }
+  auto copy = std::make_shared<const OpenedCopy>(fd, std::move(*header));
+  std::lock_guard lock(open_mu_);
+  if (open_.size() >= kOpenCopies) {
+    auto oldest = std::min_element(open_.begin(), open_.end(), [](const auto& a, const auto& b) {
+      return a.second.used < b.second.used;
+    });
+    open_.erase(oldest);  // closed once its last reader lets go
+  }
+  open_[name] = OpenEntry{copy, ++open_clock_};
+  return copy;
+}
+
+void DiskTier::Forget(const std::string& name) {
+  std::lock_guard lock(open_mu_);
+  open_.erase(name);
+}
+
+// One read where the copy is open already: the 64 KiB blocks that hold the slice, into a
+// buffer of the thread's, checked, then copied out.
 bool DiskTier::ReadSlice(const std::string& name, uint64_t offset, size_t size, char* out) {
   if (!enabled_ || name.empty()) return false;
-  const int fd = OpenCopy(name);
-  if (fd < 0) return false;
-  auto header = ReadHeader(fd, name, 0);
-  std::string damage = header ? "" : header.error().message;
-  if (header && offset + size > header->payload) damage = "it is shorter than the group";
+  const auto copy = Opened(name);
+  if (!copy) return false;
+  const Header& header = copy->header;
+  std::string damage;
+  if (offset + size > header.payload) damage = "it is shorter than the group";
   if (damage.empty() && size > 0) {
     const size_t first = offset / kBlock;
     const size_t last = (offset + size - 1) / kBlock;
     const uint64_t start = uint64_t{first} * kBlock;
     const size_t span =
-        std::min<uint64_t>((last + 1) * kBlock, RoundUp(header->payload, kAlign)) - start;
-    AlignedBuffer blocks = Aligned(span);
-    const uint64_t have = std::min<uint64_t>(span, header->payload - start);
-    if (ReadFully(fd, blocks.get(), span, header->header_bytes + start) <
+        std::min<uint64_t>((last + 1) * kBlock, RoundUp(header.payload, kAlign)) - start;
+    char* blocks = SliceBuffer(span);
+    const uint64_t have = std::min<uint64_t>(span, header.payload - start);
+    if (!blocks) return false;
+    if (ReadFully(copy->fd, blocks, span, header.header_bytes + start) <
         static_cast<ssize_t>(have)) {
       damage = "it ends early";
     }
     for (size_t b = first; damage.empty() && b <= last; ++b) {
       const uint64_t at = uint64_t{b} * kBlock - start;
-      const uint64_t n = std::min<uint64_t>(kBlock, header->payload - uint64_t{b} * kBlock);
-      if (ChecksumOf(blocks.get() + at, n) != header->blocks[b]) {
+      const uint64_t n = std::min<uint64_t>(kBlock, header.payload - uint64_t{b} * kBlock);
+      if (ChecksumOf(blocks + at, n) != header.blocks[b]) {
         damage = fmt::format("block {} does not match its checksum", b);
       }
     }
-    if (damage.empty()) std::memcpy(out, blocks.get() + (offset - start), size);
+    if (damage.empty()) std::memcpy(out, blocks + (offset - start), size);
   }
-  return Settle(fd, name, damage, counters_.slice_hits, size);
+  if (!damage.empty()) {
+    Damaged(name, damage);
+    return false;
+  }
+  ++counters_.slice_hits;
+  counters_.read_bytes += size;
+  return true;
 }
 
 bool DiskTier::Settle(int fd, const std::string& name, const std::string& damage,
@@ -365,6 +442,7 @@ bool DiskTier::Settle(int fd, const std::string& name, const std::string& damage
 }
 
 void DiskTier::Delete(const std::string& name) {
+  Forget(name);
   struct stat st {};
   const bool there = fstatat(dir_fd_, name.c_str(), &st, 0) == 0;
   if (there && unlinkat(dir_fd_, name.c_str(), 0) == 0) Release(static_cast<uint64_t>(st.st_size));
@@ -457,6 +535,10 @@ void DiskTier::WriteFailed(const std::string& what, int error) {
   }
 }
 
+bool DiskTier::Full() const {
+  return full_.load(std::memory_order_relaxed) && !Fits(Used(), kFullProbe);
+}
+
 bool DiskTier::Present(const std::string& name) const {
   return enabled_ && !name.empty() && faccessat(dir_fd_, name.c_str(), F_OK, 0) == 0;
 }
@@ -493,6 +575,9 @@ void DiskTier::EvictFor(uint64_t& used, uint64_t bytes) {
   std::vector<Copy> copies;
   used = ScanRoot(root_fd_, &copies);
   std::sort(copies.begin(), copies.end(), Older);
+  std::erase_if(copies, [this](const Copy& copy) {
+    return copy.dataset == options_.dataset && !Older(copy, Copy{{}, {}, 0, opened_});
+  });
   const uint64_t spare = std::min(std::max(options_.max_bytes / 20, 16 * bytes), used / 4);
   for (const Copy& copy : copies) {
     if (Fits(used, bytes, spare)) break;
@@ -513,6 +598,7 @@ bool DiskTier::Reserve(uint64_t bytes) {
   }
   const bool fits = Fits(used, bytes);
   if (fits) used += bytes;
+  full_.store(!fits, std::memory_order_relaxed);
   [[maybe_unused]] ssize_t n = pwrite(ledger_fd_, &used, sizeof(used), 0);
   flock(ledger_fd_, LOCK_UN);
   return fits;

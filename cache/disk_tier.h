@@ -37,6 +37,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -64,6 +65,7 @@ inline constexpr const char* kWriteErrors = "write_errors";
 inline constexpr const char* kEvictions = "evictions";  // files this daemon deleted for room
 inline constexpr const char* kEnabled = "enabled";
 inline constexpr const char* kFills = "fills";  // groups fetched for the tier alone (the cache's)
+inline constexpr const char* kStaging = "staging";  // the stager's own (tier_staging.h)
 }  // namespace tier_stat
 
 struct DiskTierOptions {
@@ -102,6 +104,10 @@ class DiskTier {
   void Reject(const std::string& name, std::string_view why);
   // Whether `name` is on disk now (any daemon's copy).
   bool Present(const std::string& name) const;
+  // Whether the last write found no room it could make (nothing left to evict but this
+  // dataset's copies kept since Open), and there is still none: a copy written now would
+  // not be kept. Cheap (the ledger and a statfs).
+  bool Full() const;
   bool enabled() const { return enabled_; }
   // The bytes all daemons' copies may reach, by the rule Write keeps: the bound, and the
   // free space less the reserve, whichever is less.
@@ -115,6 +121,7 @@ class DiskTier {
     std::atomic<uint64_t> writes{0}, write_bytes{0}, skipped{0}, write_errors{0}, evictions{0};
   };
   struct Header;
+  struct OpenedCopy;  // a descriptor of a copy and its header, cached for slice reads
 
   DiskTier(DiskTierOptions options, uint64_t keep_free, int root_fd, int dir_fd, int ledger_fd);
   // A descriptor of `name`'s copy, or -1 (a miss, counted).
@@ -124,6 +131,10 @@ class DiskTier {
   bool Settle(int fd, const std::string& name, const std::string& damage,
               std::atomic<uint64_t>& hits, uint64_t bytes);
   Result<Header> ReadHeader(int fd, const std::string& name, size_t length);
+  // `name`'s copy opened with its header read, from the cache of open copies or opened now
+  // (and cached); null on a miss or a damaged header (deleted).
+  std::shared_ptr<const OpenedCopy> Opened(const std::string& name);
+  void Forget(const std::string& name);
   void Damaged(const std::string& name, std::string_view why);
   void Delete(const std::string& name);
   bool Reserve(uint64_t bytes);
@@ -144,7 +155,24 @@ class DiskTier {
   std::atomic<bool> enabled_{true};
   std::atomic<bool> direct_{true};  // O_DIRECT works on this filesystem
   std::atomic<uint64_t> temp_counter_{0};
+  std::atomic<bool> full_{false};  // see Full()
+  // Copies of this dataset read or written since this time are not evicted for room: in
+  // a random epoch a full tier that evicts to admit each new group would hold, at the next
+  // epoch, the groups read last, which are as likely to come late as any (no hits); one
+  // that keeps what it has serves its share of every epoch.
+  const timespec opened_;
   mutable Counters counters_;
+  // Open copies for slice reads, the least recently used closed past kOpenCopies; a copy
+  // deleted here is forgotten (one deleted by another daemon still reads its own bytes:
+  // names key the bytes). Guarded by open_mu_, taken alone.
+  static constexpr size_t kOpenCopies = 256;
+  struct OpenEntry {
+    std::shared_ptr<const OpenedCopy> copy;
+    uint64_t used = 0;
+  };
+  std::mutex open_mu_;
+  std::unordered_map<std::string, OpenEntry> open_;  // guarded by open_mu_
+  uint64_t open_clock_ = 0;                          // guarded by open_mu_
   // Lock order: ledger_mu_, then the flock on ledger_fd_ (it serializes daemons; the mutex
   // serializes this daemon's threads, which share one open file and so one flock).
   std::mutex ledger_mu_;

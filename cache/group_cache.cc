@@ -49,6 +49,7 @@ GroupCache::GroupCache(const Catalog& catalog, BlobSource& source, PinnedArena& 
     tier_hashed_ = std::make_unique<std::atomic<uint64_t>[]>((catalog.file_count() + 63) / 64);
   }
   for (unsigned i = 0; i < kTierWorkers; ++i) tier_workers_.emplace_back([this] { TierLoop(); });
+  StartStager();
 }
 
 GroupCache::~GroupCache() {
@@ -65,6 +66,7 @@ GroupCache::~GroupCache() {
   }
   tier_wake_.notify_all();
   for (std::thread& t : tier_workers_) t.join();
+  stager_.reset();  // its reads in flight call back into it, and count into counters_
 }
 
 // The aligned byte range of the blob a group's load reads; returns its length.
@@ -348,7 +350,9 @@ nlohmann::json GroupCache::Stats() const {
   }
   if (tier_) {
     j["tier"] = tier_->Stats();
-    j["tier"][tier_stat::kFills] = c.tier_fills.load();
+    const nlohmann::json staging = stager_->Stats();
+    j["tier"][tier_stat::kFills] = staging[staging_stat::kStaged];
+    j["tier"][tier_stat::kStaging] = staging;
   }
   j["read_amplification"] = served > 0 ? static_cast<double>(c.bytes_from_disk) / served : 0.0;
   return j;

@@ -68,6 +68,7 @@
 #include "cache/disk_tier.h"
 #include "cache/member_reads.h"
 #include "cache/policy.h"
+#include "cache/tier_staging.h"
 #include "dataset/catalog.h"
 #include "dataset/error.h"
 #include "source/blob_source.h"
@@ -93,6 +94,9 @@ struct CacheOptions {
   // What disk tier copies are checked against (the source's, shared); null: made from the
   // catalog when it has SHA-256 digests.
   std::shared_ptr<const MemberDigests> digests = nullptr;
+  // Bytes of groups being staged into the disk tier at once (tier_staging.h); 0: a
+  // quarter of the budget, within 64-256 MiB.
+  size_t staging_budget = 0;
 };
 
 struct CacheCounters {
@@ -108,7 +112,6 @@ struct CacheCounters {
   std::atomic<uint64_t> prefetch_used{0};
   std::atomic<uint64_t> prefetch_wasted{0};
   std::atomic<uint64_t> io_errors{0};
-  std::atomic<uint64_t> tier_fills{0};    // groups fetched for the disk tier alone
   std::atomic<uint64_t> demand_reads{0};  // requests sent for a waiting reader, ahead of prefetch
 };
 
@@ -214,7 +217,7 @@ class GroupCache {
   std::optional<Result<CachedBytes>> ReadMemberFromTier(NodeId file, uint64_t offset, size_t size);
   void QueueTierJob(uint32_t group, bool write_back);
   void TierLoop();
-  void FillTier(uint32_t group);
+  void StartStager();
   bool IntactGroup(uint32_t group, const char* bytes) const;
   // Whether the tier's copy of `length` bytes of blob `blob` at `offset` (a group, or a
   // member) matches the digests of the members in it; a copy that does not is deleted.
@@ -251,7 +254,7 @@ class GroupCache {
   bool reading_ = false;  // a read has arrived; prefetch follows the access stream; guarded by mu_
   std::vector<std::thread> prefetchers_;
 
-  // Disk writes and fills at once: two keep a local disk busy while the source answers.
+  // Write-backs at once: two keep a local disk busy.
   static constexpr unsigned kTierWorkers = 2;
   DiskTier* const tier_;
   std::vector<std::string> tier_names_;  // by group; empty: not kept on disk
@@ -266,6 +269,7 @@ class GroupCache {
   std::deque<TierJob> tier_jobs_;      // guarded by mu_
   std::vector<bool> tier_queued_;      // a job for the group is queued or running; guarded by mu_
   std::vector<std::thread> tier_workers_;
+  std::unique_ptr<TierStager> stager_;  // with a tier
 };
 
 }  // namespace gpufs
