@@ -232,9 +232,12 @@ struct DiskTier::OpenedCopy {
 
 namespace {
 
-timespec Now() {
+// A second early: file times come from a coarse clock, and a copy written just after
+// Open may carry a time a few milliseconds before it.
+timespec OpenedTime() {
   timespec now{};
   clock_gettime(CLOCK_REALTIME, &now);
+  now.tv_sec -= 1;
   return now;
 }
 
@@ -286,7 +289,7 @@ DiskTier::DiskTier(DiskTierOptions options, uint64_t keep_free, int root_fd, int
       root_fd_(root_fd),
       dir_fd_(dir_fd),
       ledger_fd_(ledger_fd),
-      opened_(Now()) {}
+      opened_(OpenedTime()) {}
 
 DiskTier::~DiskTier() {
   close(root_fd_);
