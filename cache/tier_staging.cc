@@ -95,8 +95,10 @@ bool TierStager::Read(uint32_t group, uint64_t offset, size_t size, char* out) {
   if (!landed()) {
     demands_.push_back(Run{job, first, end - first});
     Pump(lock);
-    changed_.wait(lock, [&] { return job->failed || stop_ || landed(); });
-    if (!landed()) return false;
+    changed_.wait(lock, [&] { return job->failed || stop_ || job->released || landed(); });
+    // Written and released before this reader woke: its buffer is gone (the caller reads
+    // the copy on disk, or the source).
+    if (job->released || !landed()) return false;
   }
   std::memcpy(out, job->buffer + offset, size);  // under mu_: the buffer stays the job's
   ++counters_.served;

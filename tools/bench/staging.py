@@ -1,0 +1,216 @@
+#!/usr/bin/python3
+"""Epochs of a dataset four times the pinned budget, from an S3 store through an emulated
+cloud link, with gpufs's disk tier: the cold epoch stages what memory cannot hold into the
+tier, and later epochs read it back from local disk.
+
+    sudo /usr/bin/python3 tools/bench/staging.py [--files 2000] [--epochs 3] [--threads 8]
+
+Brings up the store of remote_store.py (one-node Ceph, radosgw over a memstore OSD) with
+the generated dataset as a gpufs pack, behind an nginx FaultProxy that delays every
+request (--delay-ms, 20) and limits each connection's rate (--rate-mb, 80 MB/s). Each
+scenario is a fresh gpufsd mount with --cache-size a quarter of the pack (--budget-share)
+and a fresh, empty --disk-cache folder on the local disk:
+
+  tier ample  --disk-cache with no size bound: epoch 1 is cold (the store), later
+              epochs come from the tier (and the pinned budget)
+  tier half   --disk-cache-size half the pack: the tier keeps what it filled first and
+              serves that share of every later epoch; the rest comes from the store
+
+An epoch is every file read once, in a new random order each epoch, by --threads reader
+threads (raw bytes, no decoding: what is measured is the mount, not the CPUs); the page
+cache is dropped before each. Two bounds frame the rates: the link's (the pack fetched as
+8 MiB ranged GETs by 4-32 threads over the proxy, best rate; remote_store.py's) and the
+tier volume's (dd of a 1 GiB file with O_DIRECT, 1 MiB reads, on the filesystem the tier
+folder is on). The table has, per epoch: MB/s of files read, its fraction of the bound
+that applies (the link for epoch 1, the volume later), the bytes from the store and from
+the tier as fractions of the pack, and the stager's counters. Writes results.json to
+--out. Every server and mount it starts is stopped on the way out.
+"""
+import argparse
+import contextlib
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from benchlib import (FuseMount, begin_run, drop_caches, gpufs_stats,  # noqa: E402
+                      version_line)
+from remote_store import (BUCKET, GPUFSD, check_tools, clean_env, measure_bound,  # noqa: E402
+                          stored_dataset)
+from servers import nginx  # noqa: E402
+
+
+def volume_bound(folder, size_mb=1024):
+    """Bytes/s of reading a `size_mb` file on `folder`'s filesystem with O_DIRECT, 1 MiB
+    at a time (dd), written the same way first."""
+    path = os.path.join(folder, "volume-bound.bin")
+    subprocess.run(["dd", "if=/dev/zero", f"of={path}", "bs=1M", f"count={size_mb}",
+                    "oflag=direct"], check=True, capture_output=True)
+    out = subprocess.run(["dd", f"if={path}", "of=/dev/null", "bs=1M", "iflag=direct"],
+                         check=True, capture_output=True, text=True).stderr
+    os.unlink(path)
+    m = re.search(r"(\d+) bytes .* copied, ([\d.]+) s", out)
+    return int(m.group(1)) / float(m.group(2))
+
+
+def files_of(mnt):
+    paths = []
+    for root, _, names in os.walk(mnt):
+        paths += [os.path.relpath(os.path.join(root, n), mnt) for n in names]
+    return sorted(paths)
+
+
+def read_epoch(mnt, paths, threads, seed):
+    """(seconds, bytes) of reading every file once in the order `seed` shuffles, dealt
+    out to `threads` readers."""
+    order = paths[:]
+    random.Random(seed).shuffle(order)
+    total, lock, errors = [0], threading.Lock(), []
+
+    def reader(chunk):
+        got = 0
+        try:
+            for rel in chunk:
+                with open(os.path.join(mnt, rel), "rb") as f:
+                    got += len(f.read())
+        except OSError as e:
+            errors.append(e)
+        with lock:
+            total[0] += got
+
+    pool = [threading.Thread(target=reader, args=(order[i::threads],)) for i in range(threads)]
+    start = time.perf_counter()
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    if errors:
+        raise errors[0]
+    return time.perf_counter() - start, total[0]
+
+
+def counters(mnt):
+    s = gpufs_stats(mnt)
+    tier = s.get("tier", {})
+    staging = tier.get("staging", {})
+    return {"store": s["io"]["bytes"], "tier_read": tier.get("read_bytes", 0),
+            "tier_hits": tier.get("hits", 0), "slice_hits": tier.get("slice_hits", 0),
+            "written": tier.get("write_bytes", 0), "skipped": tier.get("write_skipped", 0),
+            "evictions": tier.get("evictions", 0), "staged": staging.get("staged", 0),
+            "served_staging": staging.get("served", 0),
+            "demand_reads": staging.get("demand_reads", 0),
+            "full_skips": staging.get("full_skips", 0), "member_reads": s["member_reads"],
+            "hits": s["hits"], "misses": s["misses"]}
+
+
+def run_scenario(name, endpoint, store, work, budget, tier_bytes, epochs, threads, pack_bytes):
+    tier_dir = os.path.join(work, f"tier-{name}")
+    mnt = os.path.join(work, f"mnt-{name}")
+    os.mkdir(tier_dir)
+    os.mkdir(mnt)
+    argv = [GPUFSD, "mount", "-f", f"s3://{BUCKET}/pack/", mnt, "--endpoint", endpoint,
+            "--cache-size", str(budget), "--disk-cache", tier_dir]
+    if tier_bytes:
+        argv += ["--disk-cache-size", str(tier_bytes)]
+    env = clean_env()
+    env.update(store.env(), AWS_ENDPOINT_URL=endpoint)
+    rows = []
+    with FuseMount("gpufsd", argv, mnt, env=env, unmount=[GPUFSD, "unmount", mnt]):
+        paths = files_of(mnt)
+        for epoch in range(1, epochs + 1):
+            drop_caches()
+            before = counters(mnt)
+            seconds, got = read_epoch(mnt, paths, threads, seed=epoch)
+            time.sleep(0.5)  # writes of the last staged groups settle into the counters
+            after = counters(mnt)
+            delta = {k: after[k] - before[k] for k in after}
+            row = {"scenario": name, "epoch": epoch, "seconds": seconds, "bytes": got,
+                   "mb_s": got / seconds / 1e6, "budget": budget, "tier_bytes": tier_bytes,
+                   "store_share": delta["store"] / pack_bytes,
+                   "tier_share": min(1.0, delta["tier_read"] / pack_bytes), **delta}
+            rows.append(row)
+            print(f"  {name:10} epoch {epoch}: {row['mb_s']:7.1f} MB/s  store "
+                  f"{row['store_share']:.2f}  tier {row['tier_share']:.2f}  staged "
+                  f"{delta['staged']}  full_skips {delta['full_skips']}", flush=True)
+    return rows
+
+
+def print_table(result):
+    link, volume = result["link_bound"], result["volume_bound"]
+    print(f"\nlink bound {link / 1e6:.0f} MB/s (8 MiB ranged GETs over the proxy, best of "
+          f"{result['bound_threads']}); tier volume bound {volume / 1e6:.0f} MB/s (dd, "
+          "O_DIRECT, 1 MiB reads)")
+    print(f"pack {result['pack_bytes'] / 1e6:.0f} MB, {result['files']} files; page cache "
+          f"dropped before every epoch; {result['threads']} reader threads; fresh tier "
+          "folder per scenario\n")
+    head = (f"{'scenario':10} {'budget':>8} {'tier':>8} {'ep':>3} {'MB/s':>7} {'bound':>6} "
+            f"{'of bnd':>6} {'store':>6} {'tier':>6} {'staged':>6} {'skip':>5}")
+    print(head)
+    print("-" * len(head))
+    for r in result["rows"]:
+        bound = link if r["epoch"] == 1 else volume
+        tier = f"{r['tier_bytes'] / 1e6:.0f}MB" if r["tier_bytes"] else "ample"
+        print(f"{r['scenario']:10} {r['budget'] / 1e6:6.0f}MB {tier:>8} {r['epoch']:3} "
+              f"{r['mb_s']:7.1f} {'link' if r['epoch'] == 1 else 'disk':>6} "
+              f"{r['mb_s'] * 1e6 / bound:6.2f} {r['store_share']:6.2f} {r['tier_share']:6.2f} "
+              f"{r['staged']:6} {r['full_skips']:5}")
+    print("\nstore, tier: bytes from the store / read from the tier, as fractions of the pack. "
+          "of bnd: MB/s over the link's bound (epoch 1) or the volume's (later epochs).")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--files", type=int, default=2000)
+    parser.add_argument("--classes", type=int, default=40)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=8, help="reader threads")
+    parser.add_argument("--budget-share", type=float, default=0.25,
+                        help="--cache-size as a fraction of the pack")
+    parser.add_argument("--scenarios", default="ample,half")
+    parser.add_argument("--delay-ms", type=int, default=20)
+    parser.add_argument("--rate-mb", type=float, default=80)
+    parser.add_argument("--bound-threads", default="4,8,16,32")
+    parser.add_argument("--cache", default="/var/tmp/gpufs-bench-src")
+    parser.add_argument("--out", default="/var/tmp/gpufs-staging-results")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("staging: needs root (FUSE mounts, drop_caches)")
+    check_tools(["gpufs"])
+    tree, files, data_bytes = begin_run(args.cache, args.out, args.files, args.classes)
+    result = {"files": files, "threads": args.threads, "rows": [],
+              "bound_threads": args.bound_threads,
+              "version": version_line("git", "describe", "--always", "--dirty")}
+    with contextlib.ExitStack() as stack:
+        store, work = stored_dataset(stack, tree, data_bytes, "staging")
+        blobs = [(k, s) for k, s, _ in store.list(BUCKET, "pack/") if "/blob-" in k]
+        pack_bytes = sum(s for _, s in blobs)
+        result["pack_bytes"] = pack_bytes
+        proxy = stack.enter_context(nginx.FaultProxy(
+            store.endpoint, delay_ms=args.delay_ms, rate_bytes_per_s=int(args.rate_mb * 1e6)))
+        bound = measure_bound(store, proxy.url, blobs,
+                              [int(n) for n in args.bound_threads.split(",")])
+        result["link_bound"] = bound["bytes_per_s"]
+        result["link_bound_by_threads"] = bound["by_threads"]
+        result["volume_bound"] = volume_bound(work)
+        print(f"link {bound['bytes_per_s'] / 1e6:.0f} MB/s, volume "
+              f"{result['volume_bound'] / 1e6:.0f} MB/s, pack {pack_bytes / 1e6:.0f} MB",
+              flush=True)
+        budget = int(pack_bytes * args.budget_share)
+        for name in args.scenarios.split(","):
+            tier_bytes = 0 if name == "ample" else int(pack_bytes / 2)
+            result["rows"] += run_scenario(name, proxy.url, store, work, budget, tier_bytes,
+                                           args.epochs, args.threads, pack_bytes)
+    print_table(result)
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"\nwrote {args.out}/results.json")
+
+
+if __name__ == "__main__":
+    main()
