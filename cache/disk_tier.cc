@@ -30,6 +30,11 @@ constexpr uint32_t kVersion = 1;
 constexpr const char* kTempPrefix = ".tmp-";
 constexpr const char* kSuffix = ".grp";
 constexpr const char* kLedger = ".ledger";
+// Block sizes a copy may have been written with: a power of two, 4 KiB to 1 MiB.
+bool KnownBlockBytes(uint32_t bytes) {
+  return bytes >= DiskTier::kAlign && bytes <= (1u << 20) && (bytes & (bytes - 1)) == 0;
+}
+
 // What Full() asks room for: about a group, so that room made by a deletion is seen.
 constexpr uint64_t kFullProbe = 16 << 20;
 // A temporary file this old belongs to a writer that died; it is deleted on the next count.
@@ -48,9 +53,11 @@ struct FixedHeader {
 static_assert(sizeof(FixedHeader) == 32);
 
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
-size_t BlockCount(uint64_t payload) { return (payload + DiskTier::kBlock - 1) / DiskTier::kBlock; }
-size_t HeaderBytes(size_t name_bytes, uint64_t payload) {
-  return RoundUp(sizeof(FixedHeader) + RoundUp(name_bytes, 8) + 8 * BlockCount(payload),
+size_t BlockCount(uint64_t payload, size_t block = DiskTier::kBlock) {
+  return (payload + block - 1) / block;
+}
+size_t HeaderBytes(size_t name_bytes, uint64_t payload, size_t block = DiskTier::kBlock) {
+  return RoundUp(sizeof(FixedHeader) + RoundUp(name_bytes, 8) + 8 * BlockCount(payload, block),
                  DiskTier::kAlign);
 }
 
@@ -89,9 +96,10 @@ bool WriteFully(int fd, const char* bytes, size_t size, uint64_t offset) {
   return true;
 }
 
-uint64_t BlockChecksum(const char* payload, uint64_t length, size_t block) {
-  const uint64_t start = uint64_t{block} * DiskTier::kBlock;
-  return ChecksumOf(payload + start, std::min<uint64_t>(DiskTier::kBlock, length - start));
+uint64_t BlockChecksum(const char* payload, uint64_t length, size_t block,
+                       size_t block_bytes = DiskTier::kBlock) {
+  const uint64_t start = uint64_t{block} * block_bytes;
+  return ChecksumOf(payload + start, std::min<uint64_t>(block_bytes, length - start));
 }
 
 // One copy found by a count: where it is (a dataset folder under root, a name in it), how
@@ -219,6 +227,7 @@ struct DiskTier::Header {
   uint64_t payload = 0;
   size_t header_bytes = 0;
   std::vector<uint64_t> blocks;
+  size_t block_bytes = kBlock;  // as the copy was written (64 KiB before 16 KiB)
 };
 
 struct DiskTier::OpenedCopy {
@@ -318,9 +327,9 @@ Result<DiskTier::Header> DiskTier::ReadHeader(int fd, const std::string& name, s
   FixedHeader fixed{};
   std::memcpy(&fixed, first.get(), sizeof(fixed));
   if (std::memcmp(fixed.magic, kMagic, sizeof(kMagic)) != 0 || fixed.version != kVersion ||
-      fixed.block_bytes != kBlock || fixed.name_bytes != name.size() ||
+      !KnownBlockBytes(fixed.block_bytes) || fixed.name_bytes != name.size() ||
       (length != 0 && fixed.payload != length) ||
-      fixed.header_bytes != HeaderBytes(name.size(), fixed.payload)) {
+      fixed.header_bytes != HeaderBytes(name.size(), fixed.payload, fixed.block_bytes)) {
     return Fail(EIO, "a header that does not match");
   }
   AlignedBuffer whole = std::move(first);
@@ -334,7 +343,8 @@ Result<DiskTier::Header> DiskTier::ReadHeader(int fd, const std::string& name, s
     return Fail(EIO, "another group's header");
   }
   Header header{fixed.payload, fixed.header_bytes,
-                std::vector<uint64_t>(BlockCount(fixed.payload))};
+                std::vector<uint64_t>(BlockCount(fixed.payload, fixed.block_bytes)),
+                fixed.block_bytes};
   std::memcpy(header.blocks.data(), whole.get() + sizeof(FixedHeader) + RoundUp(name.size(), 8),
               8 * header.blocks.size());
   return header;
@@ -351,7 +361,7 @@ bool DiskTier::ReadWhole(const std::string& name, char* buffer, size_t length) {
     damage = "it ends early";
   }
   for (size_t b = 0; header && damage.empty() && b < header->blocks.size(); ++b) {
-    if (BlockChecksum(buffer, length, b) != header->blocks[b]) {
+    if (BlockChecksum(buffer, length, b, header->block_bytes) != header->blocks[b]) {
       damage = fmt::format("block {} does not match its checksum", b);
     }
   }
@@ -392,7 +402,7 @@ void DiskTier::Forget(const std::string& name) {
   open_.erase(name);
 }
 
-// One read where the copy is open already: the 64 KiB blocks that hold the slice, into a
+// One read where the copy is open already: the checked blocks that hold the slice, into a
 // buffer of the thread's, checked, then copied out.
 bool DiskTier::ReadSlice(const std::string& name, uint64_t offset, size_t size, char* out) {
   if (!enabled_ || name.empty()) return false;
@@ -402,11 +412,12 @@ bool DiskTier::ReadSlice(const std::string& name, uint64_t offset, size_t size, 
   std::string damage;
   if (offset + size > header.payload) damage = "it is shorter than the group";
   if (damage.empty() && size > 0) {
-    const size_t first = offset / kBlock;
-    const size_t last = (offset + size - 1) / kBlock;
-    const uint64_t start = uint64_t{first} * kBlock;
+    const size_t block = header.block_bytes;
+    const size_t first = offset / block;
+    const size_t last = (offset + size - 1) / block;
+    const uint64_t start = uint64_t{first} * block;
     const size_t span =
-        std::min<uint64_t>((last + 1) * kBlock, RoundUp(header.payload, kAlign)) - start;
+        std::min<uint64_t>((last + 1) * block, RoundUp(header.payload, kAlign)) - start;
     char* blocks = SliceBuffer(span);
     const uint64_t have = std::min<uint64_t>(span, header.payload - start);
     if (!blocks) return false;
@@ -415,8 +426,8 @@ bool DiskTier::ReadSlice(const std::string& name, uint64_t offset, size_t size, 
       damage = "it ends early";
     }
     for (size_t b = first; damage.empty() && b <= last; ++b) {
-      const uint64_t at = uint64_t{b} * kBlock - start;
-      const uint64_t n = std::min<uint64_t>(kBlock, header.payload - uint64_t{b} * kBlock);
+      const uint64_t at = uint64_t{b} * block - start;
+      const uint64_t n = std::min<uint64_t>(block, header.payload - uint64_t{b} * block);
       if (ChecksumOf(blocks + at, n) != header.blocks[b]) {
         damage = fmt::format("block {} does not match its checksum", b);
       }
@@ -466,8 +477,24 @@ void DiskTier::Damaged(const std::string& name, std::string_view why) {
                (dir_ / name).string(), why);
 }
 
-bool DiskTier::Write(const std::string& name, const char* bytes, size_t length) {
+uint64_t DiskTier::FileBytes(const std::string& name, size_t length) {
+  return HeaderBytes(name.size(), length) + RoundUp(length, kAlign);
+}
+
+bool DiskTier::Claim(const std::string& name, size_t length) {
   if (!enabled_ || name.empty()) return false;
+  if (Reserve(FileBytes(name, length))) return true;
+  ++counters_.skipped;
+  return false;
+}
+
+void DiskTier::Unclaim(const std::string& name, size_t length) { Release(FileBytes(name, length)); }
+
+bool DiskTier::Write(const std::string& name, const char* bytes, size_t length, bool claimed) {
+  if (!enabled_ || name.empty()) {
+    if (claimed) Unclaim(name, length);
+    return false;
+  }
   const size_t header_bytes = HeaderBytes(name.size(), length);
   AlignedBuffer header = Aligned(header_bytes);
   std::memset(header.get(), 0, header_bytes);
@@ -481,8 +508,8 @@ bool DiskTier::Write(const std::string& name, const char* bytes, size_t length) 
     const uint64_t sum = BlockChecksum(bytes, length, b);
     std::memcpy(blocks + 8 * b, &sum, 8);
   }
-  const uint64_t file_bytes = header_bytes + RoundUp(length, kAlign);
-  if (!Reserve(file_bytes)) {
+  const uint64_t file_bytes = FileBytes(name, length);
+  if (!claimed && !Reserve(file_bytes)) {
     ++counters_.skipped;
     return false;
   }

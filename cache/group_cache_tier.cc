@@ -71,10 +71,15 @@ void GroupCache::StartStager() {
   staging.block = block;
   staging.piece =
       std::max(block, (options_.io_piece ? options_.io_piece : 8 << 20) / block * block);
-  staging.budget = options_.staging_budget
-                       ? options_.staging_budget
-                       : std::clamp<size_t>(arena_.capacity() / 4, 64 << 20, 256 << 20);
   staging.reads_in_flight = std::max(1u, options_.reads_in_flight);
+  // A quarter of the pinned budget, within 64-256 MiB, but at least a window of pieces,
+  // so that the source's connections all have a piece to fetch.
+  const size_t window =
+      std::min<size_t>(size_t{staging.reads_in_flight} * staging.piece, 256 << 20);
+  staging.budget =
+      options_.staging_budget
+          ? options_.staging_budget
+          : std::max(window, std::clamp<size_t>(arena_.capacity() / 4, 64 << 20, 256 << 20));
   std::vector<StagedSpan> spans(catalog_.group_count());
   for (uint32_t g = 0; g < spans.size(); ++g) {
     const GroupExtent& group = catalog_.Group(g);

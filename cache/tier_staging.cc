@@ -26,6 +26,7 @@ struct TierStager::Job {
   bool failed = false;    // a read failed: the staging ends once none is in flight
   bool settled = false;   // checked and queued for writing, or released
   bool released = false;  // its buffer went back to the pool
+  bool written = false;   // handed to the tier, with the room claimed for it
 };
 
 TierStager::TierStager(BlobSource& source, DiskTier& tier, std::vector<StagedSpan> spans,
@@ -135,11 +136,20 @@ void TierStager::StartJobs() {
     queued_.pop_front();
     is_queued_[group] = false;
     if (tier_.Present(span.name)) continue;  // kept since the miss that queued it
+    // The room on disk is taken before the bytes are fetched: a tier that fills up
+    // stops staging at once, rather than after fetching what it then cannot keep.
+    if (!tier_.Claim(span.name, span.length)) {
+      ++counters_.full_skips;
+      continue;
+    }
     auto job = std::make_shared<Job>();
     job->group = group;
     job->room = room;
     job->buffer = TakeBuffer(room, &job->capacity);
-    if (!job->buffer) return;
+    if (!job->buffer) {
+      tier_.Unclaim(span.name, span.length);
+      return;
+    }
     job->blocks.assign((span.length + options_.block - 1) / options_.block, Block::kQueued);
     in_flight_bytes_ += job->capacity;
     jobs_[group] = job;
@@ -268,6 +278,7 @@ void TierStager::Settle(const JobRef& job, std::unique_lock<std::mutex>& lock) {
 void TierStager::Release(const JobRef& job) {
   if (job->released) return;
   job->released = true;
+  if (!job->written) tier_.Unclaim(spans_[job->group].name, spans_[job->group].length);
   if (jobs_[job->group] == job) jobs_[job->group].reset();
   in_flight_bytes_ -= job->capacity;
   GiveBuffer(job->buffer, job->capacity);
@@ -284,8 +295,9 @@ void TierStager::WriterLoop() {
     writes_.pop_front();
     const StagedSpan& span = spans_[job->group];
     lock.unlock();
-    const bool kept = tier_.Write(span.name, job->buffer, span.length);
+    const bool kept = tier_.Write(span.name, job->buffer, span.length, true);
     lock.lock();
+    job->written = true;  // the claim is used, or given back by Write
     ++(kept ? counters_.staged : counters_.not_kept);
     Release(job);
     changed_.notify_all();

@@ -268,7 +268,7 @@ TEST_F(TierStagingTest, AGroupThatFailsEveryTimeIsGivenUp) {
   EXPECT_EQ(source_->held(), 0u);
 }
 
-TEST_F(TierStagingTest, AFullTierStopsStagingAndKeepsWhatItHas) {
+TEST_F(TierStagingTest, AFullTierStopsStagingBeforeFetchingAndKeepsWhatItHas) {
   const uint64_t copy = 4096 + kGroupBytes;  // header and payload
   Make(4, Options(1, 64), 2 * copy);
   for (uint32_t g = 0; g < 3; ++g) {
@@ -278,12 +278,26 @@ TEST_F(TierStagingTest, AFullTierStopsStagingAndKeepsWhatItHas) {
   }
   EXPECT_TRUE(Kept(0));
   EXPECT_TRUE(Kept(1));
-  EXPECT_FALSE(tier_->Present(names_[2]));  // fetched, but no room: not kept
+  EXPECT_FALSE(tier_->Present(names_[2]));  // no room claimed for it: never fetched
+  EXPECT_EQ(fetched_.load(), 2 * kGroupBytes);
   EXPECT_TRUE(tier_->Full());
-  EXPECT_FALSE(stager_->Stage(3));  // nothing fetched for a tier that cannot keep it
+  EXPECT_FALSE(stager_->Stage(3));  // not even queued
   EXPECT_EQ(source_->held(), 0u);
-  EXPECT_EQ(stager_->Stats()[staging_stat::kFullSkips], 1);
-  EXPECT_EQ(stager_->Stats()[staging_stat::kNotKept], 1);
+  EXPECT_EQ(stager_->Stats()[staging_stat::kFullSkips], 2);
+  EXPECT_EQ(stager_->Stats()[staging_stat::kNotKept], 0);
+}
+
+TEST_F(TierStagingTest, AFailedStagingGivesBackTheRoomItClaimed) {
+  const uint64_t copy = 4096 + kGroupBytes;
+  Make(2, Options(1, 64), 1 * copy);
+  ASSERT_TRUE(stager_->Stage(0));
+  source_->AnswerAll(EIO);
+  WaitStaged(0);
+  EXPECT_EQ(tier_->Stats()[tier_stat::kUsed], 0);
+  ASSERT_TRUE(stager_->Stage(1));
+  source_->AnswerAll();
+  WaitStaged(1);
+  EXPECT_TRUE(Kept(1));
 }
 
 // Many readers over a source with latency: every byte served is the blob's, and every
