@@ -15,6 +15,10 @@ and a fresh, empty --disk-cache folder on the local disk:
               epochs come from the tier (and the pinned budget)
   tier half   --disk-cache-size half the pack: the tier keeps what it filled first and
               serves that share of every later epoch; the rest comes from the store
+  memory      the reference: --cache-size above the pack, no tier, one cold epoch (what
+              the link and this machine's CPUs give when everything fits in memory)
+  baseline    tier ample with another gpufsd (--baseline-gpufsd), e.g. a build before
+              staging
 
 An epoch is every file read once, in a new random order each epoch, by --threads reader
 threads (raw bytes, no decoding: what is measured is the mount, not the CPUs); the page
@@ -109,19 +113,22 @@ def counters(mnt):
             "hits": s["hits"], "misses": s["misses"]}
 
 
-def run_scenario(name, endpoint, store, work, budget, tier_bytes, epochs, threads, pack_bytes):
+def run_scenario(name, endpoint, store, work, budget, tier_bytes, epochs, threads, pack_bytes,
+                 gpufsd=GPUFSD):
+    """Epochs through a fresh mount: `tier_bytes` None is no tier, 0 an unbounded one."""
     tier_dir = os.path.join(work, f"tier-{name}")
     mnt = os.path.join(work, f"mnt-{name}")
     os.mkdir(tier_dir)
     os.mkdir(mnt)
-    argv = [GPUFSD, "mount", "-f", f"s3://{BUCKET}/pack/", mnt, "--endpoint", endpoint,
-            "--cache-size", str(budget), "--disk-cache", tier_dir]
+    argv = [gpufsd, "mount", "-f", f"s3://{BUCKET}/pack/", mnt, "--endpoint", endpoint,
+            "--cache-size", str(budget)]
+    argv += ["--no-disk-cache"] if tier_bytes is None else ["--disk-cache", tier_dir]
     if tier_bytes:
         argv += ["--disk-cache-size", str(tier_bytes)]
     env = clean_env()
     env.update(store.env(), AWS_ENDPOINT_URL=endpoint)
     rows = []
-    with FuseMount("gpufsd", argv, mnt, env=env, unmount=[GPUFSD, "unmount", mnt]):
+    with FuseMount("gpufsd", argv, mnt, env=env, unmount=[gpufsd, "unmount", mnt]):
         paths = files_of(mnt)
         for epoch in range(1, epochs + 1):
             drop_caches()
@@ -133,6 +140,7 @@ def run_scenario(name, endpoint, store, work, budget, tier_bytes, epochs, thread
             row = {"scenario": name, "epoch": epoch, "seconds": seconds, "bytes": got,
                    "mb_s": got / seconds / 1e6, "budget": budget, "tier_bytes": tier_bytes,
                    "store_share": delta["store"] / pack_bytes,
+                   "hit_ratio": max(0.0, 1 - delta["store"] / pack_bytes),
                    "tier_share": min(1.0, delta["tier_read"] / pack_bytes), **delta}
             rows.append(row)
             print(f"  {name:10} epoch {epoch}: {row['mb_s']:7.1f} MB/s  store "
@@ -149,19 +157,27 @@ def print_table(result):
     print(f"pack {result['pack_bytes'] / 1e6:.0f} MB, {result['files']} files; page cache "
           f"dropped before every epoch; {result['threads']} reader threads; fresh tier "
           "folder per scenario\n")
+    print(f"reading the local tree from the page cache (warm, same readers): "
+          f"{result['warm_tree'] / 1e6:.0f} MB/s: what the CPUs allow any mount\n")
     head = (f"{'scenario':10} {'budget':>8} {'tier':>8} {'ep':>3} {'MB/s':>7} {'bound':>6} "
-            f"{'of bnd':>6} {'store':>6} {'tier':>6} {'staged':>6} {'skip':>5}")
+            f"{'of bnd':>6} {'of cpu':>6} {'store':>6} {'hit':>5} {'tier':>6} {'staged':>6} "
+            f"{'skip':>5}")
     print(head)
     print("-" * len(head))
     for r in result["rows"]:
-        bound = link if r["epoch"] == 1 else volume
-        tier = f"{r['tier_bytes'] / 1e6:.0f}MB" if r["tier_bytes"] else "ample"
+        from_store = r["epoch"] == 1 or r["tier_bytes"] is None
+        bound = link if from_store else volume
+        tier = ("off" if r["tier_bytes"] is None else
+                f"{r['tier_bytes'] / 1e6:.0f}MB" if r["tier_bytes"] else "ample")
         print(f"{r['scenario']:10} {r['budget'] / 1e6:6.0f}MB {tier:>8} {r['epoch']:3} "
-              f"{r['mb_s']:7.1f} {'link' if r['epoch'] == 1 else 'disk':>6} "
-              f"{r['mb_s'] * 1e6 / bound:6.2f} {r['store_share']:6.2f} {r['tier_share']:6.2f} "
+              f"{r['mb_s']:7.1f} {'link' if from_store else 'disk':>6} "
+              f"{r['mb_s'] * 1e6 / bound:6.2f} {r['mb_s'] * 1e6 / result['warm_tree']:6.2f} "
+              f"{r['store_share']:6.2f} {r['hit_ratio']:5.2f} {r['tier_share']:6.2f} "
               f"{r['staged']:6} {r['full_skips']:5}")
-    print("\nstore, tier: bytes from the store / read from the tier, as fractions of the pack. "
-          "of bnd: MB/s over the link's bound (epoch 1) or the volume's (later epochs).")
+    print("\nstore: bytes from the store as a fraction of the pack; hit: 1 - store; tier: bytes "
+          "read from the tier as slices, a fraction of the pack. of bnd: MB/s over the link's "
+          "bound (epochs from the store) or the volume's (later epochs); of cpu: over the warm "
+          "local tree's rate.")
 
 
 def main():
@@ -172,7 +188,11 @@ def main():
     parser.add_argument("--threads", type=int, default=8, help="reader threads")
     parser.add_argument("--budget-share", type=float, default=0.25,
                         help="--cache-size as a fraction of the pack")
-    parser.add_argument("--scenarios", default="ample,half")
+    parser.add_argument("--scenarios", default="memory,ample,half",
+                        help="memory (all in budget, no tier: one cold epoch), ample, half, "
+                             "baseline (ample with --baseline-gpufsd)")
+    parser.add_argument("--baseline-gpufsd", default="/work/main/build/cli/gpufsd",
+                        help="the gpufsd of the baseline scenario")
     parser.add_argument("--delay-ms", type=int, default=20)
     parser.add_argument("--rate-mb", type=float, default=80)
     parser.add_argument("--bound-threads", default="4,8,16,32")
@@ -201,11 +221,23 @@ def main():
         print(f"link {bound['bytes_per_s'] / 1e6:.0f} MB/s, volume "
               f"{result['volume_bound'] / 1e6:.0f} MB/s, pack {pack_bytes / 1e6:.0f} MB",
               flush=True)
+        paths = [os.path.relpath(os.path.join(r, n), tree)
+                 for r, _, names in os.walk(tree) for n in names]
+        read_epoch(tree, paths, args.threads, seed=0)
+        seconds, got = read_epoch(tree, paths, args.threads, seed=1)
+        result["warm_tree"] = got / seconds
         budget = int(pack_bytes * args.budget_share)
         for name in args.scenarios.split(","):
-            tier_bytes = 0 if name == "ample" else int(pack_bytes / 2)
-            result["rows"] += run_scenario(name, proxy.url, store, work, budget, tier_bytes,
-                                           args.epochs, args.threads, pack_bytes)
+            gpufsd, scenario_budget, tier_bytes, epochs = GPUFSD, budget, 0, args.epochs
+            if name == "half":
+                tier_bytes = int(pack_bytes / 2)
+            elif name == "memory":  # the reference: it all fits in memory, no tier
+                scenario_budget, tier_bytes, epochs = int(pack_bytes * 1.2), None, 1
+            elif name == "baseline":  # another build, e.g. before staging
+                gpufsd = args.baseline_gpufsd
+            result["rows"] += run_scenario(name, proxy.url, store, work, scenario_budget,
+                                           tier_bytes, epochs, args.threads, pack_bytes,
+                                           gpufsd=gpufsd)
     print_table(result)
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(result, f, indent=1)
