@@ -488,7 +488,10 @@ bool DiskTier::Claim(const std::string& name, size_t length) {
   return false;
 }
 
-void DiskTier::Unclaim(const std::string& name, size_t length) { Release(FileBytes(name, length)); }
+void DiskTier::Unclaim(const std::string& name, size_t length) {
+  pending_ -= FileBytes(name, length);
+  Release(FileBytes(name, length));
+}
 
 bool DiskTier::Write(const std::string& name, const char* bytes, size_t length, bool claimed) {
   if (!enabled_ || name.empty()) {
@@ -533,13 +536,14 @@ bool DiskTier::Write(const std::string& name, const char* bytes, size_t length, 
   const bool renamed =
       written && syscall(SYS_renameat2, dir_fd_, temp.c_str(), dir_fd_, name.c_str(), 1 /*
       RENAME_NOREPLACE */) == 0;
+  const int rename_error = errno;
+  if (!renamed) unlinkat(dir_fd_, temp.c_str(), 0);
+  pending_ -= file_bytes;  // in the folder now, or gone
   if (renamed) {
     ++counters_.writes;
     counters_.write_bytes += length;
     return true;
   }
-  const int rename_error = errno;
-  unlinkat(dir_fd_, temp.c_str(), 0);
   Release(file_bytes);
   if (written && rename_error == EEXIST) return true;
   WriteFailed(fd < 0 ? temp : name, written ? rename_error : error);
@@ -594,8 +598,9 @@ uint64_t DiskTier::Room() const {
   return options_.max_bytes != 0 ? std::min(options_.max_bytes, on_disk) : on_disk;
 }
 
-// Under the ledger lock: the bytes in use as this daemon and the others left them.
-uint64_t DiskTier::Recount() { return ScanRoot(root_fd_, nullptr); }
+// Under the ledger lock: the bytes in use as this daemon and the others left them, and
+// what this daemon has reserved for copies not yet in the folder.
+uint64_t DiskTier::Recount() { return ScanRoot(root_fd_, nullptr) + pending_; }
 
 // Under the ledger lock: deletes the copies read least recently, of every dataset under
 // root, until `bytes` more fit with room to spare (a twentieth of the bound, or sixteen
@@ -603,7 +608,7 @@ uint64_t DiskTier::Recount() { return ScanRoot(root_fd_, nullptr); }
 // do not count the folder again at once.
 void DiskTier::EvictFor(uint64_t& used, uint64_t bytes) {
   std::vector<Copy> copies;
-  used = ScanRoot(root_fd_, &copies);
+  used = ScanRoot(root_fd_, &copies) + pending_;
   std::sort(copies.begin(), copies.end(), Older);
   std::erase_if(copies, [this](const Copy& copy) {
     return copy.dataset == options_.dataset && !Older(copy, Copy{{}, {}, 0, opened_});
@@ -628,6 +633,7 @@ bool DiskTier::Reserve(uint64_t bytes) {
   }
   const bool fits = Fits(used, bytes);
   if (fits) used += bytes;
+  if (fits) pending_ += bytes;
   full_.store(!fits, std::memory_order_relaxed);
   [[maybe_unused]] ssize_t n = pwrite(ledger_fd_, &used, sizeof(used), 0);
   flock(ledger_fd_, LOCK_UN);

@@ -167,6 +167,9 @@ class DiskTier {
   std::atomic<bool> direct_{true};  // O_DIRECT works on this filesystem
   std::atomic<uint64_t> temp_counter_{0};
   std::atomic<bool> full_{false};  // see Full()
+  // Bytes reserved by this daemon for copies not yet renamed into the folder (claimed, or
+  // being written): a count of the folder does not see them.
+  std::atomic<uint64_t> pending_{0};
   // Copies of this dataset read or written since this time are not evicted for room: in
   // a random epoch a full tier that evicts to admit each new group would hold, at the next
   // epoch, the groups read last, which are as likely to come late as any (no hits); one

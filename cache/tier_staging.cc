@@ -38,7 +38,8 @@ TierStager::TierStager(BlobSource& source, DiskTier& tier, std::vector<StagedSpa
       check_(std::move(check)),
       fetched_(fetched),
       jobs_(spans_.size()),
-      attempts_(spans_.size(), 0),
+      failures_(spans_.size(), 0),
+      retry_at_(spans_.size()),
       is_queued_(spans_.size(), false) {
   for (unsigned i = 0; i < std::max(1u, options_.writers); ++i) {
     writers_.emplace_back([this] { WriterLoop(); });
@@ -67,7 +68,7 @@ bool TierStager::Stage(uint32_t group) {
   std::unique_lock lock(mu_);
   if (group >= spans_.size() || stop_ || spans_[group].name.empty()) return false;
   if (jobs_[group] || is_queued_[group]) return true;
-  if (attempts_[group] >= kMaxAttempts) return false;
+  if (failures_[group] > 0 && std::chrono::steady_clock::now() < retry_at_[group]) return false;
   if (tier_.Full()) {
     ++counters_.full_skips;
     return false;
@@ -230,7 +231,7 @@ void TierStager::OnRead(const Run& run, bool demand, Result<size_t> got) {
     if (!job.failed) {
       job.failed = true;
       ++counters_.failed;
-      ++attempts_[job.group];
+      Failed(job.group);
     }
   } else if (!job.failed) {
     // Past the blob's end: zeros, as a read of a file gives, never another group's bytes.
@@ -266,7 +267,7 @@ void TierStager::Settle(const JobRef& job, std::unique_lock<std::mutex>& lock) {
   lock.lock();
   if (!intact) {
     ++counters_.not_kept;
-    ++attempts_[job->group];
+    Failed(job->group);
     Release(job);
     return;
   }
@@ -285,6 +286,13 @@ void TierStager::Release(const JobRef& job) {
   job->buffer = nullptr;
 }
 
+// Under mu_: the group backs off before it is staged again.
+void TierStager::Failed(uint32_t group) {
+  const unsigned doublings = std::min<unsigned>(failures_[group], 6);
+  failures_[group] = static_cast<uint8_t>(std::min<unsigned>(failures_[group] + 1, 255));
+  retry_at_[group] = std::chrono::steady_clock::now() + options_.retry_after * (1u << doublings);
+}
+
 void TierStager::WriterLoop() {
   std::unique_lock lock(mu_);
   for (;;) {
@@ -299,6 +307,7 @@ void TierStager::WriterLoop() {
     lock.lock();
     job->written = true;  // the claim is used, or given back by Write
     ++(kept ? counters_.staged : counters_.not_kept);
+    if (kept) failures_[job->group] = 0;
     Release(job);
     changed_.notify_all();
     if (!stop_) Pump(lock);  // the budget has room for the next queued group

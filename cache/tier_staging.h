@@ -17,8 +17,9 @@
 //   served from the staging buffer as soon as they land.
 // - Failures: a read that fails fails the group's staging only; readers who waited on it
 //   read their member from the source instead (slower, never wrong bytes), and a later miss
-//   stages the group again (up to kMaxAttempts times). A group whose bytes fail the check
-//   (its blob's checksum) is not kept.
+//   stages the group again once a back-off has passed (retry_after, doubling with each
+//   failure in a row). A group whose bytes fail the check (its blob's checksum) is not
+//   kept, and backs off the same way.
 // - A full tier: when the tier says it has no room (DiskTier::Full), groups are not staged;
 //   the misses are read alone, as without a tier, and nothing thrashes.
 //
@@ -27,6 +28,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -73,13 +75,15 @@ struct StagingOptions {
   size_t block = 256 << 10;      // a reader's demand read rounds to this; divides piece
   unsigned reads_in_flight = 8;  // prefetch reads at once; demand reads go beside them
   unsigned writers = 2;          // threads writing staged groups to the tier
+  // After a failed staging the group is not staged again for this long, doubled with each
+  // failure in a row (up to 64 times): a bad blob costs a fetch now and then, never a loop.
+  std::chrono::milliseconds retry_after{1000};
 };
 
 class TierStager {
  public:
   // Whether the bytes of a group's span (`need` of them) are the dataset's. Thread-safe.
   using Check = std::function<bool(uint32_t group, const char* span)>;
-  static constexpr unsigned kMaxAttempts = 3;
 
   // `source` and `tier` must outlive the stager. `fetched`, when given, counts the bytes
   // read from the source. Thread-safe.
@@ -91,7 +95,8 @@ class TierStager {
   TierStager& operator=(const TierStager&) = delete;
 
   // Queues `group` to be fetched and kept, unless it is queued or staging already, failed
-  // too often, has no name, or the tier is full. True when it is (now) staging or queued.
+  // lately (retry_after), has no name, or the tier is full. True when it is (now) staging
+  // or queued.
   bool Stage(uint32_t group);
   // While `group` is staging: copies bytes [offset, offset + size) of its span into `out`
   // as soon as they have landed, sending their blocks first. False when the group is not
@@ -119,6 +124,7 @@ class TierStager {
   void OnRead(const Run& run, bool demand, Result<size_t> got);
   void Settle(const JobRef& job, std::unique_lock<std::mutex>& lock);
   void Release(const JobRef& job);
+  void Failed(uint32_t group);
   void WriterLoop();
   char* TakeBuffer(size_t bytes, size_t* capacity);
   void GiveBuffer(char* buffer, size_t capacity);
@@ -134,12 +140,14 @@ class TierStager {
   mutable std::mutex mu_;
   std::condition_variable changed_;  // a block landed, a job ended, a write was queued
   std::vector<JobRef> jobs_;         // by group: staging now (fetching or writing)
-  std::vector<uint8_t> attempts_;    // failed stagings by group
-  std::deque<uint32_t> queued_;      // groups waiting for room in the budget
-  std::vector<bool> is_queued_;      // by group
-  std::deque<JobRef> fetching_;      // jobs with blocks still to send, oldest first
-  std::deque<Run> demands_;          // blocks a reader waits on, first come
-  std::deque<JobRef> writes_;        // jobs landed and checked, to be written
+  std::vector<uint8_t> failures_;    // failed stagings in a row, by group
+  // When each group may be staged again after a failure, by group.
+  std::vector<std::chrono::steady_clock::time_point> retry_at_;
+  std::deque<uint32_t> queued_;  // groups waiting for room in the budget
+  std::vector<bool> is_queued_;  // by group
+  std::deque<JobRef> fetching_;  // jobs with blocks still to send, oldest first
+  std::deque<Run> demands_;      // blocks a reader waits on, first come
+  std::deque<JobRef> writes_;    // jobs landed and checked, to be written
   // Pooled buffers, (pointer, capacity); at most a budget's worth are kept.
   std::vector<std::pair<char*, size_t>> pool_;
   size_t pooled_bytes_ = 0;
