@@ -20,8 +20,18 @@
 // - Shared: daemons of one user on a node share ROOT. Each writes whole files under names of its
 //   own; the ledger, changed under flock, lets them keep the size bound together. When a
 //   write would pass the bound, or leave the disk with less than `keep_free`, the truth
-//   is counted again from the folder and the files read least recently (mtime, touched on
-//   each read) are deleted.
+//   is counted again from the folder (with the room this daemon has reserved for copies
+//   not written yet) and the files read least recently (mtime, touched on each whole
+//   read) are deleted, except this dataset's copies written or read since this daemon
+//   opened the tier: in a random epoch, evicting the oldest copy to admit each new group
+//   leaves the next epoch nothing (every group is evicted before it comes round again),
+//   while keeping what is there serves tier/dataset of every epoch. A write that finds no
+//   room is skipped, and Full() tells the cache to stop fetching groups for the tier.
+// - Room is claimed before a group's bytes are fetched for the tier (Claim), so a tier
+//   that fills up stops the fetches at once rather than after they arrive.
+// - Member reads: copies are kept open (an LRU of descriptors with their headers and
+//   check tables), so a member read alone is one read of the 16 KiB blocks that hold it,
+//   into a buffer of the reading thread's, checked against their sums.
 // - Faults never reach a reader: a full disk, a write error or a vanished folder only
 //   means a group is not kept (a vanished folder turns the tier off, with a log line).
 //

@@ -37,10 +37,15 @@
 // - Disk tier (optional, cache/disk_tier.h): a load looks there before the source, and a
 //   group loaded from the source is written there in the background (pinned until
 //   written). A member read that bypasses the pinned tier is served from the group's
-//   copy on disk when there is one; otherwise the group is fetched to disk in the
-//   background, so that a budget smaller than the dataset still leaves the next epoch
-//   with every group on local disk. Consume-once thus drops a consumed group from RAM
-//   first while its copy stays on disk; pin keeps both tiers once full. The tier's own
+//   copy on disk when there is one (one read of its checked blocks); otherwise the group
+//   is staged (cache/tier_staging.h): fetched whole through the source's asynchronous
+//   path, within a budget of bytes in flight, into the tier, while the reader is served
+//   from the staging as soon as its own blocks land (sent first, urgent). So a budget
+//   smaller than the dataset still reads it at the link's speed and leaves the next
+//   epoch with every group on local disk, as far as the tier has room; a full tier keeps
+//   what it has and the rest is read member by member. Consume-once thus drops a
+//   consumed group from RAM first while its copy stays on disk; pin keeps both tiers once
+//   full. The tier's own
 //   block checksums catch damage only (anyone who can write the folder can recompute
 //   them): where the index has SHA-256 digests, a copy read back is checked against the
 //   digests of its members before it is served, once per fill of the pinned tier (a

@@ -70,12 +70,13 @@ def files_of(mnt):
     return sorted(paths)
 
 
-def read_epoch(mnt, paths, threads, seed):
+def read_epoch(mnt, paths, threads, seed, progress=None):
     """(seconds, bytes) of reading every file once in the order `seed` shuffles, dealt
-    out to `threads` readers."""
+    out to `threads` readers; `progress[0]` counts the files read so far."""
     order = paths[:]
     random.Random(seed).shuffle(order)
     total, lock, errors = [0], threading.Lock(), []
+    progress = progress if progress is not None else [0]
 
     def reader(chunk):
         got = 0
@@ -83,6 +84,7 @@ def read_epoch(mnt, paths, threads, seed):
             for rel in chunk:
                 with open(os.path.join(mnt, rel), "rb") as f:
                     got += len(f.read())
+                progress[0] += 1
         except OSError as e:
             errors.append(e)
         with lock:
@@ -113,6 +115,17 @@ def counters(mnt):
             "hits": s["hits"], "misses": s["misses"]}
 
 
+def store_done(samples, first, last, files):
+    """When the store's last byte of the epoch arrived (seconds into it) and the fraction
+    of the files read by then, from the sampler's (seconds, store bytes, files) points."""
+    if last == first:
+        return {"store_done_s": 0.0, "consumed_while_reading": 0.0}
+    for t, store, read in samples:
+        if store >= last:
+            return {"store_done_s": t, "consumed_while_reading": read / files}
+    return {"store_done_s": samples[-1][0] if samples else 0.0, "consumed_while_reading": 1.0}
+
+
 def run_scenario(name, endpoint, store, work, budget, tier_bytes, epochs, threads, pack_bytes,
                  gpufsd=GPUFSD):
     """Epochs through a fresh mount: `tier_bytes` None is no tier, 0 an unbounded one."""
@@ -133,7 +146,21 @@ def run_scenario(name, endpoint, store, work, budget, tier_bytes, epochs, thread
         for epoch in range(1, epochs + 1):
             drop_caches()
             before = counters(mnt)
-            seconds, got = read_epoch(mnt, paths, threads, seed=epoch)
+            progress, samples, done = [0], [], threading.Event()
+
+            def sample():  # (seconds, store bytes, files read), every 20 ms
+                start = time.perf_counter()
+                while not done.wait(0.02):
+                    samples.append((time.perf_counter() - start, counters(mnt)["store"],
+                                    progress[0]))
+
+            sampler = threading.Thread(target=sample)
+            sampler.start()
+            try:
+                seconds, got = read_epoch(mnt, paths, threads, seed=epoch, progress=progress)
+            finally:
+                done.set()
+                sampler.join()
             time.sleep(0.5)  # writes of the last staged groups settle into the counters
             after = counters(mnt)
             delta = {k: after[k] - before[k] for k in after}
@@ -141,11 +168,13 @@ def run_scenario(name, endpoint, store, work, budget, tier_bytes, epochs, thread
                    "mb_s": got / seconds / 1e6, "budget": budget, "tier_bytes": tier_bytes,
                    "store_share": delta["store"] / pack_bytes,
                    "hit_ratio": max(0.0, 1 - delta["store"] / pack_bytes),
+                   **store_done(samples, before["store"], after["store"], len(paths)),
                    "tier_share": min(1.0, delta["tier_read"] / pack_bytes), **delta}
             rows.append(row)
-            print(f"  {name:10} epoch {epoch}: {row['mb_s']:7.1f} MB/s  store "
-                  f"{row['store_share']:.2f}  tier {row['tier_share']:.2f}  staged "
-                  f"{delta['staged']}  full_skips {delta['full_skips']}", flush=True)
+            print(f"  {name:10} epoch {epoch}: {row['mb_s']:7.1f} MB/s in {seconds:.2f} s, store "
+                  f"{row['store_share']:.2f} done at {row['store_done_s']:.2f} s with "
+                  f"{row['consumed_while_reading']:.2f} read; tier {row['tier_share']:.2f}  "
+                  f"staged {delta['staged']}  full_skips {delta['full_skips']}", flush=True)
     return rows
 
 
