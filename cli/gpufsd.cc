@@ -35,9 +35,16 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
   mount.add_flag("--debug,-d", args.debug, "log every FUSE request (implies -f)");
   mount.add_option("-o", args.fuse_options,
                    "FUSE mount options, comma-separated (e.g. allow_other); repeatable");
-  mount.add_option("--threads", args.max_threads, "most FUSE worker threads")
+  mount
+      .add_option("--threads", args.max_threads,
+                  "most FUSE worker threads (0: four per core, at least 16)")
       ->capture_default_str()
-      ->check(CLI::Range(1u, 1024u));
+      ->check(CLI::Range(0u, 1024u));
+  mount
+      .add_option("--max-background", args.max_background,
+                  "read-ahead requests the kernel may have in flight at once (0: --threads)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 65535u));
   mount
       .add_option("--max-readahead", args.max_readahead_kib,
                   "kernel read-ahead of the mount in KiB (needs root; 0 keeps the default)")
@@ -183,9 +190,24 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
   mount.add_flag_callback(
       "--no-keep-cache", [&cache] { cache.keep_cache = false; },
       "drop a file's page cache whenever it is opened again");
+  mount
+      .add_option_function<std::string>(
+          "--readdirplus",
+          [&cache](const std::string& mode) { cache.readdirplus = *gpufs::ParseDirPlus(mode); },
+          "attributes with listings: auto (the first part of each, the rest once files of "
+          "the folder are looked up), always, never")
+      ->check(CLI::IsMember(
+          std::vector<std::string>(gpufs::kDirPlusNames.begin(), gpufs::kDirPlusNames.end())))
+      ->default_str(std::string(gpufs::DirPlusName(cache.readdirplus)));
   mount.add_flag_callback(
-      "--no-readdirplus", [&cache] { cache.readdirplus = false; },
-      "list folders without attributes (one lookup per file follows)");
+      "--no-readdirplus", [&cache] { cache.readdirplus = gpufs::DirPlus::kNever; },
+      "the same as --readdirplus never");
+  mount
+      .add_option("--streaming", args.streaming,
+                  "open files with direct I/O, past the page cache: auto (when the dataset is "
+                  "larger than --cache-size), on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
   mount.add_flag_callback(
       "--open-calls", [&cache] { cache.no_open = false; },
       "answer every open() instead of letting the kernel skip them");

@@ -30,6 +30,7 @@
 #include "cache/network_fs.h"
 #include "cache/policy.h"
 #include "cli/control_server.h"
+#include "cli/kernel_limits.h"
 #include "cli/metrics_server.h"
 #include "cli/stat_source.h"
 #include "dataset/catalog.h"
@@ -541,6 +542,12 @@ int ServeUntilUnmounted(fuse_session* se, const MountArgs& args, const std::stri
   return 0;
 }
 
+uint64_t PhysicalMemory() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+}
+
 }  // namespace
 
 int RunMount(const MountArgs& args_in) {
@@ -557,6 +564,8 @@ int RunMount(const MountArgs& args_in) {
     if (!bound) return Refuse(bound.error());
     metrics = std::move(*bound);
   }
+  ChooseKernelLimits(args, dataset->catalog.total_bytes(), std::thread::hardware_concurrency(),
+                     PhysicalMemory());
   FuseContext context;
   context.cache = args.cache;
   fuse_session* se = NewSession(args, *opened, context);
@@ -571,6 +580,7 @@ int RunMount(const MountArgs& args_in) {
     UseDaemonLogging();
   }
   if (credentials) credentials->StartRefresher();
+  spdlog::info("kernel: {}", KernelLimitsJson(args).dump());
   auto stack = MakeCacheStack(args, *opened);
   if (!stack) {
     spdlog::error("{}", stack.error().message);
@@ -580,7 +590,7 @@ int RunMount(const MountArgs& args_in) {
   }
   Filesystem fs(dataset->catalog, *stack->source,
                 ServeOptions{Owner{getuid(), getgid()}, dataset->mtime, opened->Label(),
-                             dataset->format, args.verify, stack->gpu},
+                             dataset->format, args.verify, stack->gpu, KernelLimitsJson(args)},
                 stack->cache.get());
   context.fs = &fs;
   // The control socket only reports; a mount without it still serves its data.

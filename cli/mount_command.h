@@ -21,11 +21,13 @@ struct MountArgs {
   bool foreground = false;
   bool debug = false;
   std::vector<std::string> fuse_options;  // each a comma-separated -o list
-  unsigned max_threads = 16;
-  unsigned max_readahead_kib = 1024;  // 0 keeps the kernel's default
-  int ready_fd = -1;                  // written "ready\n" once the mount serves requests
-  bool verify = false;                // check checksums on first read
-  uint64_t cache_bytes = 0;           // group cache budget; 0: no cache
+  unsigned max_threads = 0;               // 0: from the cores (ChooseKernelLimits)
+  unsigned max_background = 0;            // 0: max_threads
+  std::string streaming = "auto";         // direct I/O past the page cache: auto, on, off
+  unsigned max_readahead_kib = 1024;      // 0 keeps the kernel's default
+  int ready_fd = -1;                      // written "ready\n" once the mount serves requests
+  bool verify = false;                    // check checksums on first read
+  uint64_t cache_bytes = 0;               // group cache budget; 0: no cache
   std::string policy = "consume-once";
   bool prefetch = true;
   unsigned prefetch_depth = 8;         // groups prefetched at once

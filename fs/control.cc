@@ -94,6 +94,7 @@ nlohmann::json StatsOf(const Filesystem& fs) {
                      {"files", served.files.load()}}}};
   j["cache"] = fs.cache() ? fs.cache()->Stats() : nlohmann::json();
   j["io"] = fs.source().Stats();
+  j["kernel"] = fs.options().kernel;
   const GpuInfo& gpu = fs.options().gpu;
   j["gpu"] = {{"device", gpu.device},
               {"registered", gpu.registered},

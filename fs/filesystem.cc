@@ -175,6 +175,7 @@ Result<std::string> Filesystem::GetXattr(uint64_t ino, std::string_view name) co
     if (name == kStatsXattr) {
       nlohmann::json stats = cache_ ? cache_->Stats() : nlohmann::json::object();
       stats["io"] = source_.Stats();
+      stats["kernel"] = options_.kernel;
       return stats.dump();
     }
     if (name == "user.gpufs.control" && !control_path_.empty()) return control_path_;

@@ -46,6 +46,7 @@ struct ServeOptions {
   bool verify = false;       // check each member's checksum on its first read (without a
                              // cache; a cache is told itself)
   GpuInfo gpu;
+  nlohmann::json kernel;  // what the kernel was told at INIT, as the stats report it
 };
 
 struct Entry {

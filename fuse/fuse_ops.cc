@@ -49,12 +49,19 @@ void Init(void* userdata, fuse_conn_info* conn) {
       conn->want &= ~cap;
     }
   };
-  want(ctx.cache.no_open, FUSE_CAP_NO_OPEN_SUPPORT);
-  want(ctx.cache.no_open, FUSE_CAP_NO_OPENDIR_SUPPORT);
-  want(ctx.cache.readdirplus, FUSE_CAP_READDIRPLUS);
-  want(false, FUSE_CAP_READDIRPLUS_AUTO);  // plus on every listing: attrs are free here
+  const CachePolicy& cache = ctx.cache;
+  want(cache.no_open && !cache.direct_io, FUSE_CAP_NO_OPEN_SUPPORT);
+  want(cache.no_open, FUSE_CAP_NO_OPENDIR_SUPPORT);
+  want(cache.readdirplus != DirPlus::kNever, FUSE_CAP_READDIRPLUS);
+  want(cache.readdirplus == DirPlus::kAuto, FUSE_CAP_READDIRPLUS_AUTO);
   want(true, FUSE_CAP_PARALLEL_DIROPS);
   want(true, FUSE_CAP_ASYNC_READ);
+  // Buffered reads reach the daemon as read-ahead, in the background: the kernel's default
+  // of 12 at once would cap every reader of the mount together.
+  if (cache.max_background > 0) {
+    conn->max_background = cache.max_background;
+    conn->congestion_threshold = cache.congestion_threshold;
+  }
   if (!ctx.on_init) return;
   try {
     ctx.on_init();
@@ -108,8 +115,11 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Guarded(req, [&] {
     auto& ctx = Ctx(req);
     if (Status s = ctx.fs->Open(ino, fi->flags); !s) return ReplyError(req, s.error());
-    if (ctx.cache.no_open) return (void)fuse_reply_err(req, ENOSYS);  // never asked again
-    fi->keep_cache = ctx.cache.keep_cache;
+    if (ctx.cache.no_open && !ctx.cache.direct_io) {
+      return (void)fuse_reply_err(req, ENOSYS);  // never asked again
+    }
+    fi->direct_io = ctx.cache.direct_io;
+    fi->keep_cache = ctx.cache.keep_cache && !ctx.cache.direct_io;
     fi->noflush = 1;
     fuse_reply_open(req, fi);
   });
@@ -249,6 +259,13 @@ fuse_lowlevel_ops MakeOperations() {
 }
 
 }  // namespace
+
+std::optional<DirPlus> ParseDirPlus(std::string_view name) {
+  for (size_t i = 0; i < kDirPlusNames.size(); ++i) {
+    if (kDirPlusNames[i] == name) return static_cast<DirPlus>(i);
+  }
+  return std::nullopt;
+}
 
 const fuse_lowlevel_ops& FuseOperations() {
   static const fuse_lowlevel_ops ops = MakeOperations();

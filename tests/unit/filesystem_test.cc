@@ -44,10 +44,14 @@ class FilesystemTest : public ::testing::Test {
   void Serve(bool verify) { ServeFrom(*source_, verify); }
 
   void ServeFrom(BlobSource& source, bool verify) {
-    fs_ = std::make_unique<Filesystem>(
-        *catalog_, source,
-        ServeOptions{
-            Owner{123, 456}, timespec{1700000000, 5}, dir_.path().string(), "mytar", verify, {}});
+    fs_ = std::make_unique<Filesystem>(*catalog_, source,
+                                       ServeOptions{Owner{123, 456},
+                                                    timespec{1700000000, 5},
+                                                    dir_.path().string(),
+                                                    "mytar",
+                                                    verify,
+                                                    {},
+                                                    {}});
   }
 
   void Write(const std::string& name, std::string_view bytes) {
