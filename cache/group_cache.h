@@ -100,7 +100,7 @@ struct CacheOptions {
   // catalog when it has SHA-256 digests.
   std::shared_ptr<const MemberDigests> digests = nullptr;
   // Bytes of groups being staged into the disk tier at once (tier_staging.h); 0: a
-  // quarter of the budget, within 64-256 MiB.
+  // quarter of the budget, within 128-256 MiB.
   size_t staging_budget = 0;
 };
 

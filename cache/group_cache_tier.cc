@@ -14,6 +14,7 @@ namespace {
 
 // Write-backs beyond this are dropped: each holds its group pinned.
 constexpr size_t kMaxWriteBacks = 16;
+constexpr size_t kStagingPiece = 2 << 20;
 
 }  // namespace
 
@@ -69,17 +70,18 @@ void GroupCache::StartStager() {
                                                 : 256 << 10;
   StagingOptions staging;
   staging.block = block;
-  staging.piece =
-      std::max(block, (options_.io_piece ? options_.io_piece : 8 << 20) / block * block);
+  // Pieces of at most 2 MiB: a reader's blocks are then more often still queued, and sent
+  // first as a request of its own, than inside a long piece it must wait for; 2 MiB still
+  // costs a store's connection a few times its round trip.
+  const size_t piece =
+      std::min<size_t>(options_.io_piece ? options_.io_piece : kStagingPiece, kStagingPiece);
+  staging.piece = std::max(block, piece / block * block);
   staging.reads_in_flight = std::max(1u, options_.reads_in_flight);
-  // A quarter of the pinned budget, within 64-256 MiB, but at least a window of pieces,
-  // so that the source's connections all have a piece to fetch.
-  const size_t window =
-      std::min<size_t>(size_t{staging.reads_in_flight} * staging.piece, 256 << 20);
-  staging.budget =
-      options_.staging_budget
-          ? options_.staging_budget
-          : std::max(window, std::clamp<size_t>(arena_.capacity() / 4, 64 << 20, 256 << 20));
+  // A quarter of the pinned budget, within 128-256 MiB: several groups staged at once, so
+  // that most readers find their group staging rather than queued.
+  staging.budget = options_.staging_budget
+                       ? options_.staging_budget
+                       : std::clamp<size_t>(arena_.capacity() / 4, 128 << 20, 256 << 20);
   std::vector<StagedSpan> spans(catalog_.group_count());
   for (uint32_t g = 0; g < spans.size(); ++g) {
     const GroupExtent& group = catalog_.Group(g);

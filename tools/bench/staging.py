@@ -33,6 +33,7 @@ the tier as fractions of the pack, and the stager's counters. Writes results.jso
 import argparse
 import contextlib
 import json
+import mmap
 import os
 import random
 import re
@@ -50,17 +51,39 @@ from remote_store import (BUCKET, GPUFSD, check_tools, clean_env, measure_bound,
 from servers import nginx  # noqa: E402
 
 
-def volume_bound(folder, size_mb=1024):
-    """Bytes/s of reading a `size_mb` file on `folder`'s filesystem with O_DIRECT, 1 MiB
-    at a time (dd), written the same way first."""
+def volume_bound(folder, read_bytes, threads, size_mb=1024):
+    """Bytes/s of reading a `size_mb` file on `folder`'s filesystem with O_DIRECT: 1 MiB at
+    a time (dd), and as the tier reads members alone: `read_bytes` (16 KiB-aligned) at
+    random 16 KiB-aligned offsets by `threads` threads at once. Returns (dd, pattern)."""
     path = os.path.join(folder, "volume-bound.bin")
     subprocess.run(["dd", "if=/dev/zero", f"of={path}", "bs=1M", f"count={size_mb}",
                     "oflag=direct"], check=True, capture_output=True)
     out = subprocess.run(["dd", f"if={path}", "of=/dev/null", "bs=1M", "iflag=direct"],
                          check=True, capture_output=True, text=True).stderr
-    os.unlink(path)
     m = re.search(r"(\d+) bytes .* copied, ([\d.]+) s", out)
-    return int(m.group(1)) / float(m.group(2))
+    sequential = int(m.group(1)) / float(m.group(2))
+    blocks = (size_mb << 20) // (16 << 10) - read_bytes // (16 << 10)
+    per_thread = (size_mb << 20) // read_bytes // threads
+
+    def reader(seed):
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+        buf = mmap.mmap(-1, read_bytes)  # page-aligned, as O_DIRECT wants
+        rng = random.Random(seed)
+        try:
+            for _ in range(per_thread):
+                os.preadv(fd, [buf], rng.randrange(blocks) * (16 << 10))
+        finally:
+            os.close(fd)
+
+    pool = [threading.Thread(target=reader, args=(i,)) for i in range(threads)]
+    start = time.perf_counter()
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    pattern = per_thread * threads * read_bytes / (time.perf_counter() - start)
+    os.unlink(path)
+    return sequential, pattern
 
 
 def files_of(mnt):
@@ -178,18 +201,27 @@ def run_scenario(name, endpoint, store, work, budget, tier_bytes, epochs, thread
     return rows
 
 
+def member_share(result):
+    """The share of a pattern read that is the member's own bytes."""
+    return result["pack_bytes"] / result["files"] / result["pattern_read_bytes"]
+
+
 def print_table(result):
     link, volume = result["link_bound"], result["volume_bound"]
     print(f"\nlink bound {link / 1e6:.0f} MB/s (8 MiB ranged GETs over the proxy, best of "
           f"{result['bound_threads']}); tier volume bound {volume / 1e6:.0f} MB/s (dd, "
-          "O_DIRECT, 1 MiB reads)")
+          f"O_DIRECT, 1 MiB reads); {result['pattern_bound'] / 1e6:.0f} MB/s of "
+          f"{result['pattern_read_bytes'] >> 10} KiB O_DIRECT reads at random offsets by "
+          f"{result['threads']} threads, {result['pattern_bound'] * member_share(result) / 1e6:.0f}"
+          " MB/s of the files in them")
     print(f"pack {result['pack_bytes'] / 1e6:.0f} MB, {result['files']} files; page cache "
           f"dropped before every epoch; {result['threads']} reader threads; fresh tier "
           "folder per scenario\n")
     print(f"reading the local tree from the page cache (warm, same readers): "
           f"{result['warm_tree'] / 1e6:.0f} MB/s: what the CPUs allow any mount\n")
+    pattern = result["pattern_bound"] * member_share(result)
     head = (f"{'scenario':10} {'budget':>8} {'tier':>8} {'ep':>3} {'MB/s':>7} {'bound':>6} "
-            f"{'of bnd':>6} {'of cpu':>6} {'store':>6} {'hit':>5} {'tier':>6} {'staged':>6} "
+            f"{'of bnd':>6} {'of pat':>6} {'of cpu':>6} {'store':>6} {'hit':>5} {'tier':>6} {'staged':>6} "
             f"{'skip':>5}")
     print(head)
     print("-" * len(head))
@@ -200,13 +232,16 @@ def print_table(result):
                 f"{r['tier_bytes'] / 1e6:.0f}MB" if r["tier_bytes"] else "ample")
         print(f"{r['scenario']:10} {r['budget'] / 1e6:6.0f}MB {tier:>8} {r['epoch']:3} "
               f"{r['mb_s']:7.1f} {'link' if from_store else 'disk':>6} "
-              f"{r['mb_s'] * 1e6 / bound:6.2f} {r['mb_s'] * 1e6 / result['warm_tree']:6.2f} "
+              f"{r['mb_s'] * 1e6 / bound:6.2f} "
+              f"{'' if from_store else format(r['mb_s'] * 1e6 / pattern, '6.2f'):>6} "
+              f"{r['mb_s'] * 1e6 / result['warm_tree']:6.2f} "
               f"{r['store_share']:6.2f} {r['hit_ratio']:5.2f} {r['tier_share']:6.2f} "
               f"{r['staged']:6} {r['full_skips']:5}")
     print("\nstore: bytes from the store as a fraction of the pack; hit: 1 - store; tier: bytes "
           "read from the tier as slices, a fraction of the pack. of bnd: MB/s over the link's "
-          "bound (epochs from the store) or the volume's (later epochs); of cpu: over the warm "
-          "local tree's rate.")
+          "bound (epochs from the store) or the volume's dd rate (later epochs); of pat: over the "
+          "files' bytes in the tier's own read pattern at the volume's rate; of cpu: over the "
+          "warm local tree's rate.")
 
 
 def main():
@@ -246,10 +281,17 @@ def main():
                               [int(n) for n in args.bound_threads.split(",")])
         result["link_bound"] = bound["bytes_per_s"]
         result["link_bound_by_threads"] = bound["by_threads"]
-        result["volume_bound"] = volume_bound(work)
+        # A member alone reads the 16 KiB blocks that hold it: on average its size rounded
+        # up to 16 KiB, and one block more.
+        member = data_bytes / files
+        read_bytes = int(-(-member // (16 << 10)) + 1) * (16 << 10)
+        result["volume_bound"], result["pattern_bound"] = volume_bound(work, read_bytes,
+                                                                       args.threads)
+        result["pattern_read_bytes"] = read_bytes
         print(f"link {bound['bytes_per_s'] / 1e6:.0f} MB/s, volume "
-              f"{result['volume_bound'] / 1e6:.0f} MB/s, pack {pack_bytes / 1e6:.0f} MB",
-              flush=True)
+              f"{result['volume_bound'] / 1e6:.0f} MB/s (dd), "
+              f"{result['pattern_bound'] / 1e6:.0f} MB/s ({read_bytes >> 10} KiB reads at "
+              f"random, {args.threads} threads), pack {pack_bytes / 1e6:.0f} MB", flush=True)
         paths = [os.path.relpath(os.path.join(r, n), tree)
                  for r, _, names in os.walk(tree) for n in names]
         read_epoch(tree, paths, args.threads, seed=0)
