@@ -617,6 +617,7 @@ void DiskTier::EvictFor(uint64_t& used, uint64_t bytes) {
   for (const Copy& copy : copies) {
     if (Fits(used, bytes, spare)) break;
     if (!RemoveCopy(root_fd_, copy)) continue;
+    if (copy.dataset == options_.dataset) Forget(copy.name);  // its space, freed now
     used -= std::min(used, copy.bytes);
     ++counters_.evictions;
   }

@@ -187,8 +187,9 @@ class DiskTier {
   const timespec opened_;
   mutable Counters counters_;
   // Open copies for slice reads, the least recently used closed past kOpenCopies; a copy
-  // deleted here is forgotten (one deleted by another daemon still reads its own bytes:
-  // names key the bytes). Guarded by open_mu_, taken alone.
+  // this daemon deletes is forgotten (one another daemon deletes still reads its own
+  // bytes, names key the bytes, and holds its space until it is closed). Guarded by
+  // open_mu_, taken alone or inside ledger_mu_.
   static constexpr size_t kOpenCopies = 256;
   struct OpenEntry {
     std::shared_ptr<const OpenedCopy> copy;
