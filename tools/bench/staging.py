@@ -39,6 +39,7 @@ import random
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -152,10 +153,8 @@ def store_done(samples, first, last, files):
 def run_scenario(name, endpoint, store, work, budget, tier_bytes, epochs, threads, pack_bytes,
                  gpufsd=GPUFSD):
     """Epochs through a fresh mount: `tier_bytes` None is no tier, 0 an unbounded one."""
-    tier_dir = os.path.join(work, f"tier-{name}")
-    mnt = os.path.join(work, f"mnt-{name}")
-    os.mkdir(tier_dir)
-    os.mkdir(mnt)
+    tier_dir = tempfile.mkdtemp(prefix=f"tier-{name}-", dir=work)
+    mnt = tempfile.mkdtemp(prefix=f"mnt-{name}-", dir=work)
     argv = [gpufsd, "mount", "-f", f"s3://{BUCKET}/pack/", mnt, "--endpoint", endpoint,
             "--cache-size", str(budget)]
     argv += ["--no-disk-cache"] if tier_bytes is None else ["--disk-cache", tier_dir]
