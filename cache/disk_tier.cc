@@ -477,8 +477,8 @@ void DiskTier::Damaged(const std::string& name, std::string_view why) {
                (dir_ / name).string(), why);
 }
 
-uint64_t DiskTier::FileBytes(const std::string& name, size_t length) {
-  return HeaderBytes(name.size(), length) + RoundUp(length, kAlign);
+uint64_t DiskTier::FileBytes(const std::string& name, size_t length) const {
+  return HeaderBytes(name.size(), length, options_.block_bytes) + RoundUp(length, kAlign);
 }
 
 bool DiskTier::Claim(const std::string& name, size_t length) {
@@ -498,17 +498,22 @@ bool DiskTier::Write(const std::string& name, const char* bytes, size_t length, 
     if (claimed) Unclaim(name, length);
     return false;
   }
-  const size_t header_bytes = HeaderBytes(name.size(), length);
+  const size_t block = options_.block_bytes;
+  const size_t header_bytes = HeaderBytes(name.size(), length, block);
   AlignedBuffer header = Aligned(header_bytes);
   std::memset(header.get(), 0, header_bytes);
-  FixedHeader fixed{{},     kVersion, static_cast<uint32_t>(header_bytes),
-                    length, kBlock,   static_cast<uint32_t>(name.size())};
+  FixedHeader fixed{{},
+                    kVersion,
+                    static_cast<uint32_t>(header_bytes),
+                    length,
+                    static_cast<uint32_t>(block),
+                    static_cast<uint32_t>(name.size())};
   std::memcpy(fixed.magic, kMagic, sizeof(kMagic));
   std::memcpy(header.get(), &fixed, sizeof(fixed));
   std::memcpy(header.get() + sizeof(fixed), name.data(), name.size());
   char* blocks = header.get() + sizeof(fixed) + RoundUp(name.size(), 8);
-  for (size_t b = 0; b < BlockCount(length); ++b) {
-    const uint64_t sum = BlockChecksum(bytes, length, b);
+  for (size_t b = 0; b < BlockCount(length, block); ++b) {
+    const uint64_t sum = BlockChecksum(bytes, length, b, block);
     std::memcpy(blocks + 8 * b, &sum, 8);
   }
   const uint64_t file_bytes = FileBytes(name, length);

@@ -85,6 +85,9 @@ struct DiskTierOptions {
   // Bytes to leave free on root's filesystem; by default a tenth of it, at most 10 GiB.
   std::optional<uint64_t> keep_free;
   bool evict = true;  // false: fill while there is room, then keep (the pin policy)
+  // The checked block of the copies written (DiskTier::kBlock; a power of two, 4 KiB to
+  // 1 MiB). Copies are read with the block their header names, whatever this is.
+  size_t block_bytes = 16 << 10;
 };
 
 // A file store keyed by name; the group cache decides the names. Thread-safe.
@@ -157,7 +160,7 @@ class DiskTier {
   void Forget(const std::string& name);
   void Damaged(const std::string& name, std::string_view why);
   void Delete(const std::string& name);
-  static uint64_t FileBytes(const std::string& name, size_t length);
+  uint64_t FileBytes(const std::string& name, size_t length) const;
   bool Reserve(uint64_t bytes);
   void Release(uint64_t bytes);
   uint64_t Recount();

@@ -95,6 +95,22 @@ TEST_F(DiskTierTest, KeepsAGroupAndReadsItBackWholeOrInSlices) {
   EXPECT_EQ(stats[tier_stat::kUsed], BytesBelow(dir_.path()));
 }
 
+TEST_F(DiskTierTest, CopiesOfEarlierVersionsIn64KiBBlocksAreReadAsWritten) {
+  DiskTierOptions earlier{dir_.path(), "data-0123456789abcdef", 0, 0};
+  earlier.block_bytes = 64 << 10;  // as copies were written before 16 KiB blocks
+  const std::string name = TierFileName(3, "blob", "etag=1", 0, kGroup);
+  Buffer group = Pattern(kGroup, 'o');
+  ASSERT_TRUE((*DiskTier::Open(earlier))->Write(name, group.get(), kGroup));
+  auto tier = Open("data-0123456789abcdef");
+  Buffer back = Room(kGroup);
+  ASSERT_TRUE(tier->ReadWhole(name, back.get(), kGroup));
+  EXPECT_EQ(std::memcmp(back.get(), group.get(), kGroup), 0);
+  std::string slice(70'000, '\0');
+  ASSERT_TRUE(tier->ReadSlice(name, 100'000, slice.size(), slice.data()));
+  EXPECT_EQ(slice, std::string(group.get() + 100'000, slice.size()));
+  EXPECT_EQ(tier->Stats()[tier_stat::kDamaged], 0);
+}
+
 TEST_F(DiskTierTest, NamesChangeWithTheBlobsIdentityAndNothingUnknownIsKept) {
   EXPECT_NE(TierFileName(0, "b", "etag=1", 0, 10), TierFileName(0, "b", "etag=2", 0, 10));
   EXPECT_NE(TierFileName(0, "b", "etag=1", 0, 10), TierFileName(0, "b", "etag=1", 4096, 10));

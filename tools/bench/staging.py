@@ -253,7 +253,8 @@ def main():
                         help="--cache-size as a fraction of the pack")
     parser.add_argument("--scenarios", default="memory,ample,half",
                         help="memory (all in budget, no tier: one cold epoch), ample, half, "
-                             "baseline (ample with --baseline-gpufsd)")
+                             "baseline and baseline-half (ample and half with "
+                             "--baseline-gpufsd)")
     parser.add_argument("--baseline-gpufsd", default="/work/main/build/cli/gpufsd",
                         help="the gpufsd of the baseline scenario")
     parser.add_argument("--delay-ms", type=int, default=20)
@@ -305,6 +306,8 @@ def main():
                 scenario_budget, tier_bytes, epochs = int(pack_bytes * 1.2), None, 1
             elif name == "baseline":  # another build, e.g. before staging
                 gpufsd = args.baseline_gpufsd
+            elif name == "baseline-half":
+                gpufsd, tier_bytes = args.baseline_gpufsd, int(pack_bytes / 2)
             result["rows"] += run_scenario(name, proxy.url, store, work, scenario_budget,
                                            tier_bytes, epochs, args.threads, pack_bytes,
                                            gpufsd=gpufsd)
