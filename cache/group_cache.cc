@@ -123,7 +123,7 @@ Result<CachedBytes> GroupCache::Read(NodeId file, uint64_t offset, size_t size) 
       }
       continue;
     }
-    const bool wanted = options_.whole_groups && policy_->Wanted(group);
+    const bool wanted = options_.whole_groups && policy_->Wanted(group) && !Staging(group);
     Entry* admitted = wanted ? Admit(group, true) : nullptr;
     if (!admitted) {
       lock.unlock();
@@ -283,7 +283,7 @@ void GroupCache::Prefetch() {
     uint32_t candidate = groups;
     for (uint32_t n = 0; n < groups; ++n) {
       const uint32_t g = (prefetch_cursor_ + n) % groups;
-      if (!entries_[g] && !failed_[g] && policy_->Wanted(g)) {
+      if (!entries_[g] && !failed_[g] && policy_->Wanted(g) && !Staging(g)) {
         candidate = g;
         break;
       }

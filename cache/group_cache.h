@@ -223,6 +223,9 @@ class GroupCache {
   void QueueTierJob(uint32_t group, bool write_back);
   void TierLoop();
   void StartStager();
+  // Whether `group` is being fetched into the disk tier: its readers are served from
+  // there, and it is not loaded into the pinned tier meanwhile (never fetched twice).
+  bool Staging(uint32_t group) const;
   bool IntactGroup(uint32_t group, const char* bytes) const;
   // Whether the tier's copy of `length` bytes of blob `blob` at `offset` (a group, or a
   // member) matches the digests of the members in it; a copy that does not is deleted.

@@ -155,6 +155,8 @@ bool GroupCache::TierCopyTrusted(uint32_t group, uint64_t offset, const char* by
   return false;
 }
 
+bool GroupCache::Staging(uint32_t group) const { return stager_ && stager_->Staging(group); }
+
 std::vector<bool> GroupCache::TierGroups() const {
   std::vector<bool> present(catalog_.group_count(), false);
   if (!tier_) return present;
