@@ -10,10 +10,11 @@ CachedBytes::CachedBytes(CachedBytes&& other) noexcept { *this = std::move(other
 
 CachedBytes& CachedBytes::operator=(CachedBytes&& other) noexcept {
   if (this != &other) {
-    if (cache_) cache_->Unpin(entry_.get());
+    Release();
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
     cache_ = std::exchange(other.cache_, nullptr);
+    hot_ = std::exchange(other.hot_, nullptr);
     entry_ = std::move(other.entry_);
     owned_ = std::move(other.owned_);
   }
@@ -28,8 +29,15 @@ CachedBytes CachedBytes::Owned(std::unique_ptr<char[]> bytes, size_t start, size
   return owned;
 }
 
-CachedBytes::~CachedBytes() {
-  if (cache_) cache_->Unpin(entry_.get());
+CachedBytes::~CachedBytes() { Release(); }
+
+void CachedBytes::Release() {
+  if (!cache_) return;
+  if (hot_) {
+    cache_->UnpinHot(hot_);
+  } else {
+    cache_->Unpin(entry_.get());
+  }
 }
 
 }  // namespace gpufs

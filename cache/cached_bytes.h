@@ -26,7 +26,10 @@ class CachedBytes {
   friend class GroupCache;
   const char* data_ = nullptr;
   size_t size_ = 0;
+  void Release();
+
   GroupCache* cache_ = nullptr;    // set when data_ is a pinned group
+  void* hot_ = nullptr;            // the group's hot slot, when pinned there; else entry_
   std::shared_ptr<void> entry_;    // the pinned load: a failed one keeps its room until unpinned
   std::unique_ptr<char[]> owned_;  // set when data_ was read for this reply alone
 };

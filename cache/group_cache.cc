@@ -21,7 +21,8 @@ GroupCache::GroupCache(const Catalog& catalog, BlobSource& source, PinnedArena& 
       checks_(options_.verify && catalog.has_checksums()
                   ? std::make_unique<MemberChecks>(catalog.file_count())
                   : nullptr),
-      policy_(std::move(policy)),
+      policy_(std::make_unique<LockedPolicy>(std::move(policy))),
+      hot_(std::make_unique<HotSlot[]>(catalog.group_count())),
       entries_(catalog.group_count()),
       failed_(catalog.group_count(), false),
       busy_(catalog.group_count(), false),
@@ -83,6 +84,12 @@ Result<CachedBytes> GroupCache::Read(NodeId file, uint64_t offset, size_t size) 
   if (offset >= f.size) return CachedBytes{};
   size = static_cast<size_t>(std::min<uint64_t>(size, f.size - offset));
   const uint32_t group = f.group;
+  if (std::optional<CachedBytes> hot = ServeHot(file, offset, size)) {
+    if (checks_) {
+      if (Status s = VerifyHit(file, *hot, offset); !s) return s.error();
+    }
+    return std::move(*hot);
+  }
   std::unique_lock lock(mu_);
   if (!reading_) {
     reading_ = true;
@@ -111,7 +118,7 @@ Result<CachedBytes> GroupCache::Read(NodeId file, uint64_t offset, size_t size) 
       Urge(entry, file);
       Pump(lock);
       ++entry->waiters;
-      changed_.wait(lock, [&] {
+      entry->landed.wait(lock, [&] {
         return entry->ready || entry->failed || Servable(*entry, file) || BlockFailed(*entry, file);
       });
       --entry->waiters;
@@ -135,6 +142,44 @@ Result<CachedBytes> GroupCache::Read(NodeId file, uint64_t offset, size_t size) 
     StartLoad(started, lock, &file);
     if (started->failed) return started->error;  // at once (a blob that cannot be opened)
   }
+}
+
+// Without mu_: a member of a ready group, pinned in its hot slot; nullopt when the group
+// is not open there (not cached, loading, or with damaged members), for Read's slow path.
+std::optional<CachedBytes> GroupCache::ServeHot(NodeId file, uint64_t offset, size_t size) {
+  const FileExtent& f = catalog_.Extent(file);
+  HotSlot& slot = hot_[f.group];
+  uint64_t state = slot.state.load(std::memory_order_relaxed);
+  do {
+    if (!(state & HotSlot::kOpen)) return std::nullopt;
+  } while (!slot.state.compare_exchange_weak(state, state + 1, std::memory_order_acquire,
+                                             std::memory_order_relaxed));
+  // Pinned: the slot's fields hold until UnpinHot.
+  ++counters_.hits;
+  if (slot.unused_prefetch.load(std::memory_order_relaxed) &&
+      slot.unused_prefetch.exchange(false, std::memory_order_relaxed)) {
+    ++counters_.prefetch_used;
+  }
+  if (offset + size >= f.size) policy_->Served(f.group, catalog_.FileIndex(file));
+  counters_.bytes_served += size;
+  CachedBytes bytes;
+  bytes.data_ = arena_.base() + slot.arena_offset + (f.offset + offset - slot.data_start);
+  bytes.size_ = size;
+  bytes.cache_ = this;
+  bytes.hot_ = &slot;
+  return bytes;
+}
+
+// Under mu_: a group just made ready opens its hot slot, unless reads of it must be
+// checked against its damaged list (rare: those stay on the slow path).
+void GroupCache::OpenHot(Entry& entry) {
+  if (!entry.damaged.empty()) return;
+  HotSlot& slot = hot_[entry.group];
+  slot.arena_offset = entry.arena_offset;
+  slot.data_start = entry.data_start;
+  slot.unused_prefetch.store(entry.prefetched && !entry.used, std::memory_order_relaxed);
+  slot.state.store(HotSlot::kOpen, std::memory_order_release);
+  entry.hot = true;
 }
 
 // Under mu_: pins the group and points into it.
@@ -185,7 +230,6 @@ Result<CachedBytes> GroupCache::ReadMember(NodeId file, uint64_t offset, size_t 
   ++counters_.member_reads;
   counters_.bytes_from_disk += bytes->size();
   counters_.bytes_served += bytes->size();
-  std::lock_guard lock(mu_);
   if (offset + bytes->size() >= f.size) policy_->Served(f.group, catalog_.FileIndex(file));
   return bytes;
 }
@@ -195,12 +239,18 @@ GroupCache::Entry* GroupCache::Admit(uint32_t group, bool may_evict) {
   uint64_t start = 0;
   const size_t bytes = SpanOf(group, &start);
   std::optional<size_t> offset = arena_.Allocate(bytes);
+  std::vector<uint32_t> pinned;  // victims a reader pinned on the hot path meanwhile
   while (!offset && may_evict) {
     const auto victim = policy_->Victim(busy_);
     if (!victim) break;
-    Evict(*victim);
+    if (!Evict(*victim)) {
+      busy_[*victim] = true;  // for the next Victim call only
+      pinned.push_back(*victim);
+      continue;
+    }
     offset = arena_.Allocate(bytes);
   }
+  for (uint32_t g : pinned) busy_[g] = false;
   if (!offset) return nullptr;
   auto entry = std::make_shared<Entry>();
   entry->group = group;
@@ -243,9 +293,17 @@ Status GroupCache::CheckWholeBlob(uint32_t group, const char* bytes,
   return Ok{};
 }
 
-// Under mu_.
-void GroupCache::Evict(uint32_t group) {
+// Under mu_: false when a reader holds the group pinned on the hot path, which busy_
+// cannot show.
+bool GroupCache::Evict(uint32_t group) {
   Entry& entry = *entries_[group];
+  if (entry.hot) {
+    uint64_t open = HotSlot::kOpen;  // and no pins
+    if (!hot_[group].state.compare_exchange_strong(open, 0, std::memory_order_acq_rel)) {
+      return false;
+    }
+    if (!hot_[group].unused_prefetch.exchange(false, std::memory_order_relaxed)) entry.used = true;
+  }
   if (entry.prefetched && !entry.used) ++counters_.prefetch_wasted;
   arena_.Free(entry.arena_offset, entry.arena_bytes);
   policy_->Evicted(group);
@@ -253,6 +311,7 @@ void GroupCache::Evict(uint32_t group) {
   busy_[group] = false;
   ++counters_.evictions;
   changed_.notify_all();
+  return true;
 }
 
 // `pinned` is the pinned load, kept alive by the bytes: a load that failed after a member
@@ -263,6 +322,12 @@ void GroupCache::Unpin(void* pinned) {
   --entry.pins;
   if (entries_[entry.group].get() != &entry) return FreeFailed(entry);
   if (entry.pins == 0) busy_[entry.group] = !entry.ready;  // served early: still loading
+}
+
+// Without mu_: a hot slot's pin; eviction looks at the count when it needs room, so
+// nobody is woken.
+void GroupCache::UnpinHot(void* slot) {
+  static_cast<HotSlot*>(slot)->state.fetch_sub(1, std::memory_order_release);
 }
 
 bool GroupCache::Resident(uint32_t group) const {
@@ -333,20 +398,21 @@ nlohmann::json GroupCache::Stats() const {
   j["arena_locked"] = arena_.locked();
   j["arena_prefaulted_bytes"] = arena_.prefaulted();
   j["huge_pages"] = arena_.huge_pages();
-  for (const auto& [key, value] : {std::pair{"hits", &c.hits},
-                                   {"misses", &c.misses},
-                                   {"shared_waits", &c.shared_waits},
-                                   {"member_reads", &c.member_reads},
-                                   {"bytes_from_disk", &c.bytes_from_disk},
-                                   {"bytes_served", &c.bytes_served},
-                                   {"groups_loaded", &c.groups_loaded},
-                                   {"evictions", &c.evictions},
-                                   {"prefetch_issued", &c.prefetch_issued},
-                                   {"prefetch_used", &c.prefetch_used},
-                                   {"prefetch_wasted", &c.prefetch_wasted},
-                                   {"io_errors", &c.io_errors},
-                                   {"demand_reads", &c.demand_reads}}) {
-    j[key] = value->load();
+  // Each read once: the striped ones sum their stripes.
+  for (const auto& [key, value] : {std::pair<const char*, uint64_t>{"hits", c.hits},
+                                   {"misses", c.misses},
+                                   {"shared_waits", c.shared_waits},
+                                   {"member_reads", c.member_reads},
+                                   {"bytes_from_disk", c.bytes_from_disk},
+                                   {"bytes_served", c.bytes_served},
+                                   {"groups_loaded", c.groups_loaded},
+                                   {"evictions", c.evictions},
+                                   {"prefetch_issued", c.prefetch_issued},
+                                   {"prefetch_used", c.prefetch_used},
+                                   {"prefetch_wasted", c.prefetch_wasted},
+                                   {"io_errors", c.io_errors},
+                                   {"demand_reads", c.demand_reads}}) {
+    j[key] = value;
   }
   if (tier_) {
     j["tier"] = tier_->Stats();

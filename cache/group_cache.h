@@ -51,6 +51,12 @@
 //   digests of its members before it is served, once per fill of the pinned tier (a
 //   member read from disk alone, each time), and a copy that does not match is deleted,
 //   counted and read from the source.
+// - The hot path: a read of a group that is ready takes no lock the whole cache shares. It
+//   pins the group in the group's own slot (an atomic pin count beside an "open" bit that
+//   eviction clears, under mu_, only while the count is 0), the policy hears of it under
+//   its own small lock, and the counters it bumps are striped per thread. Readers of a
+//   load in flight wait on their entry's own condition, so a landing block wakes only
+//   them.
 // Every decision is counted; Stats() reports the counters.
 #pragma once
 
@@ -62,6 +68,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -73,6 +80,7 @@
 #include "cache/disk_tier.h"
 #include "cache/member_reads.h"
 #include "cache/policy.h"
+#include "cache/striped_counter.h"
 #include "cache/tier_staging.h"
 #include "dataset/catalog.h"
 #include "dataset/error.h"
@@ -104,17 +112,19 @@ struct CacheOptions {
   size_t staging_budget = 0;
 };
 
+// Those bumped on every read are striped per thread (a read of one sums its stripes); the
+// rest change under mu_ or once a load.
 struct CacheCounters {
-  std::atomic<uint64_t> hits{0};          // reads served from a cached group
+  StripedCounter hits;                    // reads served from a cached group
   std::atomic<uint64_t> misses{0};        // reads that loaded their group
   std::atomic<uint64_t> shared_waits{0};  // reads that waited for a load in flight
-  std::atomic<uint64_t> member_reads{0};  // reads served by reading just the member
+  StripedCounter member_reads;            // reads served by reading just the member
   std::atomic<uint64_t> bytes_from_disk{0};
-  std::atomic<uint64_t> bytes_served{0};
+  StripedCounter bytes_served;
   std::atomic<uint64_t> groups_loaded{0};
   std::atomic<uint64_t> evictions{0};
   std::atomic<uint64_t> prefetch_issued{0};
-  std::atomic<uint64_t> prefetch_used{0};
+  StripedCounter prefetch_used;
   std::atomic<uint64_t> prefetch_wasted{0};
   std::atomic<uint64_t> io_errors{0};
   std::atomic<uint64_t> demand_reads{0};  // requests sent for a waiting reader, ahead of prefetch
@@ -171,9 +181,27 @@ class GroupCache {
     // get the error; the rest of the group goes on (group_loads.cc, FailBlocks).
     std::map<uint32_t, Error> failed_blocks;
     bool room_freed = false;  // a failed load's room, once nothing writes or reads it
+    // Ready and open in its HotSlot; pins taken there are not counted in `pins`.
+    bool hot = false;
+    // Its readers wait on it: blocks landed or failed, or the load ended.
+    std::condition_variable landed;
   };
   using EntryRef = std::shared_ptr<Entry>;
+  // A group's pins on the hot path, one slot per group for the cache's lifetime, so that a
+  // reader finds it without mu_. While kOpen is set the group is ready and its bytes stay
+  // where the slot says; a reader pins by CAS on `state` only while kOpen is set. Under
+  // mu_, Finish fills the slot and sets kOpen; Evict clears it by CAS only while no pin is
+  // held. The other fields change only while kOpen is clear.
+  struct HotSlot {
+    static constexpr uint64_t kOpen = uint64_t{1} << 63;
+    std::atomic<uint64_t> state{0};  // kOpen | pins
+    size_t arena_offset = 0;
+    uint64_t data_start = 0;
+    std::atomic<bool> unused_prefetch{false};  // prefetched and not yet served
+  };
 
+  std::optional<CachedBytes> ServeHot(NodeId file, uint64_t offset, size_t size);
+  void OpenHot(Entry& entry);
   Result<CachedBytes> ServeHit(uint32_t group, NodeId file, uint64_t offset, size_t size);
   Status VerifyHit(NodeId file, const CachedBytes& bytes, uint64_t offset);
   Result<CachedBytes> ReadMember(NodeId file, uint64_t offset, size_t size);
@@ -210,8 +238,9 @@ class GroupCache {
   Status CheckEarlyMember(NodeId file, const CachedBytes& bytes, uint64_t offset);
   bool HasBlobCheck(uint32_t group) const;
   Entry* Admit(uint32_t group, bool may_evict);
-  void Evict(uint32_t group);
+  bool Evict(uint32_t group);
   void Unpin(void* entry);
+  void UnpinHot(void* slot);
   size_t SpanOf(uint32_t group, uint64_t* start) const;
   void Prefetch();
   // The disk tier's side (group_cache_tier.cc).
@@ -238,15 +267,17 @@ class GroupCache {
   CacheCounters counters_;
   std::unique_ptr<MemberChecks> checks_;  // with options_.verify
 
-  // Lock order: mu_ only; the arena's own lock is taken inside it, never the reverse.
+  // Lock order: mu_, then the policy's or the arena's own lock, never the reverse.
   mutable std::mutex mu_;
-  std::condition_variable changed_;         // a load finished or room was made
-  std::unique_ptr<EvictionPolicy> policy_;  // guarded by mu_
+  // A load finished or room was made (prefetch waits on it), or the last read landed.
+  std::condition_variable changed_;
+  std::unique_ptr<EvictionPolicy> policy_;  // a LockedPolicy: guards itself
+  std::unique_ptr<HotSlot[]> hot_;          // by group; see HotSlot
   // By group; shared with the readers waiting on a load, who read its outcome after the
   // entry has left the table. Guarded by mu_.
   std::vector<std::shared_ptr<Entry>> entries_;
   std::vector<bool> failed_;     // the last load of the group failed; guarded by mu_
-  std::vector<bool> busy_;       // pinned or loading; guarded by mu_
+  std::vector<bool> busy_;       // pinned or loading (hot pins: see Evict); guarded by mu_
   unsigned prefetch_loads_ = 0;  // in flight; guarded by mu_
   // The piece queue (group_loads.cc), all guarded by mu_.
   std::deque<Run> demands_;          // blocks readers wait on, first come

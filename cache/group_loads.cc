@@ -76,7 +76,7 @@ void GroupCache::Pump(std::unique_lock<std::mutex>& lock) {
     lock.lock();
   }
   pumping_ = false;
-  changed_.notify_all();  // the destructor waits for the pump to stop
+  if (stop_) changed_.notify_all();  // the destructor waits for the pump to stop
 }
 
 // Under mu_: the reads to submit now, their blocks marked in flight. Demand goes first and
@@ -238,7 +238,8 @@ void GroupCache::OnRun(const Run& run, bool demand, Result<size_t> got) {
   }
   // Counted out only now: the destructor waits for this, and the check above unlocks.
   --requests_in_flight_;
-  changed_.notify_all();
+  entry.landed.notify_all();
+  if (requests_in_flight_ == 0) changed_.notify_all();
   Pump(lock);
 }
 
@@ -309,6 +310,7 @@ void GroupCache::DropLoad(Entry& entry, Error error) {
   entry.error = std::move(error);
   entries_[entry.group].reset();  // `entry` lives on in the waiters and pieces that hold it
   busy_[entry.group] = false;
+  entry.landed.notify_all();
   changed_.notify_all();
 }
 
@@ -333,7 +335,9 @@ void GroupCache::Finish(Entry& entry, Status status) {
   busy_[group] = entry.pins > 0;
   ++counters_.groups_loaded;
   policy_->Admitted(group);
+  OpenHot(entry);
   if (tier_ && !entry.from_tier && entry.damaged.empty()) QueueTierJob(group, true);
+  entry.landed.notify_all();
   changed_.notify_all();
 }
 

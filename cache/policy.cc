@@ -11,6 +11,41 @@ std::unique_ptr<EvictionPolicy> MakePolicy(std::string_view name, GroupSizes siz
   return nullptr;
 }
 
+void LockedPolicy::Admitted(uint32_t group) {
+  std::lock_guard lock(mu_);
+  inner_->Admitted(group);
+}
+
+void LockedPolicy::Served(uint32_t group, uint32_t file) {
+  std::lock_guard lock(mu_);
+  inner_->Served(group, file);
+}
+
+void LockedPolicy::Evicted(uint32_t group) {
+  std::lock_guard lock(mu_);
+  inner_->Evicted(group);
+}
+
+bool LockedPolicy::Wanted(uint32_t group) const {
+  std::lock_guard lock(mu_);
+  return inner_->Wanted(group);
+}
+
+std::optional<uint32_t> LockedPolicy::Victim(const std::vector<bool>& busy) const {
+  std::lock_guard lock(mu_);
+  return inner_->Victim(busy);
+}
+
+uint32_t LockedPolicy::epoch() const {
+  std::lock_guard lock(mu_);
+  return inner_->epoch();
+}
+
+uint64_t LockedPolicy::served_this_epoch() const {
+  std::lock_guard lock(mu_);
+  return inner_->served_this_epoch();
+}
+
 void LruPolicy::Admitted(uint32_t group) {
   order_.push_front(group);
   where_[group] = order_.begin();

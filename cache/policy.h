@@ -1,7 +1,7 @@
 // Which cached group to give up when a new one needs room. A policy sees every admission,
-// every member served and every eviction, all under the cache's lock, and answers two
-// questions: is this group worth loading whole (Wanted), and which group should go to
-// make room (Victim).
+// every member served and every eviction, one at a time (the cache wraps it in a
+// LockedPolicy), and answers two questions: is this group worth loading whole (Wanted),
+// and which group should go to make room (Victim).
 //
 //   consume-once (default)  Random-order training reads each image once per epoch; once
 //       served, the kernel's page cache holds it, so the daemon's copy is dead weight
@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -55,6 +56,25 @@ using GroupSizes = std::vector<uint32_t>;
 // "consume-once", "pin" or "lru"; null for an unknown name.
 std::unique_ptr<EvictionPolicy> MakePolicy(std::string_view name, GroupSizes sizes,
                                            size_t file_count);
+
+// Another policy behind its own small lock, so that a read served without the cache's
+// lock still reports what it served (the cache takes its own lock first, then this one).
+class LockedPolicy : public EvictionPolicy {
+ public:
+  explicit LockedPolicy(std::unique_ptr<EvictionPolicy> inner) : inner_(std::move(inner)) {}
+  std::string_view name() const override { return inner_->name(); }
+  void Admitted(uint32_t group) override;
+  void Served(uint32_t group, uint32_t file) override;
+  void Evicted(uint32_t group) override;
+  bool Wanted(uint32_t group) const override;
+  std::optional<uint32_t> Victim(const std::vector<bool>& busy) const override;
+  uint32_t epoch() const override;
+  uint64_t served_this_epoch() const override;
+
+ private:
+  mutable std::mutex mu_;
+  const std::unique_ptr<EvictionPolicy> inner_;  // guarded by mu_
+};
 
 class LruPolicy : public EvictionPolicy {
  public:

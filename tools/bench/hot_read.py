@@ -1,0 +1,133 @@
+#!/usr/bin/python3
+"""Reads served by the daemon from its pinned memory: the group cache's hot path.
+
+    sudo tools/bench/hot_read.py [--files 3000] [--base OTHER_GPUFSD]... [--drop 1]
+
+The sample of warm_read.py (real JPEGs, ~110 KB mean, mytar groups). Each gpufs row mounts
+with the defaults, reads every file once (so every group is in pinned memory), and then,
+before every timed pass, drops the kernel's caches (--drop: 1 the page cache, 3 dentries
+and inodes too), so every read reaches the daemon and is a hit there. Passes read every
+file once in random order with Python's open().read() and with os.open/os.read, by 1, 2
+and 4 reader processes, and with open(buffering=1 MiB).read() (no isatty check) by one; the best of --repeats passes is kept. The ext4 row reads the
+source tree with its page cache warm: the rate to match. --base adds a row for another
+gpufsd binary (an older build) in the same run, in the same state. The last column is the time of one
+ioctl(TCGETS) on an open file, the isatty() check Python's open() makes: the kernel
+forwards it to the FUSE server every time.
+"""
+import argparse
+import fcntl
+import os
+import sys
+import tempfile
+import termios
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "mount"))
+import gpufs_testlib as lib  # noqa: E402
+import make_sample  # noqa: E402
+from warm_read import files_per_second, grouped_files, os_open, python_open  # noqa: E402
+
+
+def buffered_open(paths):
+    """open() with `buffering` given, which skips its isatty() check: no IOCTL per file."""
+    for path in paths:
+        with open(path, "rb", buffering=1 << 20) as f:
+            f.read()
+    return len(paths)
+
+
+COLUMNS = [(python_open, 1, "open 1r"), (python_open, 2, "open 2r"), (python_open, 4, "open 4r"),
+           (buffered_open, 1, "buffered 1r"),
+           (os_open, 1, "os.open 1r"), (os_open, 2, "os.open 2r"), (os_open, 4, "os.open 4r")]
+
+
+def drop(level):
+    """Empties the kernel's caches at `level` (1: pages; 3: dentries and inodes too)."""
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write(f"{level}\n")
+
+
+def measure(root, rel, repeats, level):
+    """files/s per column; level None: nothing dropped between passes (page cache warm)."""
+    row = []
+    for reader, readers, _ in COLUMNS:
+        best = 0.0
+        for seed in range(repeats):
+            if level:
+                drop(level)
+            best = max(best, files_per_second(reader, root, rel, readers, seed))
+        row.append(best)
+    return row
+
+
+def isatty_us(path, count=20000):
+    """Microseconds per ioctl(TCGETS) on an open file: what Python's open() adds per file."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        start = time.perf_counter()
+        for _ in range(count):
+            try:
+                fcntl.ioctl(fd, termios.TCGETS, bytes(64))
+            except OSError:
+                pass
+        return (time.perf_counter() - start) / count * 1e6
+    finally:
+        os.close(fd)
+
+
+def mounted_row(binary, src, rel, args):
+    lib.GPUFSD = binary
+    with lib.Mount(src) as mnt:
+        python_open([os.path.join(mnt, r) for r in rel])  # every group into pinned memory
+        return measure(mnt, rel, args.repeats, args.drop), isatty_us(os.path.join(mnt, rel[0]))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--files", type=int, default=3000)
+    parser.add_argument("--classes", type=int, default=30)
+    parser.add_argument("--max-side", type=int, default=720)
+    parser.add_argument("--group-size", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--drop", type=int, choices=(1, 3), default=1)
+    parser.add_argument("--base", action="append", default=[],
+                        help="another gpufsd binary to compare with (repeatable)")
+    parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "gpufs-bench"))
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("hot_read.py drops the page cache: run it as root")
+
+    tree = os.path.join(args.work, "tree")
+    if not os.path.isdir(tree):
+        make_sample.make_tree(tree, args.classes, args.files // args.classes, 0, False,
+                              args.max_side)
+    src = os.path.join(args.work, "mytar", str(args.group_size))
+    if not os.path.isfile(os.path.join(src, "metadata.txt")):
+        make_sample.group_mytar(tree, os.path.join(args.work, "mytar"), args.group_size, 0)
+    rel = grouped_files(src, tree)
+    mean_kb = sum(os.path.getsize(os.path.join(tree, r)) for r in rel) / len(rel) / 1000
+    print(f"{len(rel)} files, mean {mean_kb:.0f} KB, group size {args.group_size}, "
+          f"{os.cpu_count()} CPUs; gpufs rows: drop_caches {args.drop} before each pass\n")
+
+    python_open([os.path.join(tree, r) for r in rel])  # the tree's page cache warm
+    rows = [("ext4 tree, page cache warm",
+             (measure(tree, rel, args.repeats, None), isatty_us(os.path.join(tree, rel[0]))))]
+    rows.append(("gpufs, pinned, page cache dropped", mounted_row(lib.GPUFSD, src, rel, args)))
+    for binary in args.base:
+        rows.append((f"  {binary[-34:]}", mounted_row(binary, src, rel, args)))
+
+    print(f"{'':36}" + "".join(f"{title:>12}" for _, _, title in COLUMNS) + "  isatty us")
+    base, us = rows[0][1]
+    print(f"{rows[0][0]:36}" + "".join(f"{v:>12.0f}" for v in base) + f"{us:>11.1f}")
+    for name, (row, us) in rows[1:]:
+        print(f"{name:36}" + "".join(f"{v:>7.0f} {v / b:.2f}x" for v, b in zip(row, base)) +
+              f"{us:>11.1f}")
+
+
+if __name__ == "__main__":
+    main()
