@@ -30,6 +30,13 @@ constexpr uint32_t kVersion = 1;
 constexpr const char* kTempPrefix = ".tmp-";
 constexpr const char* kSuffix = ".grp";
 constexpr const char* kLedger = ".ledger";
+// Block sizes a copy may have been written with: a power of two, 4 KiB to 1 MiB.
+bool KnownBlockBytes(uint32_t bytes) {
+  return bytes >= DiskTier::kAlign && bytes <= (1u << 20) && (bytes & (bytes - 1)) == 0;
+}
+
+// What Full() asks room for: about a group, so that room made by a deletion is seen.
+constexpr uint64_t kFullProbe = 16 << 20;
 // A temporary file this old belongs to a writer that died; it is deleted on the next count.
 constexpr auto kStaleTemp = std::chrono::hours(1);
 
@@ -46,9 +53,11 @@ struct FixedHeader {
 static_assert(sizeof(FixedHeader) == 32);
 
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
-size_t BlockCount(uint64_t payload) { return (payload + DiskTier::kBlock - 1) / DiskTier::kBlock; }
-size_t HeaderBytes(size_t name_bytes, uint64_t payload) {
-  return RoundUp(sizeof(FixedHeader) + RoundUp(name_bytes, 8) + 8 * BlockCount(payload),
+size_t BlockCount(uint64_t payload, size_t block = DiskTier::kBlock) {
+  return (payload + block - 1) / block;
+}
+size_t HeaderBytes(size_t name_bytes, uint64_t payload, size_t block = DiskTier::kBlock) {
+  return RoundUp(sizeof(FixedHeader) + RoundUp(name_bytes, 8) + 8 * BlockCount(payload, block),
                  DiskTier::kAlign);
 }
 
@@ -87,9 +96,10 @@ bool WriteFully(int fd, const char* bytes, size_t size, uint64_t offset) {
   return true;
 }
 
-uint64_t BlockChecksum(const char* payload, uint64_t length, size_t block) {
-  const uint64_t start = uint64_t{block} * DiskTier::kBlock;
-  return ChecksumOf(payload + start, std::min<uint64_t>(DiskTier::kBlock, length - start));
+uint64_t BlockChecksum(const char* payload, uint64_t length, size_t block,
+                       size_t block_bytes = DiskTier::kBlock) {
+  const uint64_t start = uint64_t{block} * block_bytes;
+  return ChecksumOf(payload + start, std::min<uint64_t>(block_bytes, length - start));
 }
 
 // One copy found by a count: where it is (a dataset folder under root, a name in it), how
@@ -217,7 +227,43 @@ struct DiskTier::Header {
   uint64_t payload = 0;
   size_t header_bytes = 0;
   std::vector<uint64_t> blocks;
+  size_t block_bytes = kBlock;  // as the copy was written (64 KiB before 16 KiB)
 };
+
+struct DiskTier::OpenedCopy {
+  int fd = -1;
+  Header header;
+  OpenedCopy(int fd, Header header) : fd(fd), header(std::move(header)) {}
+  ~OpenedCopy() { close(fd); }
+  OpenedCopy(const OpenedCopy&) = delete;
+  OpenedCopy& operator=(const OpenedCopy&) = delete;
+};
+
+namespace {
+
+// A second early: file times come from a coarse clock, and a copy written just after
+// Open may carry a time a few milliseconds before it.
+timespec OpenedTime() {
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  now.tv_sec -= 1;
+  return now;
+}
+
+// A buffer of each reading thread, aligned for O_DIRECT, grown as needed and kept: slice
+// reads allocate nothing and zero nothing.
+char* SliceBuffer(size_t bytes) {
+  thread_local AlignedBuffer buffer;
+  thread_local size_t capacity = 0;
+  if (capacity < bytes) {
+    capacity = RoundUp(std::max<size_t>(bytes, 1 << 20), DiskTier::kAlign);
+    buffer = Aligned(capacity);
+    if (!buffer) capacity = 0;
+  }
+  return buffer.get();
+}
+
+}  // namespace
 
 Result<std::unique_ptr<DiskTier>> DiskTier::Open(DiskTierOptions options) {
   auto root = OpenPrivateFolder(options.root, TierRole());
@@ -251,7 +297,8 @@ DiskTier::DiskTier(DiskTierOptions options, uint64_t keep_free, int root_fd, int
       dir_(options_.root / options_.dataset),
       root_fd_(root_fd),
       dir_fd_(dir_fd),
-      ledger_fd_(ledger_fd) {}
+      ledger_fd_(ledger_fd),
+      opened_(OpenedTime()) {}
 
 DiskTier::~DiskTier() {
   close(root_fd_);
@@ -280,9 +327,9 @@ Result<DiskTier::Header> DiskTier::ReadHeader(int fd, const std::string& name, s
   FixedHeader fixed{};
   std::memcpy(&fixed, first.get(), sizeof(fixed));
   if (std::memcmp(fixed.magic, kMagic, sizeof(kMagic)) != 0 || fixed.version != kVersion ||
-      fixed.block_bytes != kBlock || fixed.name_bytes != name.size() ||
+      !KnownBlockBytes(fixed.block_bytes) || fixed.name_bytes != name.size() ||
       (length != 0 && fixed.payload != length) ||
-      fixed.header_bytes != HeaderBytes(name.size(), fixed.payload)) {
+      fixed.header_bytes != HeaderBytes(name.size(), fixed.payload, fixed.block_bytes)) {
     return Fail(EIO, "a header that does not match");
   }
   AlignedBuffer whole = std::move(first);
@@ -296,7 +343,8 @@ Result<DiskTier::Header> DiskTier::ReadHeader(int fd, const std::string& name, s
     return Fail(EIO, "another group's header");
   }
   Header header{fixed.payload, fixed.header_bytes,
-                std::vector<uint64_t>(BlockCount(fixed.payload))};
+                std::vector<uint64_t>(BlockCount(fixed.payload, fixed.block_bytes)),
+                fixed.block_bytes};
   std::memcpy(header.blocks.data(), whole.get() + sizeof(FixedHeader) + RoundUp(name.size(), 8),
               8 * header.blocks.size());
   return header;
@@ -313,7 +361,7 @@ bool DiskTier::ReadWhole(const std::string& name, char* buffer, size_t length) {
     damage = "it ends early";
   }
   for (size_t b = 0; header && damage.empty() && b < header->blocks.size(); ++b) {
-    if (BlockChecksum(buffer, length, b) != header->blocks[b]) {
+    if (BlockChecksum(buffer, length, b, header->block_bytes) != header->blocks[b]) {
       damage = fmt::format("block {} does not match its checksum", b);
     }
   }
@@ -321,35 +369,78 @@ bool DiskTier::ReadWhole(const std::string& name, char* buffer, size_t length) {
   return Settle(fd, name, damage, counters_.hits, length);
 }
 
+std::shared_ptr<const DiskTier::OpenedCopy> DiskTier::Opened(const std::string& name) {
+  {
+    std::lock_guard lock(open_mu_);
+    if (auto it = open_.find(name); it != open_.end()) {
+      it->second.used = ++open_clock_;
+      return it->second.copy;
+    }
+  }
+  const int fd = OpenCopy(name);
+  if (fd < 0) return nullptr;
+  auto header = ReadHeader(fd, name, 0);
+  if (!header) {
+    close(fd);
+    Damaged(name, header.error().message);
+    return nullptr;
+  }
+  auto copy = std::make_shared<const OpenedCopy>(fd, std::move(*header));
+  std::lock_guard lock(open_mu_);
+  if (open_.size() >= kOpenCopies) {
+    auto oldest = std::min_element(open_.begin(), open_.end(), [](const auto& a, const auto& b) {
+      return a.second.used < b.second.used;
+    });
+    open_.erase(oldest);  // closed once its last reader lets go
+  }
+  open_[name] = OpenEntry{copy, ++open_clock_};
+  return copy;
+}
+
+void DiskTier::Forget(const std::string& name) {
+  std::lock_guard lock(open_mu_);
+  open_.erase(name);
+}
+
+// One read where the copy is open already: the checked blocks that hold the slice, into a
+// buffer of the thread's, checked, then copied out.
 bool DiskTier::ReadSlice(const std::string& name, uint64_t offset, size_t size, char* out) {
   if (!enabled_ || name.empty()) return false;
-  const int fd = OpenCopy(name);
-  if (fd < 0) return false;
-  auto header = ReadHeader(fd, name, 0);
-  std::string damage = header ? "" : header.error().message;
-  if (header && offset + size > header->payload) damage = "it is shorter than the group";
+  const auto copy = Opened(name);
+  if (!copy) return false;
+  const Header& header = copy->header;
+  std::string damage;
+  if (offset + size > header.payload) damage = "it is shorter than the group";
   if (damage.empty() && size > 0) {
-    const size_t first = offset / kBlock;
-    const size_t last = (offset + size - 1) / kBlock;
-    const uint64_t start = uint64_t{first} * kBlock;
+    const size_t block = header.block_bytes;
+    const size_t first = offset / block;
+    const size_t last = (offset + size - 1) / block;
+    const uint64_t start = uint64_t{first} * block;
     const size_t span =
-        std::min<uint64_t>((last + 1) * kBlock, RoundUp(header->payload, kAlign)) - start;
-    AlignedBuffer blocks = Aligned(span);
-    const uint64_t have = std::min<uint64_t>(span, header->payload - start);
-    if (ReadFully(fd, blocks.get(), span, header->header_bytes + start) <
+        std::min<uint64_t>((last + 1) * block, RoundUp(header.payload, kAlign)) - start;
+    char* blocks = SliceBuffer(span);
+    const uint64_t have = std::min<uint64_t>(span, header.payload - start);
+    if (!blocks) return false;
+    if (ReadFully(copy->fd, blocks, span, header.header_bytes + start) <
         static_cast<ssize_t>(have)) {
       damage = "it ends early";
     }
     for (size_t b = first; damage.empty() && b <= last; ++b) {
-      const uint64_t at = uint64_t{b} * kBlock - start;
-      const uint64_t n = std::min<uint64_t>(kBlock, header->payload - uint64_t{b} * kBlock);
-      if (ChecksumOf(blocks.get() + at, n) != header->blocks[b]) {
+      const uint64_t at = uint64_t{b} * block - start;
+      const uint64_t n = std::min<uint64_t>(block, header.payload - uint64_t{b} * block);
+      if (ChecksumOf(blocks + at, n) != header.blocks[b]) {
         damage = fmt::format("block {} does not match its checksum", b);
       }
     }
-    if (damage.empty()) std::memcpy(out, blocks.get() + (offset - start), size);
+    if (damage.empty()) std::memcpy(out, blocks + (offset - start), size);
   }
-  return Settle(fd, name, damage, counters_.slice_hits, size);
+  if (!damage.empty()) {
+    Damaged(name, damage);
+    return false;
+  }
+  ++counters_.slice_hits;
+  counters_.read_bytes += size;
+  return true;
 }
 
 bool DiskTier::Settle(int fd, const std::string& name, const std::string& damage,
@@ -365,6 +456,7 @@ bool DiskTier::Settle(int fd, const std::string& name, const std::string& damage
 }
 
 void DiskTier::Delete(const std::string& name) {
+  Forget(name);
   struct stat st {};
   const bool there = fstatat(dir_fd_, name.c_str(), &st, 0) == 0;
   if (there && unlinkat(dir_fd_, name.c_str(), 0) == 0) Release(static_cast<uint64_t>(st.st_size));
@@ -385,23 +477,47 @@ void DiskTier::Damaged(const std::string& name, std::string_view why) {
                (dir_ / name).string(), why);
 }
 
-bool DiskTier::Write(const std::string& name, const char* bytes, size_t length) {
+uint64_t DiskTier::FileBytes(const std::string& name, size_t length) const {
+  return HeaderBytes(name.size(), length, options_.block_bytes) + RoundUp(length, kAlign);
+}
+
+bool DiskTier::Claim(const std::string& name, size_t length) {
   if (!enabled_ || name.empty()) return false;
-  const size_t header_bytes = HeaderBytes(name.size(), length);
+  if (Reserve(FileBytes(name, length))) return true;
+  ++counters_.skipped;
+  return false;
+}
+
+void DiskTier::Unclaim(const std::string& name, size_t length) {
+  pending_ -= FileBytes(name, length);
+  Release(FileBytes(name, length));
+}
+
+bool DiskTier::Write(const std::string& name, const char* bytes, size_t length, bool claimed) {
+  if (!enabled_ || name.empty()) {
+    if (claimed) Unclaim(name, length);
+    return false;
+  }
+  const size_t block = options_.block_bytes;
+  const size_t header_bytes = HeaderBytes(name.size(), length, block);
   AlignedBuffer header = Aligned(header_bytes);
   std::memset(header.get(), 0, header_bytes);
-  FixedHeader fixed{{},     kVersion, static_cast<uint32_t>(header_bytes),
-                    length, kBlock,   static_cast<uint32_t>(name.size())};
+  FixedHeader fixed{{},
+                    kVersion,
+                    static_cast<uint32_t>(header_bytes),
+                    length,
+                    static_cast<uint32_t>(block),
+                    static_cast<uint32_t>(name.size())};
   std::memcpy(fixed.magic, kMagic, sizeof(kMagic));
   std::memcpy(header.get(), &fixed, sizeof(fixed));
   std::memcpy(header.get() + sizeof(fixed), name.data(), name.size());
   char* blocks = header.get() + sizeof(fixed) + RoundUp(name.size(), 8);
-  for (size_t b = 0; b < BlockCount(length); ++b) {
-    const uint64_t sum = BlockChecksum(bytes, length, b);
+  for (size_t b = 0; b < BlockCount(length, block); ++b) {
+    const uint64_t sum = BlockChecksum(bytes, length, b, block);
     std::memcpy(blocks + 8 * b, &sum, 8);
   }
-  const uint64_t file_bytes = header_bytes + RoundUp(length, kAlign);
-  if (!Reserve(file_bytes)) {
+  const uint64_t file_bytes = FileBytes(name, length);
+  if (!claimed && !Reserve(file_bytes)) {
     ++counters_.skipped;
     return false;
   }
@@ -425,13 +541,14 @@ bool DiskTier::Write(const std::string& name, const char* bytes, size_t length) 
   const bool renamed =
       written && syscall(SYS_renameat2, dir_fd_, temp.c_str(), dir_fd_, name.c_str(), 1 /*
       RENAME_NOREPLACE */) == 0;
+  const int rename_error = errno;
+  if (!renamed) unlinkat(dir_fd_, temp.c_str(), 0);
+  pending_ -= file_bytes;  // in the folder now, or gone
   if (renamed) {
     ++counters_.writes;
     counters_.write_bytes += length;
     return true;
   }
-  const int rename_error = errno;
-  unlinkat(dir_fd_, temp.c_str(), 0);
   Release(file_bytes);
   if (written && rename_error == EEXIST) return true;
   WriteFailed(fd < 0 ? temp : name, written ? rename_error : error);
@@ -455,6 +572,10 @@ void DiskTier::WriteFailed(const std::string& what, int error) {
         "source",
         (dir_ / what).string(), strerror(error), failures);
   }
+}
+
+bool DiskTier::Full() const {
+  return full_.load(std::memory_order_relaxed) && !Fits(Used(), kFullProbe);
 }
 
 bool DiskTier::Present(const std::string& name) const {
@@ -482,8 +603,9 @@ uint64_t DiskTier::Room() const {
   return options_.max_bytes != 0 ? std::min(options_.max_bytes, on_disk) : on_disk;
 }
 
-// Under the ledger lock: the bytes in use as this daemon and the others left them.
-uint64_t DiskTier::Recount() { return ScanRoot(root_fd_, nullptr); }
+// Under the ledger lock: the bytes in use as this daemon and the others left them, and
+// what this daemon has reserved for copies not yet in the folder.
+uint64_t DiskTier::Recount() { return ScanRoot(root_fd_, nullptr) + pending_; }
 
 // Under the ledger lock: deletes the copies read least recently, of every dataset under
 // root, until `bytes` more fit with room to spare (a twentieth of the bound, or sixteen
@@ -491,12 +613,16 @@ uint64_t DiskTier::Recount() { return ScanRoot(root_fd_, nullptr); }
 // do not count the folder again at once.
 void DiskTier::EvictFor(uint64_t& used, uint64_t bytes) {
   std::vector<Copy> copies;
-  used = ScanRoot(root_fd_, &copies);
+  used = ScanRoot(root_fd_, &copies) + pending_;
   std::sort(copies.begin(), copies.end(), Older);
+  std::erase_if(copies, [this](const Copy& copy) {
+    return copy.dataset == options_.dataset && !Older(copy, Copy{{}, {}, 0, opened_});
+  });
   const uint64_t spare = std::min(std::max(options_.max_bytes / 20, 16 * bytes), used / 4);
   for (const Copy& copy : copies) {
     if (Fits(used, bytes, spare)) break;
     if (!RemoveCopy(root_fd_, copy)) continue;
+    if (copy.dataset == options_.dataset) Forget(copy.name);  // its space, freed now
     used -= std::min(used, copy.bytes);
     ++counters_.evictions;
   }
@@ -513,6 +639,8 @@ bool DiskTier::Reserve(uint64_t bytes) {
   }
   const bool fits = Fits(used, bytes);
   if (fits) used += bytes;
+  if (fits) pending_ += bytes;
+  full_.store(!fits, std::memory_order_relaxed);
   [[maybe_unused]] ssize_t n = pwrite(ledger_fd_, &used, sizeof(used), 0);
   flock(ledger_fd_, LOCK_UN);
   return fits;

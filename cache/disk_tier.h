@@ -11,7 +11,7 @@
 //   could read leaks the dataset, and one they could plant would be served. Everything
 //   beneath ROOT is reached from its descriptor without following links.
 // - A file is a header (magic, version, payload length, its own name and the XXH3-64 of
-//   each 64 KiB block of the payload), padded to 4 KiB, then the payload, padded to
+//   each block of the payload, 16 KiB: kBlock), padded to 4 KiB, then the payload, padded to
 //   4 KiB. The blocks let one member be read and checked without reading its group.
 // - Crash safety: a file is written under a temporary name and renamed into place, so a
 //   name never shows a half-written group. A crash can still leave a renamed file whose
@@ -20,8 +20,18 @@
 // - Shared: daemons of one user on a node share ROOT. Each writes whole files under names of its
 //   own; the ledger, changed under flock, lets them keep the size bound together. When a
 //   write would pass the bound, or leave the disk with less than `keep_free`, the truth
-//   is counted again from the folder and the files read least recently (mtime, touched on
-//   each read) are deleted.
+//   is counted again from the folder (with the room this daemon has reserved for copies
+//   not written yet) and the files read least recently (mtime, touched on each whole
+//   read) are deleted, except this dataset's copies written or read since this daemon
+//   opened the tier: in a random epoch, evicting the oldest copy to admit each new group
+//   leaves the next epoch nothing (every group is evicted before it comes round again),
+//   while keeping what is there serves tier/dataset of every epoch. A write that finds no
+//   room is skipped, and Full() tells the cache to stop fetching groups for the tier.
+// - Room is claimed before a group's bytes are fetched for the tier (Claim), so a tier
+//   that fills up stops the fetches at once rather than after they arrive.
+// - Member reads: copies are kept open (an LRU of descriptors with their headers and
+//   check tables), so a member read alone is one read of the 16 KiB blocks that hold it,
+//   into a buffer of the reading thread's, checked against their sums.
 // - Faults never reach a reader: a full disk, a write error or a vanished folder only
 //   means a group is not kept (a vanished folder turns the tier off, with a log line).
 //
@@ -37,6 +47,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -64,6 +75,7 @@ inline constexpr const char* kWriteErrors = "write_errors";
 inline constexpr const char* kEvictions = "evictions";  // files this daemon deleted for room
 inline constexpr const char* kEnabled = "enabled";
 inline constexpr const char* kFills = "fills";  // groups fetched for the tier alone (the cache's)
+inline constexpr const char* kStaging = "staging";  // the stager's own (tier_staging.h)
 }  // namespace tier_stat
 
 struct DiskTierOptions {
@@ -73,13 +85,20 @@ struct DiskTierOptions {
   // Bytes to leave free on root's filesystem; by default a tenth of it, at most 10 GiB.
   std::optional<uint64_t> keep_free;
   bool evict = true;  // false: fill while there is room, then keep (the pin policy)
+  // The checked block of the copies written (DiskTier::kBlock; a power of two, 4 KiB to
+  // 1 MiB). Copies are read with the block their header names, whatever this is.
+  size_t block_bytes = 16 << 10;
 };
 
 // A file store keyed by name; the group cache decides the names. Thread-safe.
 class DiskTier {
  public:
   static constexpr size_t kAlign = 4096;
-  static constexpr size_t kBlock = 64 << 10;
+  // Checked blocks of new copies: a member read alone reads and checks the blocks that
+  // hold it, so a smaller block reads less past its ends (a 128 KiB member: 1.1 times its
+  // bytes with 16 KiB blocks, 1.5 times with 64 KiB ones). Copies written with another
+  // block size (their header says which) are read as written.
+  static constexpr size_t kBlock = 16 << 10;
 
   // Creates root/dataset as needed (0700); fails, naming the folder and the fix, when it
   // cannot be used or is not private to this user (see private_files.h).
@@ -95,13 +114,23 @@ class DiskTier {
   bool ReadSlice(const std::string& name, uint64_t offset, size_t size, char* out);
   // Keeps `length` bytes at `bytes` (aligned to kAlign, readable up to length rounded up
   // to kAlign) as `name`. False when not kept (no room, an error, the tier off).
-  bool Write(const std::string& name, const char* bytes, size_t length);
+  // `claimed`: the room was taken by Claim beforehand (and is given back on a failure).
+  bool Write(const std::string& name, const char* bytes, size_t length, bool claimed = false);
+  // Takes the room a copy of `length` bytes named `name` will need, evicting as Write
+  // does, before its bytes are fetched; false (counted as skipped) when there is none.
+  // The room is used by Write(..., claimed = true) or given back by Unclaim.
+  bool Claim(const std::string& name, size_t length);
+  void Unclaim(const std::string& name, size_t length);
   // Deletes the copy `name`, whose bytes were read back intact but are not the dataset's
   // (they do not match the index's SHA-256: planted by whoever could write the folder);
   // counts and logs it, naming `why`.
   void Reject(const std::string& name, std::string_view why);
   // Whether `name` is on disk now (any daemon's copy).
   bool Present(const std::string& name) const;
+  // Whether the last write found no room it could make (nothing left to evict but this
+  // dataset's copies kept since Open), and there is still none: a copy written now would
+  // not be kept. Cheap (the ledger and a statfs).
+  bool Full() const;
   bool enabled() const { return enabled_; }
   // The bytes all daemons' copies may reach, by the rule Write keeps: the bound, and the
   // free space less the reserve, whichever is less.
@@ -115,6 +144,7 @@ class DiskTier {
     std::atomic<uint64_t> writes{0}, write_bytes{0}, skipped{0}, write_errors{0}, evictions{0};
   };
   struct Header;
+  struct OpenedCopy;  // a descriptor of a copy and its header, cached for slice reads
 
   DiskTier(DiskTierOptions options, uint64_t keep_free, int root_fd, int dir_fd, int ledger_fd);
   // A descriptor of `name`'s copy, or -1 (a miss, counted).
@@ -124,8 +154,13 @@ class DiskTier {
   bool Settle(int fd, const std::string& name, const std::string& damage,
               std::atomic<uint64_t>& hits, uint64_t bytes);
   Result<Header> ReadHeader(int fd, const std::string& name, size_t length);
+  // `name`'s copy opened with its header read, from the cache of open copies or opened now
+  // (and cached); null on a miss or a damaged header (deleted).
+  std::shared_ptr<const OpenedCopy> Opened(const std::string& name);
+  void Forget(const std::string& name);
   void Damaged(const std::string& name, std::string_view why);
   void Delete(const std::string& name);
+  uint64_t FileBytes(const std::string& name, size_t length) const;
   bool Reserve(uint64_t bytes);
   void Release(uint64_t bytes);
   uint64_t Recount();
@@ -144,7 +179,28 @@ class DiskTier {
   std::atomic<bool> enabled_{true};
   std::atomic<bool> direct_{true};  // O_DIRECT works on this filesystem
   std::atomic<uint64_t> temp_counter_{0};
+  std::atomic<bool> full_{false};  // see Full()
+  // Bytes reserved by this daemon for copies not yet renamed into the folder (claimed, or
+  // being written): a count of the folder does not see them.
+  std::atomic<uint64_t> pending_{0};
+  // Copies of this dataset read or written since this time are not evicted for room: in
+  // a random epoch a full tier that evicts to admit each new group would hold, at the next
+  // epoch, the groups read last, which are as likely to come late as any (no hits); one
+  // that keeps what it has serves its share of every epoch.
+  const timespec opened_;
   mutable Counters counters_;
+  // Open copies for slice reads, the least recently used closed past kOpenCopies; a copy
+  // this daemon deletes is forgotten (one another daemon deletes still reads its own
+  // bytes, names key the bytes, and holds its space until it is closed). Guarded by
+  // open_mu_, taken alone or inside ledger_mu_.
+  static constexpr size_t kOpenCopies = 256;
+  struct OpenEntry {
+    std::shared_ptr<const OpenedCopy> copy;
+    uint64_t used = 0;
+  };
+  std::mutex open_mu_;
+  std::unordered_map<std::string, OpenEntry> open_;  // guarded by open_mu_
+  uint64_t open_clock_ = 0;                          // guarded by open_mu_
   // Lock order: ledger_mu_, then the flock on ledger_fd_ (it serializes daemons; the mutex
   // serializes this daemon's threads, which share one open file and so one flock).
   std::mutex ledger_mu_;

@@ -50,6 +50,7 @@ GroupCache::GroupCache(const Catalog& catalog, BlobSource& source, PinnedArena& 
     tier_hashed_ = std::make_unique<std::atomic<uint64_t>[]>((catalog.file_count() + 63) / 64);
   }
   for (unsigned i = 0; i < kTierWorkers; ++i) tier_workers_.emplace_back([this] { TierLoop(); });
+  StartStager();
 }
 
 GroupCache::~GroupCache() {
@@ -66,6 +67,7 @@ GroupCache::~GroupCache() {
   }
   tier_wake_.notify_all();
   for (std::thread& t : tier_workers_) t.join();
+  stager_.reset();  // its reads in flight call back into it, and count into counters_
 }
 
 // The aligned byte range of the blob a group's load reads; returns its length.
@@ -128,7 +130,7 @@ Result<CachedBytes> GroupCache::Read(NodeId file, uint64_t offset, size_t size) 
       }
       continue;
     }
-    const bool wanted = options_.whole_groups && policy_->Wanted(group);
+    const bool wanted = options_.whole_groups && policy_->Wanted(group) && !Staging(group);
     Entry* admitted = wanted ? Admit(group, true) : nullptr;
     if (!admitted) {
       lock.unlock();
@@ -346,7 +348,7 @@ void GroupCache::Prefetch() {
     uint32_t candidate = groups;
     for (uint32_t n = 0; n < groups; ++n) {
       const uint32_t g = (prefetch_cursor_ + n) % groups;
-      if (!entries_[g] && !failed_[g] && policy_->Wanted(g)) {
+      if (!entries_[g] && !failed_[g] && policy_->Wanted(g) && !Staging(g)) {
         candidate = g;
         break;
       }
@@ -414,7 +416,9 @@ nlohmann::json GroupCache::Stats() const {
   }
   if (tier_) {
     j["tier"] = tier_->Stats();
-    j["tier"][tier_stat::kFills] = c.tier_fills.load();
+    const nlohmann::json staging = stager_->Stats();
+    j["tier"][tier_stat::kFills] = staging[staging_stat::kStaged];
+    j["tier"][tier_stat::kStaging] = staging;
   }
   j["read_amplification"] = served > 0 ? static_cast<double>(c.bytes_from_disk) / served : 0.0;
   return j;

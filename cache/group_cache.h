@@ -37,10 +37,15 @@
 // - Disk tier (optional, cache/disk_tier.h): a load looks there before the source, and a
 //   group loaded from the source is written there in the background (pinned until
 //   written). A member read that bypasses the pinned tier is served from the group's
-//   copy on disk when there is one; otherwise the group is fetched to disk in the
-//   background, so that a budget smaller than the dataset still leaves the next epoch
-//   with every group on local disk. Consume-once thus drops a consumed group from RAM
-//   first while its copy stays on disk; pin keeps both tiers once full. The tier's own
+//   copy on disk when there is one (one read of its checked blocks); otherwise the group
+//   is staged (cache/tier_staging.h): fetched whole through the source's asynchronous
+//   path, within a budget of bytes in flight, into the tier, while the reader is served
+//   from the staging as soon as its own blocks land (sent first, urgent). So a budget
+//   smaller than the dataset still reads it at the link's speed and leaves the next
+//   epoch with every group on local disk, as far as the tier has room; a full tier keeps
+//   what it has and the rest is read member by member. Consume-once thus drops a
+//   consumed group from RAM first while its copy stays on disk; pin keeps both tiers once
+//   full. The tier's own
 //   block checksums catch damage only (anyone who can write the folder can recompute
 //   them): where the index has SHA-256 digests, a copy read back is checked against the
 //   digests of its members before it is served, once per fill of the pinned tier (a
@@ -76,6 +81,7 @@
 #include "cache/member_reads.h"
 #include "cache/policy.h"
 #include "cache/striped_counter.h"
+#include "cache/tier_staging.h"
 #include "dataset/catalog.h"
 #include "dataset/error.h"
 #include "source/blob_source.h"
@@ -101,6 +107,9 @@ struct CacheOptions {
   // What disk tier copies are checked against (the source's, shared); null: made from the
   // catalog when it has SHA-256 digests.
   std::shared_ptr<const MemberDigests> digests = nullptr;
+  // Bytes of groups being staged into the disk tier at once (tier_staging.h); 0: a
+  // quarter of the budget, within 128-256 MiB.
+  size_t staging_budget = 0;
 };
 
 // Those bumped on every read are striped per thread (a read of one sums its stripes); the
@@ -118,7 +127,6 @@ struct CacheCounters {
   StripedCounter prefetch_used;
   std::atomic<uint64_t> prefetch_wasted{0};
   std::atomic<uint64_t> io_errors{0};
-  std::atomic<uint64_t> tier_fills{0};    // groups fetched for the disk tier alone
   std::atomic<uint64_t> demand_reads{0};  // requests sent for a waiting reader, ahead of prefetch
 };
 
@@ -243,7 +251,10 @@ class GroupCache {
   std::optional<Result<CachedBytes>> ReadMemberFromTier(NodeId file, uint64_t offset, size_t size);
   void QueueTierJob(uint32_t group, bool write_back);
   void TierLoop();
-  void FillTier(uint32_t group);
+  void StartStager();
+  // Whether `group` is being fetched into the disk tier: its readers are served from
+  // there, and it is not loaded into the pinned tier meanwhile (never fetched twice).
+  bool Staging(uint32_t group) const;
   bool IntactGroup(uint32_t group, const char* bytes) const;
   // Whether the tier's copy of `length` bytes of blob `blob` at `offset` (a group, or a
   // member) matches the digests of the members in it; a copy that does not is deleted.
@@ -282,7 +293,7 @@ class GroupCache {
   bool reading_ = false;  // a read has arrived; prefetch follows the access stream; guarded by mu_
   std::vector<std::thread> prefetchers_;
 
-  // Disk writes and fills at once: two keep a local disk busy while the source answers.
+  // Write-backs at once: two keep a local disk busy.
   static constexpr unsigned kTierWorkers = 2;
   DiskTier* const tier_;
   std::vector<std::string> tier_names_;  // by group; empty: not kept on disk
@@ -297,6 +308,7 @@ class GroupCache {
   std::deque<TierJob> tier_jobs_;      // guarded by mu_
   std::vector<bool> tier_queued_;      // a job for the group is queued or running; guarded by mu_
   std::vector<std::thread> tier_workers_;
+  std::unique_ptr<TierStager> stager_;  // with a tier
 };
 
 }  // namespace gpufs

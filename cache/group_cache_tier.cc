@@ -1,5 +1,7 @@
 // The group cache's side of the disk tier: member reads served from a group's copy on
-// disk, and the background work that fills the tier (see group_cache.h).
+// disk or from its staging, the stager that fills the tier with the groups the pinned tier
+// has no room for, and the write-backs of groups loaded into the pinned tier (see
+// group_cache.h).
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -10,19 +12,16 @@
 namespace gpufs {
 namespace {
 
-// Queued work beyond this is dropped: a write-back holds its group pinned, and a fill
-// not made now is asked for again by the group's next member read.
-constexpr size_t kMaxTierJobs = 64;
+// Write-backs beyond this are dropped: each holds its group pinned.
 constexpr size_t kMaxWriteBacks = 16;
-
-struct FreeDeleter {
-  void operator()(char* p) const { std::free(p); }
-};
+constexpr size_t kStagingPiece = 2 << 20;
 
 }  // namespace
 
-// Outside mu_: the member from its group's copy on disk, checked; nullopt when there is
-// no copy (a fill is queued) or it was damaged.
+// Outside mu_: the member from its group's copy on disk, checked; or, while its group is
+// being staged into the tier, from the staging buffer (its blocks sent first). nullopt
+// when neither has it (the caller reads the member from the source). A miss stages the
+// group, so that the next epoch finds it on disk.
 std::optional<Result<CachedBytes>> GroupCache::ReadMemberFromTier(NodeId file, uint64_t offset,
                                                                   size_t size) {
   const FileExtent& f = catalog_.Extent(file);
@@ -38,16 +37,17 @@ std::optional<Result<CachedBytes>> GroupCache::ReadMemberFromTier(NodeId file, u
   const size_t length = whole ? static_cast<size_t>(f.size) : size;
   uint64_t start = 0;
   SpanOf(f.group, &start);
-  auto bytes = std::make_unique<char[]>(std::max<size_t>(length, 1));
-  if (!tier_->ReadSlice(name, f.offset + from - start, length, bytes.get()) ||
-      (hash && !TierCopyTrusted(f.group, f.offset, bytes.get(), length))) {
-    if (options_.whole_groups) {
-      std::lock_guard lock(mu_);
-      QueueTierJob(f.group, false);
-    }
-    return std::nullopt;
+  auto bytes = std::make_unique_for_overwrite<char[]>(std::max<size_t>(length, 1));
+  const uint64_t at = f.offset + from - start;  // in the group's span
+  const bool on_disk = tier_->ReadSlice(name, at, length, bytes.get()) &&
+                       (!hash || TierCopyTrusted(f.group, f.offset, bytes.get(), length));
+  if (on_disk && hash) tier_hashed_[index / 64].fetch_or(bit, std::memory_order_relaxed);
+  if (!on_disk) {
+    // Bytes from the staging came from the source, as a member read's would.
+    const bool staged = options_.whole_groups && stager_ && stager_->Stage(f.group) &&
+                        stager_->Read(f.group, at, length, bytes.get());
+    if (!staged) return std::nullopt;
   }
-  if (hash) tier_hashed_[index / 64].fetch_or(bit, std::memory_order_relaxed);
   if (verify) {
     const std::string blob = source_.Describe(catalog_.Group(f.group).blob);
     if (Status s = checks_->Check(catalog_, file, bytes.get(), blob); !s) {
@@ -62,25 +62,55 @@ std::optional<Result<CachedBytes>> GroupCache::ReadMemberFromTier(NodeId file, u
   return Result<CachedBytes>(CachedBytes::Owned(std::move(bytes), offset - from, size));
 }
 
-// Under mu_. A write-back pins its group until written; write-backs go first, as they
-// hold memory.
+// The stager of groups the pinned tier has no room for (tier_staging.h), over the same
+// spans and names as the group loads and write-backs.
+void GroupCache::StartStager() {
+  const size_t block = options_.demand_block    ? options_.demand_block
+                       : options_.io_piece != 0 ? std::min<size_t>(options_.io_piece, 256 << 10)
+                                                : 256 << 10;
+  StagingOptions staging;
+  staging.block = block;
+  // Pieces of at most 2 MiB: a reader's blocks are then more often still queued, and sent
+  // first as a request of its own, than inside a long piece it must wait for; 2 MiB still
+  // costs a store's connection a few times its round trip.
+  const size_t piece =
+      std::min<size_t>(options_.io_piece ? options_.io_piece : kStagingPiece, kStagingPiece);
+  staging.piece = std::max(block, piece / block * block);
+  staging.reads_in_flight = std::max(1u, options_.reads_in_flight);
+  // A quarter of the pinned budget, within 128-256 MiB: several groups staged at once, so
+  // that most readers find their group staging rather than queued.
+  staging.budget = options_.staging_budget
+                       ? options_.staging_budget
+                       : std::clamp<size_t>(arena_.capacity() / 4, 128 << 20, 256 << 20);
+  std::vector<StagedSpan> spans(catalog_.group_count());
+  for (uint32_t g = 0; g < spans.size(); ++g) {
+    const GroupExtent& group = catalog_.Group(g);
+    spans[g].blob = group.blob;
+    spans[g].length = SpanOf(g, &spans[g].start);
+    spans[g].need = static_cast<size_t>(group.offset + group.size - spans[g].start);
+    spans[g].name = tier_names_[g];
+  }
+  auto check = [this](uint32_t group, const char* span) {
+    uint64_t start = 0;
+    SpanOf(group, &start);
+    return IntactGroup(group, span + (catalog_.Group(group).offset - start));
+  };
+  stager_ = std::make_unique<TierStager>(source_, *tier_, std::move(spans), staging,
+                                         std::move(check), &counters_.bytes_from_disk);
+}
+
+// Under mu_. A write-back pins its group until written (groups without room in the
+// pinned tier are staged instead: tier_staging.h). At unmount a load that lands its last
+// pieces is still written back.
 void GroupCache::QueueTierJob(uint32_t group, bool write_back) {
-  // At unmount a load that lands its last pieces is still written back; fills are not made.
-  if (tier_queued_[group] || failed_[group] || tier_stop_ || (stop_ && !write_back) ||
-      tier_names_[group].empty()) {
+  if (!write_back || tier_queued_[group] || failed_[group] || tier_stop_ ||
+      tier_names_[group].empty() || tier_jobs_.size() >= kMaxWriteBacks) {
     return;
   }
-  const size_t write_backs = static_cast<size_t>(std::count_if(
-      tier_jobs_.begin(), tier_jobs_.end(), [](const TierJob& j) { return j.write_back; }));
-  if (tier_jobs_.size() >= kMaxTierJobs || (write_back && write_backs >= kMaxWriteBacks)) return;
   tier_queued_[group] = true;
-  if (write_back) {
-    ++entries_[group]->pins;
-    busy_[group] = true;
-    tier_jobs_.push_front(TierJob{group, true});
-  } else {
-    tier_jobs_.push_back(TierJob{group, false});
-  }
+  ++entries_[group]->pins;
+  busy_[group] = true;
+  tier_jobs_.push_back(TierJob{group, true});
   tier_wake_.notify_one();
 }
 
@@ -88,53 +118,22 @@ void GroupCache::TierLoop() {
   std::unique_lock lock(mu_);
   for (;;) {
     tier_wake_.wait(lock, [this] { return tier_stop_ || !tier_jobs_.empty(); });
-    // At the end, groups already in memory are still written (a local write each); the
-    // fills, which would wait on the source, are dropped.
-    if (stop_) std::erase_if(tier_jobs_, [](const TierJob& j) { return !j.write_back; });
     if (tier_jobs_.empty()) {
       if (tier_stop_) return;
       continue;
     }
     const TierJob job = tier_jobs_.front();
     tier_jobs_.pop_front();
-    if (job.write_back) {
-      Entry& entry = *entries_[job.group];  // pinned: neither evicted nor moved
-      const char* bytes = arena_.base() + entry.arena_offset;
-      const size_t length = entry.arena_bytes;
-      lock.unlock();
-      tier_->Write(tier_names_[job.group], bytes, length);
-      lock.lock();
-      if (--entry.pins == 0) busy_[job.group] = false;
-      changed_.notify_all();
-    } else {
-      lock.unlock();
-      FillTier(job.group);
-      lock.lock();
-    }
+    Entry& entry = *entries_[job.group];  // pinned: neither evicted nor moved
+    const char* bytes = arena_.base() + entry.arena_offset;
+    const size_t length = entry.arena_bytes;
+    lock.unlock();
+    tier_->Write(tier_names_[job.group], bytes, length);
+    lock.lock();
+    if (--entry.pins == 0) busy_[job.group] = false;
+    changed_.notify_all();
     tier_queued_[job.group] = false;
   }
-}
-
-// Outside mu_: fetches a group the pinned tier has no room for straight to the disk tier.
-void GroupCache::FillTier(uint32_t group) {
-  const std::string& name = tier_names_[group];
-  if (tier_->Present(name)) return;
-  uint64_t start = 0;
-  const size_t length = SpanOf(group, &start);
-  const size_t room = PinnedArena::RoundUp(length);
-  std::unique_ptr<char, FreeDeleter> buffer(
-      static_cast<char*>(std::aligned_alloc(DiskTier::kAlign, room)));
-  if (!buffer) return;
-  std::fill(buffer.get(), buffer.get() + room, 0);
-  const GroupExtent& g = catalog_.Group(group);
-  auto got =
-      ReadRange(source_, ReadKind::kGroup, g.blob, start, length, buffer.get(), options_.io_piece);
-  // A failed or damaged read is left to the readers' own loads, which report it.
-  if (!got || *got < g.offset + g.size - start) return;
-  counters_.bytes_from_disk += *got;
-  if (!IntactGroup(group, buffer.get() + (g.offset - start))) return;
-  ++counters_.tier_fills;
-  tier_->Write(name, buffer.get(), length);
 }
 
 // Whether a whole-blob group matches the blob's checksum, where the index has one.
@@ -155,6 +154,8 @@ bool GroupCache::TierCopyTrusted(uint32_t group, uint64_t offset, const char* by
                                   bad.size(), bad.front().path));
   return false;
 }
+
+bool GroupCache::Staging(uint32_t group) const { return stager_ && stager_->Staging(group); }
 
 std::vector<bool> GroupCache::TierGroups() const {
   std::vector<bool> present(catalog_.group_count(), false);

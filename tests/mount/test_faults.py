@@ -312,6 +312,48 @@ class BlobReadFails(FaultCase):
         return [f"a retry storm: {count} log lines named {blob} {when} (at most {STORM})"]
 
 
+class StagingFails(FaultCase):
+    """Memory too small for any group and a disk tier: every group is staged into the tier
+    (tier_staging.h) and some of its bytes fail meanwhile."""
+
+    mount_on_faultfs = BlobReadFails.mount_on_faultfs
+    relative = BlobReadFails.relative
+    failing_range = BlobReadFails.failing_range
+
+    def test_a_failed_staging_never_serves_wrong_bytes_and_is_fetched_again_later(self):
+        tier = os.path.join(self.work, "tier")
+        options = ("--cache-size", "4KiB", "--io-size", "4096", "--disk-cache", tier)
+        faultfs, daemon_of = self.mount_on_faultfs("native", options)
+        with faultfs, daemon_of() as daemon:
+            layout = self.layout(daemon.mnt)
+            blob, mine, others = self.pick_victim(layout)
+            victim, start, end = self.failing_range(layout, mine)
+            faultfs.rules(f"{self.relative(faultfs, blob)} {start} {end}")
+            results = read_files(daemon.mnt, mine + others)
+            self.assert_eio(results, [victim])
+            # Its siblings are served from the staging's landed blocks or read alone; a
+            # page they share with the victim may fail them too, but never with wrong bytes.
+            self.check(results, mine, {"EIO", "byte-exact"},
+                       "files of the bad blob must read as EIO or byte-exact")
+            self.assert_exact(results, others)
+            staging = lib.stats_of(daemon.mnt)["tier"]["staging"]
+            self.assertGreater(staging["failed"], 0, "no staging failed")
+            faultfs.rules()
+            # Healed: reads are exact at once, and a later miss stages the group again once
+            # its back-off has passed, so that it ends on disk like the others.
+            groups = lib.stats_of(daemon.mnt)["groups"]
+            deadline = time.monotonic() + 30
+            while True:
+                self.assert_exact(read_files(daemon.mnt, mine), mine)
+                copies = [f for _, _, names in os.walk(tier) for f in names
+                          if f.endswith(".grp")]
+                if len(copies) == groups or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            self.assertEqual(len(copies), groups, "the failed group was never staged again")
+            self.assert_lives(daemon)
+
+
 class DaemonStopped(FaultCase):
     """The daemon killed, or stopped and continued, while threads read in a loop."""
 

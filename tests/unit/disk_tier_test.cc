@@ -45,6 +45,8 @@ uint64_t BytesBelow(const fs::path& root) {
   return total;
 }
 
+constexpr size_t kGroup = 300'000;  // not a multiple of the block or the page
+
 class DiskTierTest : public ::testing::Test {
  protected:
   std::unique_ptr<DiskTier> Open(const std::string& dataset, uint64_t max_bytes = 0,
@@ -53,13 +55,23 @@ class DiskTierTest : public ::testing::Test {
     EXPECT_TRUE(tier.ok()) << tier.error().message;
     return std::move(*tier);
   }
+  // Copies of groups 0..n-1 written by a mount that has gone, read an hour ago.
+  void WriteAnEarlierMountsCopies(const std::string& dataset, uint64_t bound, uint32_t n) {
+    Buffer group = Pattern(kGroup, 'e');
+    auto earlier = Open(dataset, bound);
+    for (uint32_t g = 0; g < n; ++g) {
+      ASSERT_TRUE(earlier->Write(TierFileName(g, "b", "v1", 0, kGroup), group.get(), kGroup));
+    }
+    for (const auto& entry : fs::directory_iterator(dir_.path() / dataset)) {
+      fs::last_write_time(entry.path(), fs::file_time_type::clock::now() - std::chrono::hours(1));
+    }
+  }
+
   fs::path CopyPath(const std::string& dataset, const std::string& name) {
     return dir_.path() / dataset / name;
   }
   TempDir dir_;
 };
-
-constexpr size_t kGroup = 300'000;  // not a multiple of the block or the page
 
 TEST_F(DiskTierTest, KeepsAGroupAndReadsItBackWholeOrInSlices) {
   auto tier = Open("data-0123456789abcdef");
@@ -81,6 +93,22 @@ TEST_F(DiskTierTest, KeepsAGroupAndReadsItBackWholeOrInSlices) {
   EXPECT_EQ(stats[tier_stat::kHits], 1);
   EXPECT_EQ(stats[tier_stat::kSliceHits], 1);
   EXPECT_EQ(stats[tier_stat::kUsed], BytesBelow(dir_.path()));
+}
+
+TEST_F(DiskTierTest, CopiesOfEarlierVersionsIn64KiBBlocksAreReadAsWritten) {
+  DiskTierOptions earlier{dir_.path(), "data-0123456789abcdef", 0, 0};
+  earlier.block_bytes = 64 << 10;  // as copies were written before 16 KiB blocks
+  const std::string name = TierFileName(3, "blob", "etag=1", 0, kGroup);
+  Buffer group = Pattern(kGroup, 'o');
+  ASSERT_TRUE((*DiskTier::Open(earlier))->Write(name, group.get(), kGroup));
+  auto tier = Open("data-0123456789abcdef");
+  Buffer back = Room(kGroup);
+  ASSERT_TRUE(tier->ReadWhole(name, back.get(), kGroup));
+  EXPECT_EQ(std::memcmp(back.get(), group.get(), kGroup), 0);
+  std::string slice(70'000, '\0');
+  ASSERT_TRUE(tier->ReadSlice(name, 100'000, slice.size(), slice.data()));
+  EXPECT_EQ(slice, std::string(group.get() + 100'000, slice.size()));
+  EXPECT_EQ(tier->Stats()[tier_stat::kDamaged], 0);
 }
 
 TEST_F(DiskTierTest, NamesChangeWithTheBlobsIdentityAndNothingUnknownIsKept) {
@@ -288,12 +316,33 @@ TEST_F(DiskTierTest, EvictionNeverFollowsALinkedDatasetFolder) {
   std::ofstream(kept) << std::string(400'000, 'k');
   fs::last_write_time(kept, fs::file_time_type::clock::now() - std::chrono::hours(24));
   Buffer group = Pattern(kGroup, 'e');
-  auto tier = Open("own-0123456789abcdef", 2 * (4096 + 303'104));
+  const uint64_t bound = 2 * (4096 + 303'104);
+  WriteAnEarlierMountsCopies("own-0123456789abcdef", bound, 2);
+  auto tier = Open("own-0123456789abcdef", bound);
   fs::create_symlink(outside.path(), dir_.path() / "out-0123456789abcdef");
-  for (uint32_t g = 0; g < 4; ++g)
+  for (uint32_t g = 2; g < 4; ++g)
     tier->Write(TierFileName(g, "b", "v1", 0, kGroup), group.get(), kGroup);
   EXPECT_TRUE(fs::exists(kept));
   EXPECT_GT(tier->Stats()[tier_stat::kEvictions].get<uint64_t>(), 0u);
+}
+
+// A full tier keeps the copies this mount wrote or read rather than evict them for new
+// ones: in a random epoch the next epoch then finds its share, where evicting the oldest
+// to admit each new group would leave it nothing it reads before evicting it again.
+TEST_F(DiskTierTest, WhenFullItKeepsThisMountsCopiesAndSkipsNewOnes) {
+  Buffer group = Pattern(kGroup, 'f');
+  const uint64_t bound = 2 * (4096 + 303'104);
+  WriteAnEarlierMountsCopies("own-0123456789abcdef", bound, 1);
+  auto tier = Open("own-0123456789abcdef", bound);
+  EXPECT_FALSE(tier->Full());
+  ASSERT_TRUE(tier->Write(TierFileName(1, "b", "v1", 0, kGroup), group.get(), kGroup));
+  ASSERT_TRUE(tier->Write(TierFileName(2, "b", "v1", 0, kGroup), group.get(), kGroup));
+  EXPECT_FALSE(tier->Present(TierFileName(0, "b", "v1", 0, kGroup)));  // the earlier mount's
+  EXPECT_FALSE(tier->Write(TierFileName(3, "b", "v1", 0, kGroup), group.get(), kGroup));
+  EXPECT_TRUE(tier->Full());
+  EXPECT_TRUE(tier->Present(TierFileName(1, "b", "v1", 0, kGroup)));
+  EXPECT_TRUE(tier->Present(TierFileName(2, "b", "v1", 0, kGroup)));
+  EXPECT_EQ(tier->Stats()[tier_stat::kSkipped], 1);
 }
 
 // The group cache over a fake source: two groups of four 5000-byte members.
@@ -382,7 +431,7 @@ TEST_F(TieredCacheTest, MembersBeyondTheBudgetAreFilledToDiskAndReadFromThere) {
   Remount(24 << 10);  // one group fits
   ExpectEveryFile(true);
   WaitForCopies();
-  EXPECT_GE(cache_->counters().tier_fills.load(), 1u);
+  EXPECT_GE(cache_->Stats()["tier"][tier_stat::kFills].get<uint64_t>(), 1u);
   const size_t before = source_->calls().size();
   Remount(24 << 10);
   ExpectEveryFile(true);

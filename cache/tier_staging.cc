@@ -1,0 +1,361 @@
+// Staging groups into the disk tier (see tier_staging.h). Reads are submitted outside mu_
+// by one thread at a time (the pump), as the group loads do (group_loads.cc): a completion
+// that arrives while another thread pumps leaves the next reads to that thread.
+#include "cache/tier_staging.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+namespace gpufs {
+namespace {
+
+size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+}  // namespace
+
+struct TierStager::Job {
+  uint32_t group = 0;
+  char* buffer = nullptr;
+  size_t capacity = 0;  // of buffer, as the pool counts it
+  size_t room = 0;      // the span rounded up to the tier's alignment: what is written
+  std::vector<Block> blocks;
+  uint32_t next_block = 0;  // the first block that may still be queued
+  uint32_t landed = 0;
+  uint32_t reads = 0;     // in flight
+  bool failed = false;    // a read failed: the staging ends once none is in flight
+  bool settled = false;   // checked and queued for writing, or released
+  bool released = false;  // its buffer went back to the pool
+  bool written = false;   // handed to the tier, with the room claimed for it
+};
+
+TierStager::TierStager(BlobSource& source, DiskTier& tier, std::vector<StagedSpan> spans,
+                       StagingOptions options, Check check, std::atomic<uint64_t>* fetched)
+    : source_(source),
+      tier_(tier),
+      spans_(std::move(spans)),
+      options_(options),
+      check_(std::move(check)),
+      fetched_(fetched),
+      jobs_(spans_.size()),
+      failures_(spans_.size(), 0),
+      retry_at_(spans_.size()),
+      is_queued_(spans_.size(), false) {
+  for (unsigned i = 0; i < std::max(1u, options_.writers); ++i) {
+    writers_.emplace_back([this] { WriterLoop(); });
+  }
+}
+
+TierStager::~TierStager() {
+  std::unique_lock lock(mu_);
+  stop_ = true;
+  queued_.clear();
+  demands_.clear();
+  changed_.wait(lock, [this] { return reads_in_flight_ == 0 && !pumping_; });
+  // Groups with blocks never sent will not land; those landed are still written (a local
+  // write each) before the writers stop.
+  for (const JobRef& job : fetching_) {
+    if (!job->settled) Release(job);
+  }
+  fetching_.clear();
+  changed_.notify_all();
+  lock.unlock();
+  for (std::thread& t : writers_) t.join();
+  for (auto& [buffer, capacity] : pool_) std::free(buffer);
+}
+
+bool TierStager::Stage(uint32_t group) {
+  std::unique_lock lock(mu_);
+  if (group >= spans_.size() || stop_ || spans_[group].name.empty()) return false;
+  if (jobs_[group] || is_queued_[group]) return true;
+  if (failures_[group] > 0 && std::chrono::steady_clock::now() < retry_at_[group]) return false;
+  if (tier_.Full()) {
+    ++counters_.full_skips;
+    return false;
+  }
+  is_queued_[group] = true;
+  queued_.push_back(group);
+  Pump(lock);
+  return true;
+}
+
+bool TierStager::Staging(uint32_t group) const {
+  std::lock_guard lock(mu_);
+  return jobs_[group] || is_queued_[group];
+}
+
+bool TierStager::Read(uint32_t group, uint64_t offset, size_t size, char* out) {
+  std::unique_lock lock(mu_);
+  const JobRef job = jobs_[group];
+  if (!job || job->failed || size == 0 || offset + size > spans_[group].length) return false;
+  const auto first = static_cast<uint32_t>(offset / options_.block);
+  const auto end = static_cast<uint32_t>((offset + size - 1) / options_.block + 1);
+  auto landed = [&] {
+    return std::all_of(job->blocks.begin() + first, job->blocks.begin() + end,
+                       [](Block b) { return b == Block::kLanded; });
+  };
+  if (!landed()) {
+    demands_.push_back(Run{job, first, end - first});
+    Pump(lock);
+    changed_.wait(lock, [&] { return job->failed || stop_ || job->released || landed(); });
+    // Written and released before this reader woke: its buffer is gone (the caller reads
+    // the copy on disk, or the source).
+    if (job->released || !landed()) return false;
+  }
+  std::memcpy(out, job->buffer + offset, size);  // under mu_: the buffer stays the job's
+  ++counters_.served;
+  return true;
+}
+
+// Under mu_, released while submitting.
+void TierStager::Pump(std::unique_lock<std::mutex>& lock) {
+  if (pumping_) {
+    pump_again_ = true;
+    return;
+  }
+  pumping_ = true;
+  for (;;) {
+    pump_again_ = false;
+    std::vector<BlobRead> reads = NextReads();
+    if (reads.empty() && !pump_again_) break;
+    lock.unlock();
+    if (!reads.empty()) source_.Submit(ReadKind::kGroup, std::move(reads));
+    lock.lock();
+  }
+  pumping_ = false;
+  changed_.notify_all();  // the destructor waits for the pump to stop
+}
+
+// Under mu_: queued groups start while their buffers fit the budget (one at least, so a
+// group larger than the budget is still staged, alone).
+void TierStager::StartJobs() {
+  while (!queued_.empty()) {
+    const uint32_t group = queued_.front();
+    const StagedSpan& span = spans_[group];
+    const size_t room = RoundUp(span.length, DiskTier::kAlign);
+    if (in_flight_bytes_ > 0 && in_flight_bytes_ + room > options_.budget) return;
+    queued_.pop_front();
+    is_queued_[group] = false;
+    if (tier_.Present(span.name)) continue;  // kept since the miss that queued it
+    // The room on disk is taken before the bytes are fetched: a tier that fills up
+    // stops staging at once, rather than after fetching what it then cannot keep.
+    if (!tier_.Claim(span.name, span.length)) {
+      ++counters_.full_skips;
+      continue;
+    }
+    auto job = std::make_shared<Job>();
+    job->group = group;
+    job->room = room;
+    job->buffer = TakeBuffer(room, &job->capacity);
+    if (!job->buffer) {
+      tier_.Unclaim(span.name, span.length);
+      return;
+    }
+    job->blocks.assign((span.length + options_.block - 1) / options_.block, Block::kQueued);
+    in_flight_bytes_ += job->capacity;
+    jobs_[group] = job;
+    fetching_.push_back(std::move(job));
+  }
+}
+
+// Under mu_: demand reads first, past the window; then prefetch runs of the oldest jobs.
+std::vector<BlobRead> TierStager::NextReads() {
+  std::vector<BlobRead> reads;
+  if (stop_) return reads;
+  StartJobs();
+  while (!demands_.empty()) {
+    const Run wanted = std::move(demands_.front());
+    demands_.pop_front();
+    Job& job = *wanted.job;
+    if (job.failed) continue;
+    const uint32_t end = wanted.first + wanted.count;
+    for (uint32_t b = wanted.first; b < end; ++b) {
+      if (job.blocks[b] != Block::kQueued) continue;  // in flight already: joined
+      uint32_t last = b;
+      while (last + 1 < end && job.blocks[last + 1] == Block::kQueued) ++last;
+      reads.push_back(ReadOf(Run{wanted.job, b, last - b + 1}, true));
+      ++counters_.demand_reads;
+      b = last;
+    }
+  }
+  const auto most = static_cast<uint32_t>(std::max<size_t>(1, options_.piece / options_.block));
+  while (prefetch_in_flight_ < std::max(1u, options_.reads_in_flight) && !fetching_.empty()) {
+    Job& job = *fetching_.front();
+    const auto count = static_cast<uint32_t>(job.blocks.size());
+    while (job.next_block < count && job.blocks[job.next_block] != Block::kQueued) {
+      ++job.next_block;
+    }
+    if (job.failed || job.next_block == count) {
+      fetching_.pop_front();
+      continue;
+    }
+    const uint32_t first = job.next_block;
+    uint32_t end = first + 1;
+    while (end < count && end - first < most && job.blocks[end] == Block::kQueued) ++end;
+    job.next_block = end;
+    reads.push_back(ReadOf(Run{fetching_.front(), first, end - first}, false));
+  }
+  return reads;
+}
+
+// Under mu_: the read of `run`, its blocks marked in flight.
+BlobRead TierStager::ReadOf(const Run& run, bool demand) {
+  Job& job = *run.job;
+  for (uint32_t b = run.first; b < run.first + run.count; ++b) job.blocks[b] = Block::kInFlight;
+  ++job.reads;
+  ++reads_in_flight_;
+  if (!demand) ++prefetch_in_flight_;
+  const StagedSpan& span = spans_[job.group];
+  const uint64_t at = uint64_t{run.first} * options_.block;
+  BlobRead read;
+  read.blob = span.blob;
+  read.offset = span.start + at;
+  read.length = std::min<uint64_t>(uint64_t{run.count} * options_.block, span.length - at);
+  read.buffer = job.buffer + at;
+  read.urgent = demand;
+  read.done = [this, run, demand](Result<size_t> got) { OnRead(run, demand, std::move(got)); };
+  return read;
+}
+
+// On a source thread: a run of blocks landed or failed.
+void TierStager::OnRead(const Run& run, bool demand, Result<size_t> got) {
+  std::unique_lock lock(mu_);
+  Job& job = *run.job;
+  --job.reads;
+  if (!demand) --prefetch_in_flight_;
+  const StagedSpan& span = spans_[job.group];
+  const uint64_t at = uint64_t{run.first} * options_.block;
+  const size_t length = std::min<uint64_t>(uint64_t{run.count} * options_.block, span.length - at);
+  const size_t need = span.need > at ? std::min<size_t>(span.need - at, length) : 0;
+  if (!got || *got < need) {
+    if (!job.failed) {
+      job.failed = true;
+      ++counters_.failed;
+      Failed(job.group);
+    }
+  } else if (!job.failed) {
+    // Past the blob's end: zeros, as a read of a file gives, never another group's bytes.
+    if (*got < length) std::memset(job.buffer + at + *got, 0, length - *got);
+    for (uint32_t b = run.first; b < run.first + run.count; ++b) job.blocks[b] = Block::kLanded;
+    job.landed += run.count;
+    counters_.fetched_bytes += *got;
+    if (fetched_) *fetched_ += *got;
+  }
+  Settle(run.job, lock);
+  // Counted out only now: the destructor and the writers wait for this, and Settle unlocks.
+  --reads_in_flight_;
+  changed_.notify_all();
+  Pump(lock);
+}
+
+// Under mu_ (released for the check): a job whose reads all ended is checked and queued
+// for writing, or, failed, released.
+void TierStager::Settle(const JobRef& job, std::unique_lock<std::mutex>& lock) {
+  if (job->settled || job->reads > 0) return;
+  if (job->failed) {
+    job->settled = true;
+    Release(job);
+    return;
+  }
+  if (job->landed < job->blocks.size()) return;
+  job->settled = true;
+  const StagedSpan& span = spans_[job->group];
+  // The tier writes whole pages: the padding past the span is zeros too.
+  std::memset(job->buffer + span.length, 0, job->room - span.length);
+  lock.unlock();  // readers may copy from the landed buffer meanwhile
+  const bool intact = !check_ || check_(job->group, job->buffer);
+  lock.lock();
+  if (!intact) {
+    ++counters_.not_kept;
+    Failed(job->group);
+    Release(job);
+    return;
+  }
+  writes_.push_back(job);
+  changed_.notify_all();
+}
+
+// Under mu_: the job's staging is over; its buffer goes back to the pool.
+void TierStager::Release(const JobRef& job) {
+  if (job->released) return;
+  job->released = true;
+  if (!job->written) tier_.Unclaim(spans_[job->group].name, spans_[job->group].length);
+  if (jobs_[job->group] == job) jobs_[job->group].reset();
+  in_flight_bytes_ -= job->capacity;
+  GiveBuffer(job->buffer, job->capacity);
+  job->buffer = nullptr;
+}
+
+// Under mu_: the group backs off before it is staged again.
+void TierStager::Failed(uint32_t group) {
+  const unsigned doublings = std::min<unsigned>(failures_[group], 6);
+  failures_[group] = static_cast<uint8_t>(std::min<unsigned>(failures_[group] + 1, 255));
+  retry_at_[group] = std::chrono::steady_clock::now() + options_.retry_after * (1u << doublings);
+}
+
+void TierStager::WriterLoop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    changed_.wait(
+        lock, [this] { return !writes_.empty() || (stop_ && reads_in_flight_ == 0 && !pumping_); });
+    if (writes_.empty()) return;
+    const JobRef job = writes_.front();
+    writes_.pop_front();
+    const StagedSpan& span = spans_[job->group];
+    lock.unlock();
+    const bool kept = tier_.Write(span.name, job->buffer, span.length, true);
+    lock.lock();
+    job->written = true;  // the claim is used, or given back by Write
+    ++(kept ? counters_.staged : counters_.not_kept);
+    if (kept) failures_[job->group] = 0;
+    Release(job);
+    changed_.notify_all();
+    if (!stop_) Pump(lock);  // the budget has room for the next queued group
+  }
+}
+
+// Under mu_: an aligned buffer of at least `bytes`, the smallest pooled one that fits, or
+// a new one. Never zeroed: every byte is overwritten before it is written out.
+char* TierStager::TakeBuffer(size_t bytes, size_t* capacity) {
+  auto best = pool_.end();
+  for (auto it = pool_.begin(); it != pool_.end(); ++it) {
+    if (it->second >= bytes && (best == pool_.end() || it->second < best->second)) best = it;
+  }
+  if (best != pool_.end()) {
+    char* buffer = best->first;
+    *capacity = best->second;
+    pooled_bytes_ -= best->second;
+    pool_.erase(best);
+    return buffer;
+  }
+  *capacity = bytes;
+  return static_cast<char*>(std::aligned_alloc(DiskTier::kAlign, bytes));
+}
+
+// Under mu_: keeps a budget's worth of buffers for the next groups; frees the rest.
+void TierStager::GiveBuffer(char* buffer, size_t capacity) {
+  if (!buffer) return;
+  if (pooled_bytes_ + capacity > options_.budget) {
+    std::free(buffer);
+    return;
+  }
+  pool_.emplace_back(buffer, capacity);
+  pooled_bytes_ += capacity;
+}
+
+nlohmann::json TierStager::Stats() const {
+  std::lock_guard lock(mu_);
+  const Counters& c = counters_;
+  return {{staging_stat::kBudget, options_.budget},
+          {staging_stat::kInFlight, in_flight_bytes_},
+          {staging_stat::kQueued, queued_.size()},
+          {staging_stat::kStaged, c.staged.load()},
+          {staging_stat::kFetchedBytes, c.fetched_bytes.load()},
+          {staging_stat::kDemandReads, c.demand_reads.load()},
+          {staging_stat::kServed, c.served.load()},
+          {staging_stat::kFailed, c.failed.load()},
+          {staging_stat::kNotKept, c.not_kept.load()},
+          {staging_stat::kFullSkips, c.full_skips.load()}};
+}
+
+}  // namespace gpufs
