@@ -61,12 +61,13 @@ nlohmann::json StallEpoch::Json(bool ended) const {
   return j;
 }
 
-StallAccount::StallAccount(size_t file_count, FetchedTotals fetched)
+StallAccount::StallAccount(size_t file_count, FetchedTotals fetched, Clock clock)
     : file_count_(file_count),
       fetched_(std::move(fetched)),
+      clock_(std::move(clock)),
       seen_(new std::atomic<uint64_t>[(file_count + 63) / 64]()) {}
 
-uint64_t StallAccount::NowNs() {
+uint64_t StallAccount::SteadyNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
@@ -86,7 +87,7 @@ void StallAccount::Served(ServedFrom from, uint64_t bytes, uint64_t wait_ns) {
 
 void StallAccount::BeginWait() {
   std::lock_guard lock(mu_);
-  if (waiting_++ == 0) wait_since_ns_ = NowNs();
+  if (waiting_++ == 0) wait_since_ns_ = Now();
   // The first epoch begins with the first read (every first read waits): a mount that
   // idles before training does not count its idle time.
   if (epoch_start_.at_ns == 0) epoch_start_.at_ns = wait_since_ns_;
@@ -94,17 +95,23 @@ void StallAccount::BeginWait() {
 
 void StallAccount::EndWait() {
   std::lock_guard lock(mu_);
-  if (--waiting_ == 0) stalled_ns_ += NowNs() - wait_since_ns_;
+  if (--waiting_ == 0) stalled_ns_ += Now() - wait_since_ns_;
 }
 
 bool StallAccount::FileDone(uint32_t file) {
-  ++files_;
+  const bool next = BeginsEpoch(file);
+  ++files_;  // after: the file that begins an epoch counts in it
+  return next;
+}
+
+// Marks `file` read this epoch; a file read again once half of the dataset went by (as
+// consume-once counts) ends the epoch, and is the first of the next.
+bool StallAccount::BeginsEpoch(uint32_t file) {
   const uint64_t bit = uint64_t{1} << (file % 64);
   if (!(seen_[file / 64].fetch_or(bit, std::memory_order_relaxed) & bit)) {
     distinct_.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
-  // Read again: the next epoch, once half of the dataset went by (as consume-once counts).
   if (2 * distinct_.load(std::memory_order_relaxed) < file_count_) return false;
   std::lock_guard lock(mu_);
   if (2 * distinct_.load(std::memory_order_relaxed) < file_count_) return false;  // raced
@@ -131,7 +138,7 @@ void StallAccount::NextEpoch() {
 // Under mu_: the counters since the mount, an open wait counted up to now.
 StallTotals StallAccount::Snapshot() const {
   StallTotals t;
-  t.at_ns = NowNs();
+  t.at_ns = Now();
   for (size_t i = 0; i < kServedFromCount; ++i) {
     t.reads[i] = reads_[i].load(std::memory_order_relaxed);
     t.bytes[i] = bytes_[i].load(std::memory_order_relaxed);

@@ -94,7 +94,9 @@ class StallAccount {
  public:
   // What the tiers read since the mount, by ServedFrom (memory: 0); asked at snapshots.
   using FetchedTotals = std::function<std::array<uint64_t, kServedFromCount>()>;
-  StallAccount(size_t file_count, FetchedTotals fetched);
+  // Nanoseconds of a steady clock; tests pass their own.
+  using Clock = std::function<uint64_t()>;
+  StallAccount(size_t file_count, FetchedTotals fetched, Clock clock = SteadyNs);
 
   // A read of `bytes` was served from `from`, after waiting `wait_ns` (0: none). The
   // memory case costs two striped adds; thread-safe.
@@ -111,14 +113,17 @@ class StallAccount {
   StallEpoch Current() const;
   nlohmann::json Stats() const;
 
-  static uint64_t NowNs();
+  uint64_t Now() const { return clock_(); }
+  static uint64_t SteadyNs();
 
  private:
   StallTotals Snapshot() const;
+  bool BeginsEpoch(uint32_t file);
   void NextEpoch();
 
   const size_t file_count_;
   const FetchedTotals fetched_;
+  const Clock clock_;
   StripedCounter memory_reads_;
   StripedCounter memory_bytes_;
   std::array<std::atomic<uint64_t>, kServedFromCount> reads_{};
@@ -154,12 +159,12 @@ class StallWait {
   }
   void Begin() {
     if (since_) return;
-    since_ = StallAccount::NowNs();
+    since_ = account_.Now();
     account_.BeginWait();
   }
   void Served(ServedFrom from, uint64_t bytes) {
     if (!since_) return account_.Served(ServedFrom::kMemory, bytes, 0);
-    const uint64_t waited = std::max<uint64_t>(1, StallAccount::NowNs() - since_);
+    const uint64_t waited = std::max<uint64_t>(1, account_.Now() - since_);
     account_.EndWait();
     since_ = 0;
     account_.Served(from, bytes, waited);
