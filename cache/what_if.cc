@@ -280,30 +280,52 @@ std::vector<MissRatioPoint> LruMissRatioCurve(const WhatIfShape& shape,
   return curve;
 }
 
+namespace {
+
+// Counts of the sample, scaled back to the dataset.
+WhatIfPoint Unscaled(const WhatIfPoint& sampled, double rate) {
+  WhatIfPoint p = sampled;
+  p.reads = Unscaled(sampled.reads, rate);
+  p.memory_hits = Unscaled(sampled.memory_hits, rate);
+  p.tier_reads = Unscaled(sampled.tier_reads, rate);
+  p.source_reads = Unscaled(sampled.source_reads, rate);
+  p.bytes_served = Unscaled(sampled.bytes_served, rate);
+  p.bytes_from_tier = Unscaled(sampled.bytes_from_tier, rate);
+  p.bytes_from_source = Unscaled(sampled.bytes_from_source, rate);
+  return p;
+}
+
+WhatIfPoint ReplayOne(const Sample& s, double rate, const WhatIfQuery& query) {
+  WhatIfPoint sampled;
+  sampled.policy = query.policy;
+  sampled.cache_bytes = query.cache_bytes;
+  sampled.tier_bytes = query.tier_bytes;
+  std::unique_ptr<EvictionPolicy> policy = MakePolicy(query.policy, s.members, s.file_count);
+  if (!policy) return sampled;
+  Replayer replayer(s, std::move(policy), Scaled(query.cache_bytes, rate),
+                    Scaled(query.tier_bytes, rate));
+  WhatIfPoint discarded;
+  replayer.Run(s.warmup, &discarded);
+  replayer.Run(s.measured, &sampled);
+  return Unscaled(sampled, rate);
+}
+
+}  // namespace
+
+std::vector<WhatIfPoint> ReplaySweep(const WhatIfShape& shape, const std::vector<uint32_t>& warmup,
+                                     const std::vector<uint32_t>& measured, double rate,
+                                     const std::vector<WhatIfQuery>& queries) {
+  const Sample s = Densify(shape, warmup, measured);
+  std::vector<WhatIfPoint> points;
+  points.reserve(queries.size());
+  for (const WhatIfQuery& query : queries) points.push_back(ReplayOne(s, rate, query));
+  return points;
+}
+
 WhatIfPoint Replay(const WhatIfShape& shape, const std::vector<uint32_t>& warmup,
                    const std::vector<uint32_t>& measured, double rate, const std::string& policy,
                    uint64_t cache_bytes, uint64_t tier_bytes) {
-  WhatIfPoint point;
-  point.policy = policy;
-  point.cache_bytes = cache_bytes;
-  point.tier_bytes = tier_bytes;
-  std::unique_ptr<EvictionPolicy> made;
-  const Sample s = Densify(shape, warmup, measured);
-  made = MakePolicy(policy, s.members, s.file_count);
-  if (!made) return point;
-  Replayer replayer(s, std::move(made), Scaled(cache_bytes, rate), Scaled(tier_bytes, rate));
-  WhatIfPoint discarded;
-  replayer.Run(s.warmup, &discarded);
-  WhatIfPoint sampled;
-  replayer.Run(s.measured, &sampled);
-  point.reads = Unscaled(sampled.reads, rate);
-  point.memory_hits = Unscaled(sampled.memory_hits, rate);
-  point.tier_reads = Unscaled(sampled.tier_reads, rate);
-  point.source_reads = Unscaled(sampled.source_reads, rate);
-  point.bytes_served = Unscaled(sampled.bytes_served, rate);
-  point.bytes_from_tier = Unscaled(sampled.bytes_from_tier, rate);
-  point.bytes_from_source = Unscaled(sampled.bytes_from_source, rate);
-  return point;
+  return ReplaySweep(shape, warmup, measured, rate, {{policy, cache_bytes, tier_bytes}}).front();
 }
 
 }  // namespace gpufs

@@ -80,7 +80,8 @@ struct WhatIfPoint {
   uint64_t bytes_served = 0;
   uint64_t bytes_from_tier = 0;
   uint64_t bytes_from_source = 0;
-  // 1 - bytes from the source / bytes served (0 when nothing was served).
+  // 1 - bytes from the source / bytes served (0 when nothing was served); below 0 when
+  // whole-group loads fetch more than is served (lru thrashing over a random epoch).
   double HitRatio() const;
 };
 
@@ -99,5 +100,17 @@ std::vector<MissRatioPoint> LruMissRatioCurve(const WhatIfShape& shape,
 WhatIfPoint Replay(const WhatIfShape& shape, const std::vector<uint32_t>& warmup,
                    const std::vector<uint32_t>& measured, double rate, const std::string& policy,
                    uint64_t cache_bytes, uint64_t tier_bytes);
+
+// One point of a sweep: a policy and a pair of whole-dataset sizes.
+struct WhatIfQuery {
+  std::string policy;
+  uint64_t cache_bytes = 0;
+  uint64_t tier_bytes = 0;
+};
+// Replay for each query, in order, over the same trace: the trace is renumbered once, so a
+// sweep costs its replays alone (see Replay; an unknown policy gives a point of zeros).
+std::vector<WhatIfPoint> ReplaySweep(const WhatIfShape& shape, const std::vector<uint32_t>& warmup,
+                                     const std::vector<uint32_t>& measured, double rate,
+                                     const std::vector<WhatIfQuery>& queries);
 
 }  // namespace gpufs

@@ -455,17 +455,43 @@ TEST(WhatIfTiming, DISABLED_TimesReplayAndTheCurveOnAMillionAccesses) {
   std::iota(epoch.begin(), epoch.end(), 0);
   std::shuffle(epoch.begin(), epoch.end(), rng);
   const uint64_t total = uint64_t{kGroups} * kMembers * 110000;
+  auto seconds_since = [](std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
   for (const std::string policy : {"consume-once", "pin", "lru"}) {
     const auto start = std::chrono::steady_clock::now();
     const WhatIfPoint p = Replay(shape, epoch, epoch, 1.0, policy, total / 4, total / 2);
-    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-    std::printf("%s: %.3f s for 2 x %zu accesses, hit ratio %.3f\n", policy.c_str(), took.count(),
-                epoch.size(), p.HitRatio());
+    std::printf("%s: %.3f s for 2 x %zu accesses, hit ratio %.3f\n", policy.c_str(),
+                seconds_since(start), epoch.size(), p.HitRatio());
   }
-  const auto start = std::chrono::steady_clock::now();
+  std::vector<WhatIfQuery> sweep;
+  for (int i = 1; i <= 40; ++i) sweep.push_back({"consume-once", total * i / 40, 0});
+  auto start = std::chrono::steady_clock::now();
+  const auto points = ReplaySweep(shape, epoch, epoch, 1.0, sweep);
+  std::printf("consume-once sweep of %zu budgets: %.3f s\n", points.size(), seconds_since(start));
+  start = std::chrono::steady_clock::now();
   const auto curve = LruMissRatioCurve(shape, epoch, 1.0);
-  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-  std::printf("lru curve: %.3f s, %zu points\n", took.count(), curve.size());
+  std::printf("lru curve: %.3f s, %zu points\n", seconds_since(start), curve.size());
+}
+
+TEST(ReplaySweep, GivesWhatEachReplayGives) {
+  std::mt19937 rng(9);
+  const WhatIfShape shape = VariedShape(50, 10, rng);
+  const std::vector<uint32_t> trace = UniformTrace(2000, 500, rng);
+  const std::vector<WhatIfQuery> queries = {
+      {"consume-once", 200000, 0}, {"pin", 400000, 1000000}, {"lru", 300000, 0}, {"none", 1, 1}};
+  const std::vector<WhatIfPoint> points = ReplaySweep(shape, trace, trace, 0.5, queries);
+  ASSERT_EQ(points.size(), queries.size());
+  for (size_t i = 0; i < queries.size(); ++i) {
+    const WhatIfPoint one = Replay(shape, trace, trace, 0.5, queries[i].policy,
+                                   queries[i].cache_bytes, queries[i].tier_bytes);
+    EXPECT_EQ(points[i].policy, queries[i].policy);
+    EXPECT_EQ(points[i].memory_hits, one.memory_hits);
+    EXPECT_EQ(points[i].bytes_from_source, one.bytes_from_source);
+    EXPECT_EQ(points[i].bytes_from_tier, one.bytes_from_tier);
+    EXPECT_EQ(points[i].reads, queries[i].policy == "none" ? 0u : 4000u);  // scaled by 1/0.5
+  }
+  EXPECT_GT(points[1].memory_hits, 0u);
 }
 
 }  // namespace
