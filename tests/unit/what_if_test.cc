@@ -85,7 +85,11 @@ double CurveAt(const std::vector<MissRatioPoint>& curve, uint64_t budget) {
 }
 
 // At every budget where the curve changes, one byte under it, and a spread of others, the
-// curve, the brute-force LRU and the lru replay give the same hits.
+// curve, the brute-force LRU and the lru replay give the same hits. Equal for varied group
+// sizes too, not only equal ones: LRU evicts only from the bottom of the recency stack, so
+// what it holds is always the longest prefix of the stack that fits (a miss that cannot fit
+// even alone empties it), and a group is in that prefix exactly when the bytes down to it,
+// its stack distance, fit.
 void ExpectCurveMatchesLru(const WhatIfShape& shape, const std::vector<uint32_t>& accesses) {
   const std::vector<MissRatioPoint> curve = LruMissRatioCurve(shape, accesses, 1.0);
   ASSERT_TRUE(std::is_sorted(curve.begin(), curve.end(), [](const auto& a, const auto& b) {
