@@ -40,7 +40,8 @@ struct WhatIfShape {
 class AccessTrace {
  public:
   // Keeps all groups while an epoch of `files` accesses fits in `max_entries`; otherwise a
-  // sample of groups of rate max_entries / files.
+  // sample of groups of rate 7/8 of max_entries / files (headroom for the sample's size,
+  // which varies; the accesses past max_entries in an epoch are dropped and counted).
   AccessTrace(size_t files, size_t groups, size_t max_entries = size_t{1} << 18);
   double rate() const { return rate_; }
   bool Sampled(uint32_t group) const;
@@ -52,6 +53,9 @@ class AccessTrace {
   std::vector<uint32_t> Current() const;  // the epoch in progress so far
   // Bytes the trace holds now (for the stats: it must stay a few MB).
   size_t memory_bytes() const;
+  // Accesses of kept groups left out because the epoch already held max_entries (a sample
+  // that overshot its rate), over the trace's life.
+  uint64_t dropped() const;
 
  private:
   double rate_ = 1.0;
@@ -60,22 +64,24 @@ class AccessTrace {
   mutable std::mutex mu_;
   std::vector<uint32_t> current_;  // guarded by mu_
   std::vector<uint32_t> last_;     // guarded by mu_
+  uint64_t dropped_ = 0;           // guarded by mu_
 };
 
 // Where one epoch's reads would be served from, for one policy and one pair of sizes. Counts
 // and bytes are scaled back to the whole dataset (divided by the trace's rate).
 struct WhatIfPoint {
   std::string policy;
-  uint64_t cache_bytes = 0;  // the pinned budget
-  uint64_t tier_bytes = 0;   // the disk tier's size (0: no tier)
-  uint64_t reads = 0;        // files read in the epoch
-  uint64_t memory_hits = 0;  // reads of a group already in memory
-  uint64_t tier_reads = 0;   // reads that missed memory and were served from the tier
-  uint64_t source_reads = 0; // reads that fetched from the source (group load or member)
+  uint64_t cache_bytes = 0;   // the pinned budget
+  uint64_t tier_bytes = 0;    // the disk tier's size (0: no tier)
+  uint64_t reads = 0;         // files read in the epoch
+  uint64_t memory_hits = 0;   // reads of a group already in memory
+  uint64_t tier_reads = 0;    // reads that missed memory and were served from the tier
+  uint64_t source_reads = 0;  // reads that fetched from the source (group load or member)
   uint64_t bytes_served = 0;
   uint64_t bytes_from_tier = 0;
   uint64_t bytes_from_source = 0;
-  // 1 - bytes from the source / bytes served (0 when nothing was served).
+  // 1 - bytes from the source / bytes served (0 when nothing was served); below 0 when
+  // whole-group loads fetch more than is served (lru thrashing over a random epoch).
   double HitRatio() const;
 };
 
@@ -86,8 +92,7 @@ struct MissRatioPoint {
   double hit_ratio = 0;
 };
 std::vector<MissRatioPoint> LruMissRatioCurve(const WhatIfShape& shape,
-                                              const std::vector<uint32_t>& accesses,
-                                              double rate);
+                                              const std::vector<uint32_t>& accesses, double rate);
 
 // Replays `warmup` then `measured` (file indexes of the trace, sampled at `rate`) for
 // `policy` ("consume-once", "pin" or "lru") with the given sizes (whole-dataset bytes;
@@ -95,5 +100,17 @@ std::vector<MissRatioPoint> LruMissRatioCurve(const WhatIfShape& shape,
 WhatIfPoint Replay(const WhatIfShape& shape, const std::vector<uint32_t>& warmup,
                    const std::vector<uint32_t>& measured, double rate, const std::string& policy,
                    uint64_t cache_bytes, uint64_t tier_bytes);
+
+// One point of a sweep: a policy and a pair of whole-dataset sizes.
+struct WhatIfQuery {
+  std::string policy;
+  uint64_t cache_bytes = 0;
+  uint64_t tier_bytes = 0;
+};
+// Replay for each query, in order, over the same trace: the trace is renumbered once, so a
+// sweep costs its replays alone (see Replay; an unknown policy gives a point of zeros).
+std::vector<WhatIfPoint> ReplaySweep(const WhatIfShape& shape, const std::vector<uint32_t>& warmup,
+                                     const std::vector<uint32_t>& measured, double rate,
+                                     const std::vector<WhatIfQuery>& queries);
 
 }  // namespace gpufs
