@@ -36,7 +36,7 @@ double StallEpoch::HitRatio() const {
   if (served == 0) return 0.0;
   const uint64_t source = delta.fetched[size_t(ServedFrom::kSourceGroup)] +
                           delta.fetched[size_t(ServedFrom::kSourceMember)];
-  return std::max(0.0, 1.0 - static_cast<double>(source) / served);
+  return 1.0 - static_cast<double>(source) / served;  // below 0 when loads fetch more
 }
 
 nlohmann::json StallEpoch::Json(bool ended) const {
