@@ -137,16 +137,22 @@ std::string Words(const std::string& verdict, const AdviceInput& in, const Predi
         p.point.HitRatio(), MiB(p.point.bytes_from_source), p.epoch_s, Pct(p.StallFraction()),
         p.bound ? " (at most: a cost this epoch did not measure was assumed)" : "");
   };
+  const std::string cold =
+      e.epoch == 1 ? " Epoch 1 began with nothing cached (every byte came from the source, as "
+                     "it must once); the prediction is for the epochs after it, which the "
+                     "kernel's page cache may also serve where it holds the files (gpufs-stat "
+                     "PATH shows how much)."
+                   : "";
   if (verdict == kMemory || verdict == kTier) {
-    return fmt::format("{}, mostly on {}. Mount with {}: {}.", waited, WaitedOn(e),
-                       Settings(*chosen, in), outcome(*chosen));
+    return fmt::format("{}, mostly on {}. Mount with {}: {}.{}", waited, WaitedOn(e),
+                       Settings(*chosen, in), outcome(*chosen), cold);
   }
   return fmt::format(
       "{}, mostly on {}. Nothing this node can hold (memory {}, disk {}) brings the stall "
       "under {}; the best is {}: {}. More bandwidth to the data (peers, a closer store) or "
-      "fewer bytes per epoch would.",
+      "fewer bytes per epoch would.{}",
       waited, WaitedOn(e), MiB(in.memory_available), MiB(in.disk_available), Pct(in.target),
-      Settings(*best, in), outcome(*best));
+      Settings(*best, in), outcome(*best), cold);
 }
 
 }  // namespace
@@ -193,7 +199,14 @@ nlohmann::json Advise(const WhatIfShape& shape, const AdviceInput& in) {
   for (const WhatIfPoint& point : ReplaySweep(shape, warmup, in.accesses, in.rate, Queries(in))) {
     predictions.push_back(Predict(in.epoch, point));
   }
-  j[kModel] = PointJson(predictions.front());  // today's budget and policy come first
+  // Today's budget and policy come first. Epoch 1 began with nothing cached, so the
+  // model's match for it has no warm-up; the points are later epochs'.
+  j[kModel] = PointJson(predictions.front());
+  if (in.epoch.epoch == 1) {
+    const WhatIfQuery today_query{in.policy, in.cache_bytes, in.tier_bytes};
+    j[kModel] = PointJson(
+        Predict(in.epoch, ReplaySweep(shape, {}, in.accesses, in.rate, {today_query}).front()));
+  }
   const std::string today = in.policy == "pin" ? "pin" : "consume-once";
   for (const Prediction& p : predictions) {
     if (&p != &predictions.front()) j[kPoints].push_back(PointJson(p));
