@@ -100,11 +100,15 @@ class StallAccounting(unittest.TestCase):
             for name in names:
                 self.assertEqual(read_whole(os.path.join(mnt, name)), self.expected[name])
             before = totals(mnt)
+            stall = stats_of(mnt)["stall"]
+            self.assertEqual(stall["last"]["files"], len(names))  # a whole pass: epoch 1
+            self.assertEqual(stall["last"]["not_requested"], 0)
             # Again: the kernel's page cache answers; the daemon sees nothing.
             for name in names[:3]:
                 self.assertEqual(read_whole(os.path.join(mnt, name)), self.expected[name])
             self.assertEqual(totals(mnt), before)
-            self.assertIsNone(stats_of(mnt)["stall"]["last"])
+            stall = stats_of(mnt)["stall"]
+            self.assertEqual((stall["epoch"], stall["current"]["files"]), (2, 0))
         # Streaming, so that each read reaches the daemon: an epoch that skips 3 files
         # ends when a file comes again, and counts those 3 as never asked for.
         with self.mount("--cache-size", "64MiB", "--no-disk-cache", "--streaming",
