@@ -72,7 +72,7 @@ GroupCache::~GroupCache() {
   for (std::thread& t : prefetchers_) t.join();
   {  // pieces in flight write into the arena and call back: wait for them all
     std::unique_lock lock(mu_);
-    changed_.wait(lock, [this] { return requests_in_flight_ == 0 && !pumping_; });
+    changed_.wait(lock, [this] { return requests_in_flight_ == 0 && !pump_.pumping; });
     tier_stop_ = true;  // only now: the last pieces' loads may still have queued write-backs
   }
   tier_wake_.notify_all();
