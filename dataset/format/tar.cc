@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <deque>
 #include <optional>
 #include <thread>
@@ -37,7 +38,7 @@ struct Pending {
 enum class Left { kFile, kFolder, kNoBytes };
 
 struct Member {
-  std::string path;  // normalized and prefixed; as written when it cannot be normalized
+  std::string_view path;  // normalized and prefixed; as written when it cannot be normalized
   uint64_t offset = 0;
   uint64_t size = 0;
   Left left = Left::kFile;
@@ -46,42 +47,79 @@ struct Member {
 
 // The members of one archive in order, and the latest member of each path: a hard link
 // names whatever its target is at that point of the extraction, and the last member of a
-// path is what the extraction leaves there.
+// path is what the extraction leaves there. Paths are kept once, in an arena; the latest
+// member of each is found by an open-addressed table of member numbers (4 bytes a slot,
+// where a node-based map would take some 50 bytes a member).
 class Members {
  public:
-  void Add(Member m) {
-    members_.push_back(std::move(m));
-    const auto [it, first] = latest_.try_emplace(members_.back().path, members_.size() - 1);
-    if (!first) {
-      members_[it->second].replaced = true;
-      it->second = members_.size() - 1;
+  void Add(std::string_view path, uint64_t offset, uint64_t size, Left left) {
+    if (2 * (members_.size() + 1) > slots_.size()) Grow();
+    const auto number = static_cast<uint32_t>(members_.size());
+    uint32_t& slot = slots_[Find(path)];
+    if (slot != kFree) {
+      members_[slot].replaced = true;
+      path = members_[slot].path;
+    } else {
+      path = arena_.Add(path);
     }
+    slot = number;
+    members_.push_back(Member{path, offset, size, left});
   }
 
   const Member* Latest(std::string_view path) const {
-    const auto it = latest_.find(path);
-    return it == latest_.end() ? nullptr : &members_[it->second];
+    if (slots_.empty()) return nullptr;
+    const uint32_t slot = slots_[Find(path)];
+    return slot == kFree ? nullptr : &members_[slot];
   }
+
+  size_t size() const { return members_.size(); }
 
   // Moves the files the extraction leaves into `out`, in archive order, and counts the
   // rest. A folder replaced (by a file, after it was emptied) is not worth a word.
   void Settle(TarListing& out) {
-    latest_.clear();  // its keys point into the paths about to move
-    out.entries.reserve(out.entries.size() + members_.size());
-    for (Member& m : members_) {
+    std::vector<uint32_t>().swap(slots_);
+    size_t files = 0;
+    for (const Member& m : members_) files += !m.replaced && m.left == Left::kFile;
+    out.entries.reserve(out.entries.size() + files);
+    for (const Member& m : members_) {
       if (m.replaced) {
         out.replaced += m.left != Left::kFolder;
       } else if (m.left == Left::kFile) {
-        out.entries.push_back(TarEntry{std::move(m.path), m.offset, m.size});
+        out.entries.push_back(TarEntry{m.path, m.offset, m.size});
       } else {
         out.skipped += m.left == Left::kNoBytes;
       }
     }
+    std::deque<Member>().swap(members_);
+    out.paths.Append(std::move(arena_));
   }
 
  private:
-  std::deque<Member> members_;  // a deque, so that the keys of latest_ stay valid
-  std::unordered_map<std::string_view, size_t> latest_;
+  static constexpr uint32_t kFree = UINT32_MAX;
+
+  // The slot of `path`: the one holding its member's number, or the free one where it goes.
+  size_t Find(std::string_view path) const {
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = std::hash<std::string_view>{}(path)&mask;; i = (i + 1) & mask) {
+      if (slots_[i] == kFree || members_[slots_[i]].path == path) return i;
+    }
+  }
+
+  void Grow() {
+    std::vector<uint32_t> old(std::max<size_t>(1024, 2 * slots_.size()), kFree);
+    old.swap(slots_);
+    const size_t mask = slots_.size() - 1;
+    for (uint32_t number : old) {
+      if (number == kFree) continue;
+      size_t i = std::hash<std::string_view>{}(members_[number].path) & mask;
+      while (slots_[i] != kFree) i = (i + 1) & mask;
+      slots_[i] = number;
+    }
+  }
+
+  PathArena arena_;
+  std::deque<Member> members_;  // a deque, so that growing copies none
+  std::vector<uint32_t> slots_;
 };
 
 // Reads the archive front to back through one buffer of `chunk` bytes: the headers of small
@@ -208,7 +246,7 @@ class TarWalker {
       case TarKind::kFile: {
         auto path = Normalize(name, data);
         if (!path) return path.error();
-        members.Add(Member{prefix + *path, data, size, Left::kFile});
+        members.Add(prefix + *path, data, size, Left::kFile);
         return Ok{};
       }
       case TarKind::kHardLink: {
@@ -218,10 +256,10 @@ class TarWalker {
         return AddLink(name, target, prefix, members, data);
       }
       case TarKind::kFolder:
-        members.Add(Member{LenientPath(name, prefix), 0, 0, Left::kFolder});
+        members.Add(LenientPath(name, prefix), 0, 0, Left::kFolder);
         return Ok{};
       case TarKind::kNoBytes:
-        members.Add(Member{LenientPath(name, prefix), 0, 0, Left::kNoBytes});
+        members.Add(LenientPath(name, prefix), 0, 0, Left::kNoBytes);
         return Ok{};
       case TarKind::kSparse: {
         const std::string& real = pending.pax.sparse_name.empty() ? name : pending.pax.sparse_name;
@@ -280,8 +318,8 @@ class TarWalker {
                                   Printable(name), Printable(target)));
     }
     const bool file = found->left == Left::kFile;
-    members.Add(Member{prefix + *path, file ? found->offset : 0, file ? found->size : 0,
-                       file ? Left::kFile : Left::kNoBytes});
+    members.Add(prefix + *path, file ? found->offset : 0, file ? found->size : 0,
+                file ? Left::kFile : Left::kNoBytes);
     return Ok{};
   }
 
@@ -329,7 +367,7 @@ Status ListInnerTars(RangeReader& reader, const ReaderFactory& more, unsigned pa
   auto walk_some = [&](RangeReader& r) {
     TarWalker walker(r, chunk);
     for (size_t i = next++; i < tars.size(); i = next++) {
-      const std::string folder = tars[i].path.substr(0, tars[i].path.size() - 4) + "/";
+      const std::string folder = std::string(tars[i].path.substr(0, tars[i].path.size() - 4)) + "/";
       results[i] = walker.Walk(tars[i].offset, tars[i].size, folder, parts[i]);
       if (!results[i]) next = tars.size();  // the first failure ends the listing
     }
@@ -349,11 +387,37 @@ Status ListInnerTars(RangeReader& reader, const ReaderFactory& more, unsigned pa
     inner.skipped += parts[i].skipped;
     inner.replaced += parts[i].replaced;
     std::move(parts[i].entries.begin(), parts[i].entries.end(), std::back_inserter(inner.entries));
+    inner.paths.Append(std::move(parts[i].paths));
   }
   return Ok{};
 }
 
 }  // namespace
+
+std::string_view PathArena::Add(std::string_view path) {
+  if (blocks_.empty() || path.size() > kBlock - used_) {
+    const size_t size = std::max(kBlock, path.size());
+    blocks_.push_back(std::make_unique_for_overwrite<char[]>(size));
+    used_ = 0;
+    if (size > kBlock) {  // a block of its own, and the next path starts another
+      std::memcpy(blocks_.back().get(), path.data(), path.size());
+      used_ = kBlock;
+      return {blocks_.back().get(), path.size()};
+    }
+  }
+  char* at = blocks_.back().get() + used_;
+  std::memcpy(at, path.data(), path.size());
+  used_ += path.size();
+  return {at, path.size()};
+}
+
+void PathArena::Append(PathArena&& other) {
+  if (other.blocks_.empty()) return;
+  std::move(other.blocks_.begin(), other.blocks_.end(), std::back_inserter(blocks_));
+  used_ = other.used_;
+  other.blocks_.clear();
+  other.used_ = kBlock;
+}
 
 Result<TarListing> ListTar(RangeReader& reader, const ReaderFactory& more, unsigned parallel,
                            size_t chunk) {

@@ -116,7 +116,9 @@ class TarListingTest : public ::testing::Test {
     Files out;
     if (!listing) return out;
     const std::string bytes = tar.Bytes();
-    for (const TarEntry& e : listing->entries) out[e.path] = bytes.substr(e.offset, e.size);
+    for (const TarEntry& e : listing->entries) {
+      out[std::string(e.path)] = bytes.substr(e.offset, e.size);
+    }
     return out;
   }
   std::string Refusal(const TarBuilder& tar) {
@@ -300,7 +302,9 @@ TEST_F(TarListingTest, ListsAMillionMembersAcrossManyReads) {
   constexpr size_t kMembers = 1'050'000;
   const auto path = dir_.path() / "big.tar";
   std::ofstream out(path, std::ios::binary);
+  std::vector<std::string> names;  // the entries' views point into these
   std::vector<TarEntry> written;
+  names.reserve(kMembers);
   written.reserve(kMembers);
   uint64_t flushed = 0;
   TarBuilder tar;
@@ -318,7 +322,8 @@ TEST_F(TarListingTest, ListsAMillionMembersAcrossManyReads) {
     } else {
       tar.File(name, data);
     }
-    written.push_back(TarEntry{name, flushed + tar.size() - RoundedUp(size), size});
+    names.push_back(name);
+    written.push_back(TarEntry{names.back(), flushed + tar.size() - RoundedUp(size), size});
     if (tar.size() > (1u << 20)) {
       flushed += tar.size();
       out << tar.Take();
