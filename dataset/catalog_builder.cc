@@ -105,6 +105,15 @@ CatalogBuilder::CatalogBuilder(std::string source, bool checksums, bool sha256)
 
 CatalogBuilder::~CatalogBuilder() = default;
 
+void CatalogBuilder::Reserve(size_t files, size_t path_bytes) {
+  paths_.reserve(path_bytes);
+  items_.reserve(files);
+  extents_.reserve(files);
+  classes_of_.reserve(files);
+  if (checksums_) checksums_of_.reserve(files);
+  if (sha256_) sha256_of_.reserve(files);
+}
+
 // Blob names are shared by the groups that lie in the same file (a tar archive).
 uint32_t CatalogBuilder::AddGroup(std::string_view blob, uint64_t offset, uint64_t size) {
   auto [it, added] = blob_ids_.try_emplace(std::string(blob), static_cast<uint32_t>(blobs_.size()));
@@ -238,11 +247,16 @@ size_t CommonPrefix(std::string_view a, std::string_view b) {
 
 Result<Catalog> CatalogBuilder::Build() && {
   // Of two identical paths the earlier line sorts first: it is kept, the later refused.
-  std::sort(items_.begin(), items_.end(), [&](const Item& a, const Item& b) {
+  const auto before = [&](const Item& a, const Item& b) {
     const int order = ComparePaths(std::string_view(paths_.data() + a.path_offset, a.path_size),
                                    std::string_view(paths_.data() + b.path_offset, b.path_size));
     return order != 0 ? order < 0 : a.line < b.line;
-  });
+  };
+  // Archives are often written in path order: that is checked in one pass, where sorting
+  // anyway costs n log n comparisons of paths that lie all over the arena.
+  if (!std::is_sorted(items_.begin(), items_.end(), before)) {
+    std::sort(items_.begin(), items_.end(), before);
+  }
   Tree tree;
   if (Status s = Walk(tree); !s) return s.error();
   Release(items_);

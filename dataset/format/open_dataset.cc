@@ -292,9 +292,9 @@ Result<Catalog> TarCatalog(const std::filesystem::path& archive, TarListing& lis
                            TreeShape& shape, uint64_t group_bytes) {
   CatalogBuilder builder(archive.string(), false, false);
   builder.SetClasses(std::move(shape.classes));
-  for (const std::string& folder : shape.folders) {
-    if (Status s = builder.AddFolder(folder); !s) return s.error();
-  }
+  // Every class folder holds a file, which makes it: adding the folders apart would put
+  // them before the files and the paths out of the archive's order, which the builder
+  // sorts much faster when it is already the paths' order.
   const std::vector<TarEntry>& entries = listing.entries;
   std::vector<uint32_t> by_offset;
   by_offset.reserve(entries.size());
@@ -308,6 +308,9 @@ Result<Catalog> TarCatalog(const std::filesystem::path& archive, TarListing& lis
     std::stable_sort(by_offset.begin(), by_offset.end(),
                      [&](uint32_t a, uint32_t b) { return entries[a].offset < entries[b].offset; });
   }
+  size_t path_bytes = 0;
+  for (uint32_t i : by_offset) path_bytes += entries[i].path.size() - shape.stripped.size();
+  builder.Reserve(by_offset.size(), path_bytes);
   const std::string blob = archive.filename().string();
   uint64_t group_start = 0;
   for (uint32_t i : by_offset) {

@@ -3,11 +3,13 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <deque>
+#include <future>
 #include <optional>
 #include <thread>
 #include <unordered_map>
@@ -49,13 +51,17 @@ struct Member {
 // names whatever its target is at that point of the extraction, and the last member of a
 // path is what the extraction leaves there. Paths are kept once, in an arena; the latest
 // member of each is found by an open-addressed table of member numbers (4 bytes a slot,
-// where a node-based map would take some 50 bytes a member).
+// where a node-based map would take some 50 bytes a member), each slot with a byte of its
+// path's hash, so that a probe seldom looks at another member's path (a cache miss each).
 class Members {
  public:
   void Add(std::string_view path, uint64_t offset, uint64_t size, Left left) {
     if (2 * (members_.size() + 1) > slots_.size()) Grow();
     const auto number = static_cast<uint32_t>(members_.size());
-    uint32_t& slot = slots_[Find(path)];
+    const uint64_t hash = XXH3_64bits(path.data(), path.size());
+    const size_t at = Find(path, hash);
+    uint32_t& slot = slots_[at];
+    tags_[at] = Tag(hash);
     if (slot != kFree) {
       members_[slot].replaced = true;
       path = members_[slot].path;
@@ -68,7 +74,7 @@ class Members {
 
   const Member* Latest(std::string_view path) const {
     if (slots_.empty()) return nullptr;
-    const uint32_t slot = slots_[Find(path)];
+    const uint32_t slot = slots_[Find(path, XXH3_64bits(path.data(), path.size()))];
     return slot == kFree ? nullptr : &members_[slot];
   }
 
@@ -78,6 +84,7 @@ class Members {
   // rest. A folder replaced (by a file, after it was emptied) is not worth a word.
   void Settle(TarListing& out) {
     std::vector<uint32_t>().swap(slots_);
+    std::vector<uint8_t>().swap(tags_);
     size_t files = 0;
     for (const Member& m : members_) files += !m.replaced && m.left == Left::kFile;
     out.entries.reserve(out.entries.size() + files);
@@ -98,35 +105,44 @@ class Members {
   static constexpr uint32_t kFree = UINT32_MAX;
 
   // The slot of `path`: the one holding its member's number, or the free one where it goes.
-  size_t Find(std::string_view path) const {
+  static uint8_t Tag(uint64_t hash) { return static_cast<uint8_t>(hash >> 56); }
+
+  size_t Find(std::string_view path, uint64_t hash) const {
     const size_t mask = slots_.size() - 1;
-    for (size_t i = std::hash<std::string_view>{}(path)&mask;; i = (i + 1) & mask) {
-      if (slots_[i] == kFree || members_[slots_[i]].path == path) return i;
+    for (size_t i = hash & mask;; i = (i + 1) & mask) {
+      if (slots_[i] == kFree) return i;
+      if (tags_[i] == Tag(hash) && members_[slots_[i]].path == path) return i;
     }
   }
 
   void Grow() {
     std::vector<uint32_t> old(std::max<size_t>(1024, 2 * slots_.size()), kFree);
     old.swap(slots_);
+    std::vector<uint8_t>(slots_.size()).swap(tags_);
     const size_t mask = slots_.size() - 1;
     for (uint32_t number : old) {
       if (number == kFree) continue;
-      size_t i = std::hash<std::string_view>{}(members_[number].path) & mask;
+      const std::string_view path = members_[number].path;
+      const uint64_t hash = XXH3_64bits(path.data(), path.size());
+      size_t i = hash & mask;
       while (slots_[i] != kFree) i = (i + 1) & mask;
       slots_[i] = number;
+      tags_[i] = Tag(hash);
     }
   }
 
   PathArena arena_;
   std::deque<Member> members_;  // a deque, so that growing copies none
   std::vector<uint32_t> slots_;
+  std::vector<uint8_t> tags_;
 };
 
-// Reads the archive front to back through one buffer of `chunk` bytes: the headers of small
-// members lie between their data, so reading everything in large pieces is what the disk
-// does fastest, where a read per 512-byte header waits on each. A header far past the
-// buffer (after a large member) starts a fresh piece there, skipping the data between.
-// With a chunk of one block it reads each header alone, as a remote archive wants.
+// Reads the archive front to back in pieces of `chunk` bytes: the headers of small members
+// lie between their data, so reading everything in large pieces is what the disk does
+// fastest, where a read per 512-byte header waits on each. While the walk parses one piece
+// the next is read, so that the disk never waits on the parsing. A header past both (after
+// a large member) starts a fresh piece there, skipping the data between. With a chunk of
+// one block it reads each header alone and nothing ahead, as a remote archive wants.
 class ChunkReader {
  public:
   ChunkReader(RangeReader& reader, size_t chunk)
@@ -135,25 +151,56 @@ class ChunkReader {
   // Points at the `size` bytes at `pos`, valid until the next call, reading no further than
   // `end`; fewer than `size` only where `end` or the file comes first.
   Result<std::string_view> At(uint64_t pos, size_t size, uint64_t end) {
-    if (pos < start_ || pos + size > start_ + filled_) {
-      if (buffer_.size() < std::max(chunk_, size)) buffer_.resize(std::max(chunk_, size));
-      const size_t want = static_cast<size_t>(
-          std::min<uint64_t>(std::max(chunk_, size), end > pos ? end - pos : 0));
-      auto n = reader_.ReadAt(pos, want, buffer_.data());
-      if (!n) return n.error();
-      start_ = pos;
-      filled_ = *n;
+    if (!current_.Holds(pos, size)) {
+      if (ahead_.valid()) {
+        const Result<size_t> n = ahead_.get();
+        if (!n) return n.error();
+        next_.filled = *n;
+        std::swap(current_, next_);
+      }
+      if (!current_.Holds(pos, size)) {
+        const size_t want = static_cast<size_t>(
+            std::min<uint64_t>(std::max(chunk_, size), end > pos ? end - pos : 0));
+        if (current_.bytes.size() < want) current_.bytes.resize(want);
+        auto n = reader_.ReadAt(pos, want, current_.bytes.data());
+        if (!n) return n.error();
+        current_.start = pos;
+        current_.filled = *n;
+      }
+      ReadAhead(end);
     }
-    const size_t at = static_cast<size_t>(pos - start_);
-    return std::string_view(buffer_.data() + at, std::min(size, filled_ - at));
+    const size_t at = static_cast<size_t>(pos - current_.start);
+    return std::string_view(current_.bytes.data() + at, std::min(size, current_.filled - at));
   }
 
  private:
+  struct Piece {
+    std::vector<char> bytes;
+    uint64_t start = 0;
+    size_t filled = 0;
+    bool Holds(uint64_t pos, size_t size) const {
+      return pos >= start && pos + size <= start + filled;
+    }
+  };
+
+  // Starts reading the piece after the current one.
+  void ReadAhead(uint64_t end) {
+    const uint64_t from = current_.start + current_.filled;
+    if (chunk_ == kTarBlock || current_.filled < chunk_ || from >= end) return;
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(chunk_, end - from));
+    if (next_.bytes.size() < want) next_.bytes.resize(want);
+    next_.start = from;
+    next_.filled = 0;
+    ahead_ = std::async(std::launch::async, [this, from, want] {
+      return reader_.ReadAt(from, want, next_.bytes.data());
+    });
+  }
+
   RangeReader& reader_;
   size_t chunk_;
-  std::vector<char> buffer_;
-  uint64_t start_ = 0;
-  size_t filled_ = 0;
+  Piece current_;
+  Piece next_;
+  std::future<Result<size_t>> ahead_;  // reading `next_`; last, so that it ends first
 };
 
 class TarWalker {

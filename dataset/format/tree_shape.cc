@@ -90,6 +90,7 @@ Result<TreeShape> Shape(const std::vector<Path>& paths, SplitMode mode, bool str
   std::set<std::string, std::less<>> classes;
   std::set<std::string, std::less<>> folders;
   size_t inside = 0;
+  std::string last_folder;  // a copy: the string overload moves each path away
   for (size_t i = 0; i < paths.size(); ++i) {
     std::string_view path = std::string_view(paths[i]).substr(shape.stripped.size());
     if (Depth(path) <= class_depth) {
@@ -100,10 +101,14 @@ Result<TreeShape> Shape(const std::vector<Path>& paths, SplitMode mode, bool str
     if (shape.splits) end = path.find('/', end + 1);
     const std::string_view folder = path.substr(0, end);
     const size_t start = folder.rfind('/');
-    // Looked up before it is added: a set's emplace makes a string first, every time.
-    const std::string_view name = folder.substr(start == std::string_view::npos ? 0 : start + 1);
-    if (!classes.contains(name)) classes.emplace(name);
-    if (!folders.contains(folder)) folders.emplace(folder);
+    // Files of a folder mostly come together: the sets are looked up only when the folder
+    // changes, and before adding, since a set's emplace makes a string first, every time.
+    if (folder != last_folder) {
+      const std::string_view name = folder.substr(start == std::string_view::npos ? 0 : start + 1);
+      if (!classes.contains(name)) classes.emplace(name);
+      if (!folders.contains(folder)) folders.emplace(folder);
+      last_folder.assign(folder);
+    }
     ++inside;
     take(shape, i);
   }
