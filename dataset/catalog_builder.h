@@ -59,6 +59,8 @@ class CatalogBuilder {
   struct Tree;
   struct OwnedTables;
   Status AddPath(std::string_view path, uint32_t line, uint32_t file);
+  template <typename Before>
+  void SortItems(const Before& before);
   Status Walk(Tree& tree);
   Status WriteNames(const Tree& tree, const std::vector<uint32_t>& bfs,
                     const std::vector<uint32_t>& order, OwnedTables& out) const;

@@ -20,6 +20,7 @@ struct Level {
 template <typename Path>
 Level LevelBelow(const std::vector<Path>& paths, std::string_view prefix) {
   Level level;
+  std::string_view last;  // the folder last inserted: a folder's files mostly come together
   for (const Path& p : paths) {
     std::string_view path = p;
     if (!path.starts_with(prefix)) continue;
@@ -27,8 +28,9 @@ Level LevelBelow(const std::vector<Path>& paths, std::string_view prefix) {
     const size_t slash = path.find('/');
     if (slash == std::string_view::npos) {
       level.has_files = true;
-    } else {
-      level.folders.insert(path.substr(0, slash));
+    } else if (path.substr(0, slash) != last || level.folders.empty()) {
+      last = path.substr(0, slash);
+      level.folders.insert(last);
     }
   }
   return level;
@@ -53,12 +55,17 @@ template <typename Path>
 bool LooksSplit(const std::vector<Path>& paths, std::string_view prefix) {
   std::map<std::string_view, bool> direct_files;  // top folder -> has files directly
   bool any_deep = false;
+  std::string_view last;  // the top folder of the previous path, and its entry
+  bool* direct = nullptr;
   for (const Path& p : paths) {
     std::string_view path = std::string_view(p).substr(prefix.size());
     const size_t depth = Depth(path);
     if (depth == 0) continue;
-    bool& direct = direct_files[FirstSegment(path)];
-    direct = direct || depth == 1;
+    if (direct == nullptr || FirstSegment(path) != last) {
+      last = FirstSegment(path);
+      direct = &direct_files[last];
+    }
+    *direct = *direct || depth == 1;
     any_deep = any_deep || depth >= 2;
   }
   if (!any_deep || direct_files.empty()) return false;
