@@ -136,6 +136,8 @@ class DiskTier {
   // free space less the reserve, whichever is less.
   uint64_t Room() const;
   nlohmann::json Stats() const;
+  // Bytes read back from copies since the mount (the stall account's fetched bytes).
+  uint64_t read_bytes() const { return counters_.read_bytes.load(std::memory_order_relaxed); }
 
  private:
   struct Counters {

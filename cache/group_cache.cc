@@ -18,6 +18,15 @@ GroupCache::GroupCache(const Catalog& catalog, BlobSource& source, PinnedArena& 
       source_(source),
       arena_(arena),
       options_(std::move(options)),
+      stall_(catalog.file_count(),
+             [this] {
+               std::array<uint64_t, kServedFromCount> fetched{};
+               const uint64_t members = counters_.member_bytes_from_source.load();
+               fetched[size_t(ServedFrom::kSourceMember)] = members;
+               fetched[size_t(ServedFrom::kSourceGroup)] = counters_.bytes_from_disk - members;
+               fetched[size_t(ServedFrom::kDiskTier)] = tier_ ? tier_->read_bytes() : 0;
+               return fetched;
+             }),
       checks_(options_.verify && catalog.has_checksums()
                   ? std::make_unique<MemberChecks>(catalog.file_count())
                   : nullptr),
@@ -83,13 +92,21 @@ Result<CachedBytes> GroupCache::Read(NodeId file, uint64_t offset, size_t size) 
   const FileExtent& f = catalog_.Extent(file);
   if (offset >= f.size) return CachedBytes{};
   size = static_cast<size_t>(std::min<uint64_t>(size, f.size - offset));
-  const uint32_t group = f.group;
   if (std::optional<CachedBytes> hot = ServeHot(file, offset, size)) {
     if (checks_) {
       if (Status s = VerifyHit(file, *hot, offset); !s) return s.error();
     }
     return std::move(*hot);
   }
+  return ReadSlow(file, offset, size);
+}
+
+// Read's way under mu_: a group not open in its hot slot is waited for, loaded, or its
+// member read alone; the stall account is told how long the read waited and on what.
+Result<CachedBytes> GroupCache::ReadSlow(NodeId file, uint64_t offset, size_t size) {
+  const uint32_t group = catalog_.Extent(file).group;
+  StallWait wait(stall_);
+  ServedFrom waited_on = ServedFrom::kSourceGroup;
   std::unique_lock lock(mu_);
   if (!reading_) {
     reading_ = true;
@@ -110,11 +127,14 @@ Result<CachedBytes> GroupCache::Read(NodeId file, uint64_t offset, size_t size) 
       if (bytes && checks_) {
         if (Status s = VerifyHit(file, *bytes, offset); !s) return s.error();
       }
+      if (bytes) wait.Served(waited_on, size);
       return bytes;
     }
     if (entry) {  // a load is in flight: wait for the member's blocks, or its outcome
       if (!counted) ++counters_.shared_waits;
       counted = true;
+      wait.Begin();
+      waited_on = entry->from_tier ? ServedFrom::kDiskTier : ServedFrom::kSourceGroup;
       Urge(entry, file);
       Pump(lock);
       ++entry->waiters;
@@ -132,16 +152,28 @@ Result<CachedBytes> GroupCache::Read(NodeId file, uint64_t offset, size_t size) 
     }
     const bool wanted = options_.whole_groups && policy_->Wanted(group) && !Staging(group);
     Entry* admitted = wanted ? Admit(group, true) : nullptr;
+    wait.Begin();
     if (!admitted) {
       lock.unlock();
-      return ReadMember(file, offset, size);
+      ServedFrom from = ServedFrom::kSourceMember;
+      auto bytes = ReadMember(file, offset, size, &from);
+      if (bytes) wait.Served(from, bytes->size());
+      return bytes;
     }
     ++counters_.misses;
     counted = true;
     const EntryRef started = entries_[group];
     StartLoad(started, lock, &file);
+    waited_on = started->from_tier ? ServedFrom::kDiskTier : ServedFrom::kSourceGroup;
     if (started->failed) return started->error;  // at once (a blob that cannot be opened)
   }
+}
+
+// A member was read to its end (any caller; takes the policy's and the account's locks).
+void GroupCache::FileDone(uint32_t group, NodeId file) {
+  const uint32_t index = catalog_.FileIndex(file);
+  policy_->Served(group, index);
+  stall_.FileDone(index);
 }
 
 // Without mu_: a member of a ready group, pinned in its hot slot; nullopt when the group
@@ -160,8 +192,9 @@ std::optional<CachedBytes> GroupCache::ServeHot(NodeId file, uint64_t offset, si
       slot.unused_prefetch.exchange(false, std::memory_order_relaxed)) {
     ++counters_.prefetch_used;
   }
-  if (offset + size >= f.size) policy_->Served(f.group, catalog_.FileIndex(file));
+  if (offset + size >= f.size) FileDone(f.group, file);
   counters_.bytes_served += size;
+  stall_.Served(ServedFrom::kMemory, size, 0);
   CachedBytes bytes;
   bytes.data_ = arena_.base() + slot.arena_offset + (f.offset + offset - slot.data_start);
   bytes.size_ = size;
@@ -196,7 +229,7 @@ Result<CachedBytes> GroupCache::ServeHit(uint32_t group, NodeId file, uint64_t o
   entry.used = true;
   ++entry.pins;
   busy_[group] = true;
-  if (offset + size >= f.size) policy_->Served(group, catalog_.FileIndex(file));
+  if (offset + size >= f.size) FileDone(group, file);
   counters_.bytes_served += size;
   CachedBytes bytes;
   bytes.data_ = arena_.base() + entry.arena_offset + (f.offset + offset - entry.data_start);
@@ -217,10 +250,13 @@ Status GroupCache::VerifyHit(NodeId file, const CachedBytes& bytes, uint64_t off
 }
 
 // Outside mu_: the ungrouped way, for a member whose group cannot be cached.
-Result<CachedBytes> GroupCache::ReadMember(NodeId file, uint64_t offset, size_t size) {
+// `from` says whether the disk tier (or its staging, the source's) served it.
+Result<CachedBytes> GroupCache::ReadMember(NodeId file, uint64_t offset, size_t size,
+                                           ServedFrom* from) {
   const FileExtent& f = catalog_.Extent(file);
+  *from = ServedFrom::kSourceMember;
   if (tier_) {
-    if (auto from_tier = ReadMemberFromTier(file, offset, size)) return std::move(*from_tier);
+    if (auto from_tier = ReadMemberFromTier(file, offset, size, from)) return std::move(*from_tier);
   }
   auto bytes = ReadMemberBytes(source_, catalog_, file, offset, size, checks_.get());
   if (!bytes) {
@@ -229,8 +265,9 @@ Result<CachedBytes> GroupCache::ReadMember(NodeId file, uint64_t offset, size_t 
   }
   ++counters_.member_reads;
   counters_.bytes_from_disk += bytes->size();
+  counters_.member_bytes_from_source += bytes->size();
   counters_.bytes_served += bytes->size();
-  if (offset + bytes->size() >= f.size) policy_->Served(f.group, catalog_.FileIndex(file));
+  if (offset + bytes->size() >= f.size) FileDone(f.group, file);
   return bytes;
 }
 
@@ -404,6 +441,7 @@ nlohmann::json GroupCache::Stats() const {
                                    {"shared_waits", c.shared_waits},
                                    {"member_reads", c.member_reads},
                                    {"bytes_from_disk", c.bytes_from_disk},
+                                   {"member_bytes_from_source", c.member_bytes_from_source},
                                    {"bytes_served", c.bytes_served},
                                    {"groups_loaded", c.groups_loaded},
                                    {"evictions", c.evictions},
@@ -420,6 +458,7 @@ nlohmann::json GroupCache::Stats() const {
     j["tier"][tier_stat::kFills] = staging[staging_stat::kStaged];
     j["tier"][tier_stat::kStaging] = staging;
   }
+  j[stall_stat::kStall] = stall_.Stats();
   j["read_amplification"] = served > 0 ? static_cast<double>(c.bytes_from_disk) / served : 0.0;
   return j;
 }

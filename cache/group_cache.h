@@ -80,6 +80,7 @@
 #include "cache/disk_tier.h"
 #include "cache/member_reads.h"
 #include "cache/policy.h"
+#include "cache/stall_account.h"
 #include "cache/striped_counter.h"
 #include "cache/tier_staging.h"
 #include "dataset/catalog.h"
@@ -115,11 +116,12 @@ struct CacheOptions {
 // Those bumped on every read are striped per thread (a read of one sums its stripes); the
 // rest change under mu_ or once a load.
 struct CacheCounters {
-  StripedCounter hits;                    // reads served from a cached group
-  std::atomic<uint64_t> misses{0};        // reads that loaded their group
-  std::atomic<uint64_t> shared_waits{0};  // reads that waited for a load in flight
-  StripedCounter member_reads;            // reads served by reading just the member
-  std::atomic<uint64_t> bytes_from_disk{0};
+  StripedCounter hits;                                // reads served from a cached group
+  std::atomic<uint64_t> misses{0};                    // reads that loaded their group
+  std::atomic<uint64_t> shared_waits{0};              // reads that waited for a load in flight
+  StripedCounter member_reads;                        // reads served by reading just the member
+  std::atomic<uint64_t> bytes_from_disk{0};           // from the source: loads, staging, members
+  std::atomic<uint64_t> member_bytes_from_source{0};  // of which members read alone
   StripedCounter bytes_served;
   std::atomic<uint64_t> groups_loaded{0};
   std::atomic<uint64_t> evictions{0};
@@ -200,11 +202,14 @@ class GroupCache {
     std::atomic<bool> unused_prefetch{false};  // prefetched and not yet served
   };
 
+  // A member was read to its end: the policy, the stall account and the access trace.
+  void FileDone(uint32_t group, NodeId file);
+  Result<CachedBytes> ReadSlow(NodeId file, uint64_t offset, size_t size);
   std::optional<CachedBytes> ServeHot(NodeId file, uint64_t offset, size_t size);
   void OpenHot(Entry& entry);
   Result<CachedBytes> ServeHit(uint32_t group, NodeId file, uint64_t offset, size_t size);
   Status VerifyHit(NodeId file, const CachedBytes& bytes, uint64_t offset);
-  Result<CachedBytes> ReadMember(NodeId file, uint64_t offset, size_t size);
+  Result<CachedBytes> ReadMember(NodeId file, uint64_t offset, size_t size, ServedFrom* from);
   Status CheckWholeBlob(uint32_t group, const char* bytes, std::vector<uint32_t>* damaged) const;
   // The piece reads of group loads (group_loads.cc).
   void StartLoad(const EntryRef& entry, std::unique_lock<std::mutex>& lock, const NodeId* file);
@@ -248,7 +253,8 @@ class GroupCache {
     uint32_t group = 0;
     bool write_back = false;  // the group's loaded bytes, pinned; else fetch it first
   };
-  std::optional<Result<CachedBytes>> ReadMemberFromTier(NodeId file, uint64_t offset, size_t size);
+  std::optional<Result<CachedBytes>> ReadMemberFromTier(NodeId file, uint64_t offset, size_t size,
+                                                        ServedFrom* served_from);
   void QueueTierJob(uint32_t group, bool write_back);
   void TierLoop();
   void StartStager();
@@ -265,6 +271,7 @@ class GroupCache {
   PinnedArena& arena_;
   const CacheOptions options_;
   CacheCounters counters_;
+  StallAccount stall_;
   std::unique_ptr<MemberChecks> checks_;  // with options_.verify
 
   // Lock order: mu_, then the policy's or the arena's own lock, never the reverse.

@@ -23,7 +23,8 @@ constexpr size_t kStagingPiece = 2 << 20;
 // when neither has it (the caller reads the member from the source). A miss stages the
 // group, so that the next epoch finds it on disk.
 std::optional<Result<CachedBytes>> GroupCache::ReadMemberFromTier(NodeId file, uint64_t offset,
-                                                                  size_t size) {
+                                                                  size_t size,
+                                                                  ServedFrom* served_from) {
   const FileExtent& f = catalog_.Extent(file);
   const std::string& name = tier_names_[f.group];
   if (name.empty()) return std::nullopt;
@@ -48,6 +49,7 @@ std::optional<Result<CachedBytes>> GroupCache::ReadMemberFromTier(NodeId file, u
                         stager_->Read(f.group, at, length, bytes.get());
     if (!staged) return std::nullopt;
   }
+  *served_from = on_disk ? ServedFrom::kDiskTier : ServedFrom::kSourceGroup;
   if (verify) {
     const std::string blob = source_.Describe(catalog_.Group(f.group).blob);
     if (Status s = checks_->Check(catalog_, file, bytes.get(), blob); !s) {
@@ -58,7 +60,7 @@ std::optional<Result<CachedBytes>> GroupCache::ReadMemberFromTier(NodeId file, u
   ++counters_.member_reads;
   counters_.bytes_served += size;
   std::lock_guard lock(mu_);
-  if (offset + size >= f.size) policy_->Served(f.group, catalog_.FileIndex(file));
+  if (offset + size >= f.size) FileDone(f.group, file);
   return Result<CachedBytes>(CachedBytes::Owned(std::move(bytes), offset - from, size));
 }
 

@@ -13,6 +13,7 @@
 #include <filesystem>
 
 #include "cache/disk_tier.h"
+#include "cache/stall_account.h"
 #include "cli/stat_source.h"
 #include "source/blob_source.h"
 
@@ -169,6 +170,46 @@ std::string SourceOf(const nlohmann::json& now) {
   return io.contains("engine") ? kind + " " + io.value("engine", std::string()) : kind;
 }
 
+// The stall account (stall_account.h): how much of this epoch readers waited on
+// storage, and on what.
+std::vector<std::string> StallLines(const nlohmann::json& c) {
+  using namespace stall_stat;
+  if (!c.is_object() || !c.contains(kStall)) return {};
+  const nlohmann::json& now = c[kStall][kCurrent];
+  const nlohmann::json& last = c[kStall][kLast];
+  std::vector<std::string> lines = {fmt::format(
+      "{:<10}{} waiting: {:.1f} s of {:.1f} s   demand {:.1f} MB/s   last epoch {}", "stall",
+      Pct(Real(now, kStallFraction)), Real(now, kStalledS), Real(now, kWallS),
+      Real(now, kDemandMbPerS), last.is_object() ? Pct(Real(last, kStallFraction)) : "-")};
+  std::string from;
+  for (const char* tier : kServedFromNames) {
+    const nlohmann::json& t = now[kFrom][tier];
+    from += fmt::format("{} {}{}  ", tier, Grouped(At(t, {kReads})),
+                        Real(t, kWaitS) > 0 ? fmt::format(" ({:.1f} s)", Real(t, kWaitS)) : "");
+  }
+  lines.push_back(fmt::format("{:<10}{}", "reads", from));
+  return lines;
+}
+
+// The stall account's fields of a -w line: the epoch in progress, the last, and each
+// tier's reads and waits in the epoch in progress.
+std::string StallFields(const nlohmann::json& c) {
+  using namespace stall_stat;
+  if (!c.is_object() || !c.contains(kStall)) return {};
+  const nlohmann::json& now = c[kStall][kCurrent];
+  const nlohmann::json& last = c[kStall][kLast];
+  std::string f = fmt::format(
+      " {0}_{1}={2:.4f} {0}_{3}={4:.1f} {0}_last_{1}={5}", kStall, kStallFraction,
+      Real(now, kStallFraction), kDemandMbPerS, Real(now, kDemandMbPerS),
+      last.is_object() ? fmt::format("{:.4f}", Real(last, kStallFraction)) : std::string("-"));
+  for (const char* tier : kServedFromNames) {
+    const nlohmann::json& t = now[kFrom][tier];
+    f += fmt::format(" {0}_{1}_{2}={3} {0}_{1}_{4}={5:.3f}", kStall, tier, kReads, At(t, {kReads}),
+                     kWaitS, Real(t, kWaitS));
+  }
+  return f;
+}
+
 }  // namespace
 
 std::string WatchFrame(const std::string& mount, const nlohmann::json& previous,
@@ -229,6 +270,7 @@ std::string WatchFrame(const std::string& mount, const nlohmann::json& previous,
                      Bytes(static_cast<double>(At(now, {"gpu", "registered_bytes"}))),
                      now["gpu"].value("register_ms", 0.0)));
   }
+  for (const std::string& text : StallLines(c)) line(text);
   const uint64_t epoch = At(c, {"epoch"});
   const uint64_t files = At(now, {"files"}), done = At(c, {"epoch_files_served"});
   if (epoch == 0) {
@@ -307,7 +349,7 @@ std::string WatchLine(const nlohmann::json& previous, const nlohmann::json& now,
              std::max(0.0, Ratio(static_cast<double>(At(c, {"epoch_files_served"})), files)),
              r.requests_s, At(io, {source_stat::kRetries}), At(io, {source_stat::kErrors}),
              Real(io, source_stat::kLatencyP50), Real(io, source_stat::kLatencyP99)) +
-         TierFields(c, r) + PeerFields(io, r) + CredentialFields(io);
+         TierFields(c, r) + StallFields(c) + PeerFields(io, r) + CredentialFields(io);
 }
 
 int RunWatch(const std::string& path, const WatchOptions& options) {

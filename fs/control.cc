@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "cache/disk_tier.h"
+#include "cache/stall_account.h"
 #include "fs/residency.h"
 
 namespace gpufs {
@@ -165,6 +166,43 @@ void CredentialMetrics(const nlohmann::json& io, std::string& out) {
   }
 }
 
+// The stall account's counters since the mount by where reads were served from, and the
+// stall of the epoch in progress and of the last one that ended.
+void StallMetrics(const nlohmann::json& stall, std::string& out) {
+  using namespace stall_stat;
+  if (!stall.is_object()) return;
+  const nlohmann::json& from = stall[kTotals][kFrom];
+  for (const auto& [key, metric, help] :
+       {std::tuple{kReads, "reads_total", "Reads served, by where from."},
+        {kBytes, "read_bytes_total", "Bytes served, by where from."},
+        {kWaitS, "wait_seconds_total", "Seconds readers waited, by what on."},
+        {kFetched, "fetched_bytes_total", "Bytes each tier read to serve reads."}}) {
+    fmt::format_to(std::back_inserter(out),
+                   "# HELP gpufs_stall_{0} {1}\n# TYPE gpufs_stall_{0} counter\n", metric, help);
+    for (const char* tier : kServedFromNames) {
+      fmt::format_to(std::back_inserter(out), "gpufs_stall_{}{{from=\"{}\"}} {}\n", metric, tier,
+                     from[tier][key].dump());
+    }
+  }
+  fmt::format_to(std::back_inserter(out),
+                 "# HELP gpufs_stall_stalled_seconds_total Seconds at least one reader waited on "
+                 "storage.\n# TYPE gpufs_stall_stalled_seconds_total counter\n"
+                 "gpufs_stall_stalled_seconds_total {}\n",
+                 stall[kTotals][kStalledS].dump());
+  for (const auto& [key, help] :
+       {std::pair{kStallFraction, "Share of the epoch's time a reader waited on storage."},
+        {kDemandMbPerS, "MB/s the readers took while not waiting."},
+        {kHitRatio, "1 - bytes from the source / bytes served, in the epoch."}}) {
+    fmt::format_to(std::back_inserter(out),
+                   "# HELP gpufs_stall_{0} {1}\n# TYPE gpufs_stall_{0} gauge\n", key, help);
+    for (const char* which : {kCurrent, kLast}) {
+      if (!stall[which].is_object()) continue;
+      fmt::format_to(std::back_inserter(out), "gpufs_stall_{}{{epoch=\"{}\"}} {}\n", key, which,
+                     stall[which][key].dump());
+    }
+  }
+}
+
 }  // namespace
 
 std::string MetricsText(const Filesystem& fs) {
@@ -234,6 +272,7 @@ std::string MetricsText(const Filesystem& fs) {
   metric("cache_read_amplification", "gauge", "Disk bytes per byte served.",
          c["read_amplification"]);
   metric("epoch", "gauge", "Training epoch detected from the access stream.", c["epoch"]);
+  StallMetrics(at(c, stall_stat::kStall), out);
   metric("epoch_served_files", "gauge", "Files served in the current epoch.",
          c["epoch_files_served"]);
   if (!c.contains("tier")) return out;

@@ -1,0 +1,124 @@
+#include "cache/stall_account.h"
+
+#include <gtest/gtest.h>
+
+namespace gpufs {
+namespace {
+
+constexpr uint64_t kMs = 1'000'000;
+
+// An account over `files` files with a clock the test moves and fetched totals it sets.
+struct Fixture {
+  explicit Fixture(size_t files)
+      : account(
+            files, [this] { return fetched; }, [this] { return now; }) {}
+  uint64_t now = 1000 * kMs;
+  std::array<uint64_t, kServedFromCount> fetched{};
+  StallAccount account;
+};
+
+size_t At(ServedFrom from) { return static_cast<size_t>(from); }
+
+TEST(StallAccount, TheStallIsTheUnionOfOverlappingWaitsNotTheirSum) {
+  Fixture f(100);
+  StallWait a(f.account), b(f.account);
+  a.Begin();  // t = 0
+  f.now += 100 * kMs;
+  b.Begin();  // t = 100
+  f.now += 50 * kMs;
+  a.Served(ServedFrom::kSourceGroup, 10);  // t = 150: a waited 150
+  f.now += 100 * kMs;
+  b.Served(ServedFrom::kDiskTier, 20);  // t = 250: b waited 150
+  f.now += 750 * kMs;                   // t = 1000: nothing waits
+  StallWait c(f.account);
+  c.Served(ServedFrom::kSourceGroup, 30);  // never waited: memory's
+  const StallEpoch e = f.account.Current();
+  EXPECT_EQ(e.delta.at_ns, 1000 * kMs);
+  EXPECT_EQ(e.delta.stalled_ns, 250 * kMs);  // not 300: the waits overlapped by 50
+  EXPECT_DOUBLE_EQ(e.StallFraction(), 0.25);
+  EXPECT_EQ(e.delta.wait_ns[At(ServedFrom::kSourceGroup)], 150 * kMs);
+  EXPECT_EQ(e.delta.wait_ns[At(ServedFrom::kDiskTier)], 150 * kMs);
+  EXPECT_EQ(e.delta.reads[At(ServedFrom::kMemory)], 1u);
+  EXPECT_EQ(e.delta.bytes[At(ServedFrom::kMemory)], 30u);
+  EXPECT_EQ(e.delta.reads[At(ServedFrom::kSourceGroup)], 1u);
+  EXPECT_EQ(e.delta.reads[At(ServedFrom::kDiskTier)], 1u);
+  // 60 bytes over the 750 ms nobody waited.
+  EXPECT_NEAR(e.DemandMbPerS(), 60 / 1e6 / 0.75, 1e-12);
+}
+
+TEST(StallAccount, AWaitStillOpenCountsUpToNowAndAFailedReadEndsItsWait) {
+  Fixture f(10);
+  {
+    StallWait failed(f.account);
+    failed.Begin();
+    f.now += 40 * kMs;
+    EXPECT_EQ(f.account.Current().delta.stalled_ns, 40 * kMs);
+  }  // the read failed: its wait ends, nothing is served
+  f.now += 60 * kMs;
+  const StallEpoch e = f.account.Current();
+  EXPECT_EQ(e.delta.stalled_ns, 40 * kMs);
+  EXPECT_EQ(e.delta.bytes_served(), 0u);
+}
+
+TEST(StallAccount, TheClockStartsAtTheFirstReadNotAtTheMount) {
+  Fixture f(10);
+  f.now += 3600'000 * kMs;  // the mount idles for an hour
+  EXPECT_EQ(f.account.Current().delta.at_ns, 0u);
+  StallWait w(f.account);
+  w.Begin();
+  f.now += 10 * kMs;
+  w.Served(ServedFrom::kSourceMember, 5);
+  EXPECT_EQ(f.account.Current().delta.at_ns, 10 * kMs);
+  EXPECT_DOUBLE_EQ(f.account.Current().StallFraction(), 1.0);
+}
+
+TEST(StallAccount, AnEpochEndsWhenAFileComesAgainAfterHalfTheDataset) {
+  Fixture f(10);
+  StallWait first(f.account);
+  first.Begin();
+  first.Served(ServedFrom::kSourceGroup, 1);
+  EXPECT_FALSE(f.account.FileDone(0));
+  EXPECT_FALSE(f.account.FileDone(0));  // again, but before half: the same epoch
+  for (uint32_t file = 1; file < 10; ++file) EXPECT_FALSE(f.account.FileDone(file));
+  EXPECT_EQ(f.account.epoch(), 1u);
+  EXPECT_FALSE(f.account.Last().has_value());
+  f.fetched[At(ServedFrom::kSourceGroup)] = 1000;
+  f.now += 500 * kMs;
+  EXPECT_TRUE(f.account.FileDone(3));
+  ASSERT_TRUE(f.account.Last().has_value());
+  const StallEpoch one = *f.account.Last();
+  EXPECT_EQ(one.epoch, 1u);
+  EXPECT_EQ(one.distinct_files, 10u);
+  EXPECT_EQ(one.not_requested, 0u);
+  EXPECT_EQ(one.delta.fetched[At(ServedFrom::kSourceGroup)], 1000u);
+  EXPECT_EQ(one.delta.files, 11u);  // read to their end: file 0 twice, not the 3 that ended it
+  // Epoch 2: file 3 is in it; the page cache answers files 5..9 (never asked for).
+  EXPECT_EQ(f.account.epoch(), 2u);
+  for (uint32_t file : {0u, 1u, 2u, 4u}) EXPECT_FALSE(f.account.FileDone(file));
+  f.fetched[At(ServedFrom::kSourceGroup)] = 1500;
+  EXPECT_TRUE(f.account.FileDone(0));
+  const StallEpoch two = *f.account.Last();
+  EXPECT_EQ(two.epoch, 2u);
+  EXPECT_EQ(two.distinct_files, 5u);
+  EXPECT_EQ(two.not_requested, 5u);
+  EXPECT_EQ(two.delta.fetched[At(ServedFrom::kSourceGroup)], 500u);
+  EXPECT_EQ(f.account.epoch(), 3u);
+  EXPECT_EQ(f.account.Current().distinct_files, 1u);  // file 0 began it
+}
+
+TEST(StallAccount, TheHitRatioCountsWhatTheSourceSentAgainstWhatWasServed) {
+  Fixture f(4);
+  StallWait w(f.account);
+  w.Begin();
+  w.Served(ServedFrom::kSourceMember, 100);
+  f.account.Served(ServedFrom::kMemory, 300, 0);
+  f.fetched[At(ServedFrom::kSourceMember)] = 100;
+  f.fetched[At(ServedFrom::kDiskTier)] = 50;  // the tier's bytes are hits
+  EXPECT_DOUBLE_EQ(f.account.Current().HitRatio(), 0.75);
+  const nlohmann::json stats = f.account.Stats();
+  EXPECT_EQ(stats[stall_stat::kCurrent][stall_stat::kFrom]["memory"][stall_stat::kBytes], 300);
+  EXPECT_TRUE(stats[stall_stat::kLast].is_null());
+}
+
+}  // namespace
+}  // namespace gpufs
