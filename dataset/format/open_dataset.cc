@@ -1,6 +1,7 @@
 #include "dataset/format/open_dataset.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -329,6 +330,7 @@ Result<Catalog> TarCatalog(const std::filesystem::path& archive, TarListing& lis
   std::vector<uint32_t>().swap(shape.file_classes);
   std::vector<TarEntry>().swap(listing.entries);
   listing.paths = PathArena{};
+  malloc_trim(0);  // the arena's blocks may lie in the heap
   return std::move(builder).Build();
 }
 
