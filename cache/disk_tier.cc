@@ -595,11 +595,15 @@ uint64_t DiskTier::Used() const {
   return used;
 }
 
-uint64_t DiskTier::Room() const {
+uint64_t DiskTier::OnDisk() const {
   const uint64_t used = Used();
   struct statvfs vfs {};
   const uint64_t free = fstatvfs(dir_fd_, &vfs) == 0 ? uint64_t{vfs.f_bavail} * vfs.f_frsize : 0;
-  const uint64_t on_disk = used + free - std::min(free, keep_free_);
+  return used + free - std::min(free, keep_free_);
+}
+
+uint64_t DiskTier::Room() const {
+  const uint64_t on_disk = OnDisk();
   return options_.max_bytes != 0 ? std::min(options_.max_bytes, on_disk) : on_disk;
 }
 

@@ -135,6 +135,9 @@ class DiskTier {
   // The bytes all daemons' copies may reach, by the rule Write keeps: the bound, and the
   // free space less the reserve, whichever is less.
   uint64_t Room() const;
+  // The bytes copies could reach with no bound: what is used, and the free space less
+  // the reserve.
+  uint64_t OnDisk() const;
   nlohmann::json Stats() const;
   // Bytes read back from copies since the mount (the stall account's fetched bytes).
   uint64_t read_bytes() const { return counters_.read_bytes.load(std::memory_order_relaxed); }

@@ -27,6 +27,7 @@ GroupCache::GroupCache(const Catalog& catalog, BlobSource& source, PinnedArena& 
                fetched[size_t(ServedFrom::kDiskTier)] = tier_ ? tier_->read_bytes() : 0;
                return fetched;
              }),
+      trace_(catalog.file_count(), catalog.group_count()),
       checks_(options_.verify && catalog.has_checksums()
                   ? std::make_unique<MemberChecks>(catalog.file_count())
                   : nullptr),
@@ -173,7 +174,10 @@ Result<CachedBytes> GroupCache::ReadSlow(NodeId file, uint64_t offset, size_t si
 void GroupCache::FileDone(uint32_t group, NodeId file) {
   const uint32_t index = catalog_.FileIndex(file);
   policy_->Served(group, index);
-  stall_.FileDone(index);
+  const StallAccount::EpochEvent event = stall_.FileDone(index);
+  if (event == StallAccount::kBegan) trace_.NextEpoch();  // the file is the next epoch's
+  trace_.Record(index, group);
+  if (event == StallAccount::kEndedWith) trace_.NextEpoch();
 }
 
 // Without mu_: a member of a ready group, pinned in its hot slot; nullopt when the group

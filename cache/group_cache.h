@@ -81,6 +81,7 @@
 #include "cache/member_reads.h"
 #include "cache/policy.h"
 #include "cache/stall_account.h"
+#include "cache/what_if.h"
 #include "cache/striped_counter.h"
 #include "cache/tier_staging.h"
 #include "dataset/catalog.h"
@@ -152,6 +153,11 @@ class GroupCache {
   // The counters, the fill and the policy's epoch, as gpufs-stat and the metrics read them.
   nlohmann::json Stats() const;
   const CacheCounters& counters() const { return counters_; }
+  // Sizing advice from the last epoch's stall and accesses (advice.h), given what this
+  // node could give a budget: memory, and disk for a tier where the mount has none (with
+  // one, its disk's). Takes seconds at ImageNet scale (a few dozen replays of the sampled
+  // trace); thread-safe.
+  nlohmann::json Advise(uint64_t memory_available, uint64_t disk_available) const;
 
  private:
   friend class CachedBytes;
@@ -272,6 +278,7 @@ class GroupCache {
   const CacheOptions options_;
   CacheCounters counters_;
   StallAccount stall_;
+  AccessTrace trace_;  // each epoch's files, read to their end, sampled by group
   std::unique_ptr<MemberChecks> checks_;  // with options_.verify
 
   // Lock order: mu_, then the policy's or the arena's own lock, never the reverse.

@@ -14,10 +14,13 @@
 // lost. The demand rate is the bytes served over the rest of the time: what the loader
 // took while it was not waiting.
 //
-// An epoch is the pass consume-once tracks (policy.h), detected the same way for every
-// policy: a file read to its end again once at least half of the dataset's files were
-// read this epoch begins the next. Counters are cumulative; an epoch is the difference of
-// two snapshots, so nothing is lost when one ends while reads go on.
+// An epoch is a pass over the dataset: it ends with the last of its files read, or, where
+// the kernel's page cache answered some (they never reach the daemon), when a file is
+// read again once at least half of the dataset's files were (the rule consume-once
+// follows, policy.h). An epoch's clock starts at its first read, so a trainer's pause
+// between epochs (validation, a checkpoint) is no epoch's time. Counters are cumulative;
+// an epoch is the difference of two snapshots, so nothing is lost when one ends while
+// reads go on.
 #pragma once
 
 #include <array>
@@ -104,9 +107,10 @@ class StallAccount {
   // A reader begins / ends waiting on storage; thread-safe, slow path only.
   void BeginWait();
   void EndWait();
-  // File `file` (an index into the file table) was read to its end. Returns true when it
-  // began a new epoch (the caller moves its access trace on).
-  bool FileDone(uint32_t file);
+  // File `file` (an index into the file table) was read to its end; whether that ended
+  // the epoch, and how (the caller moves its access trace on).
+  enum EpochEvent { kSame, kEndedWith, kBegan };  // kBegan: it is the next epoch's first
+  EpochEvent FileDone(uint32_t file);
 
   uint32_t epoch() const;
   std::optional<StallEpoch> Last() const;
@@ -118,8 +122,8 @@ class StallAccount {
 
  private:
   StallTotals Snapshot() const;
-  bool BeginsEpoch(uint32_t file);
-  void NextEpoch();
+  void Start();
+  void EndEpoch(bool next);
 
   const size_t file_count_;
   const FetchedTotals fetched_;
@@ -138,7 +142,8 @@ class StallAccount {
   uint64_t wait_since_ns_ = 0;  // when waiting_ last left 0
   uint64_t stalled_ns_ = 0;     // closed intervals with waiting_ > 0
   uint32_t epoch_ = 1;
-  StallTotals epoch_start_;  // at_ns 0: no read yet
+  StallTotals epoch_start_;
+  std::atomic<bool> running_{false};  // an epoch is in progress; written under mu_
   std::optional<StallEpoch> last_;
 };
 

@@ -151,6 +151,7 @@ class Replayer {
     } else {
       ++p->source_reads;
       p->bytes_from_source += file_bytes;
+      p->member_bytes_from_source += file_bytes;
     }
     policy_->Served(g, file);
   }
@@ -292,6 +293,7 @@ WhatIfPoint Unscaled(const WhatIfPoint& sampled, double rate) {
   p.bytes_served = Unscaled(sampled.bytes_served, rate);
   p.bytes_from_tier = Unscaled(sampled.bytes_from_tier, rate);
   p.bytes_from_source = Unscaled(sampled.bytes_from_source, rate);
+  p.member_bytes_from_source = Unscaled(sampled.member_bytes_from_source, rate);
   return p;
 }
 

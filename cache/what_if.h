@@ -80,6 +80,8 @@ struct WhatIfPoint {
   uint64_t bytes_served = 0;
   uint64_t bytes_from_tier = 0;
   uint64_t bytes_from_source = 0;
+  // Of which members read alone: each pays the source's latency, where a group streams.
+  uint64_t member_bytes_from_source = 0;
   // 1 - bytes from the source / bytes served (0 when nothing was served); below 0 when
   // whole-group loads fetch more than is served (lru thrashing over a random epoch).
   double HitRatio() const;

@@ -6,6 +6,7 @@
 
 #include <thread>
 
+#include "cli/stat_advise.h"
 #include "cli/stat_report.h"
 #include "cli/stat_scan.h"
 #include "cli/stat_watch.h"
@@ -50,12 +51,26 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.05, 3600.0))
       ->capture_default_str();
   app.add_option("--count", watch_options.count, "stop -w after this many refreshes");
+  gpufs::AdviseOptions advise_options;
+  bool advise = false;
+  app.add_flag("--advise", advise,
+               "is training waiting on data, and what --cache-size / --disk-cache-size would "
+               "stop it (from the mount's last epoch)");
+  app.add_option(
+      "--plot", advise_options.plot,
+      "with --advise: draw the model's curve, today's budget and the advice to this PNG");
   app.add_option("--timeout", options.timeout_s, "seconds to wait for a daemon's answer")
       ->check(CLI::Range(0.1, 3600.0))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   watch_options.timeout_s = options.timeout_s;
 
+  if (advise) {
+    if (paths.size() != 1) return fmt::print(stderr, "gpufs-stat: --advise asks one mount\n"), 2;
+    advise_options.json = json;
+    advise_options.timeout_s = std::max(options.timeout_s, 120.0);  // the model takes seconds
+    return gpufs::RunAdvise(paths[0], advise_options);
+  }
   if (watch) {
     if (paths.size() != 1) return fmt::print(stderr, "gpufs-stat: -w watches one mount\n"), 2;
     watch_options.terminal = isatty(STDOUT_FILENO) != 0;

@@ -199,13 +199,13 @@ std::string StallFields(const nlohmann::json& c) {
   const nlohmann::json& now = c[kStall][kCurrent];
   const nlohmann::json& last = c[kStall][kLast];
   std::string f = fmt::format(
-      " {0}_{1}={2:.4f} {0}_{3}={4:.1f} {0}_last_{1}={5}", kStall, kStallFraction,
-      Real(now, kStallFraction), kDemandMbPerS, Real(now, kDemandMbPerS),
+      " {0}={1:.4f} {2}={3:.1f} {4}_{0}={5}", kStallFraction, Real(now, kStallFraction),
+      kDemandMbPerS, Real(now, kDemandMbPerS), kLast,
       last.is_object() ? fmt::format("{:.4f}", Real(last, kStallFraction)) : std::string("-"));
   for (const char* tier : kServedFromNames) {
     const nlohmann::json& t = now[kFrom][tier];
-    f += fmt::format(" {0}_{1}_{2}={3} {0}_{1}_{4}={5:.3f}", kStall, tier, kReads, At(t, {kReads}),
-                     kWaitS, Real(t, kWaitS));
+    f += fmt::format(" {0}_{1}={2} {0}_{3}={4:.3f}", tier, kReads, At(t, {kReads}), kWaitS,
+                     Real(t, kWaitS));
   }
   return f;
 }

@@ -1,8 +1,12 @@
 #include "fs/control.h"
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -104,6 +108,39 @@ nlohmann::json StatsOf(const Filesystem& fs) {
   return j;
 }
 
+// The memory a larger budget could take: what the kernel calls available, and the
+// budget's own arena (already counted as used).
+uint64_t MemoryAvailable(uint64_t budget) {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  while (meminfo >> key >> kib) {
+    if (key == "MemAvailable:") return kib * 1024 + budget;
+    meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  return budget;
+}
+
+// Where a disk tier would go without --disk-cache (the default for remote sources), a
+// tenth of it kept free as the tier keeps it.
+uint64_t DiskAvailable() {
+  const char* cache = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  const std::string dir = cache ? cache : home ? std::string(home) + "/.cache" : "/var/tmp";
+  struct statvfs vfs {};
+  if (statvfs(dir.c_str(), &vfs) != 0 && statvfs("/var/tmp", &vfs) != 0) return 0;
+  return uint64_t{vfs.f_bavail} * vfs.f_frsize / 10 * 9;
+}
+
+void ReplyAdvice(const Filesystem& fs, const ReplySink& reply) {
+  const GroupCache* cache = fs.cache();
+  if (!cache) {
+    return ReplyError(reply, "cannot advise: the mount has no cache (--cache-size 0)");
+  }
+  const uint64_t budget = cache->Stats().value("budget_bytes", uint64_t{0});
+  reply(cache->Advise(MemoryAvailable(budget), DiskAvailable()).dump() + "\n");
+}
+
 void HandleControlRequest(const Filesystem& fs, std::string_view request, const ReplySink& reply) {
   const nlohmann::json parsed = nlohmann::json::parse(request, nullptr, false);
   if (parsed.is_discarded() || !parsed.is_object()) {
@@ -113,7 +150,8 @@ void HandleControlRequest(const Filesystem& fs, std::string_view request, const 
     const std::string op = parsed.value("op", "");
     if (op == "stats") return reply(StatsOf(fs).dump() + "\n");
     if (op == "residency") return ReplyResidency(fs, parsed, reply);
-    ReplyError(reply, fmt::format("unknown op '{}': use stats or residency", op));
+    if (op == "advise") return ReplyAdvice(fs, reply);
+    ReplyError(reply, fmt::format("unknown op '{}': use stats, residency or advise", op));
   } catch (const nlohmann::json::exception& e) {  // a field of the wrong type
     ReplyError(reply, fmt::format("cannot read the request: {}", e.what()));
   }

@@ -1,0 +1,155 @@
+#include "cli/stat_advise.h"
+
+#include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "cache/advice.h"
+#include "cli/stat_source.h"
+
+namespace gpufs {
+namespace {
+
+std::string MiB(double bytes) { return fmt::format("{:.0f}MiB", bytes / (1 << 20)); }
+
+double Num(const nlohmann::json& j, const char* key) {
+  const double x =
+      j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0;
+  return std::abs(x) < 5e-3 ? 0.0 : x;  // no "-0.00"
+}
+
+// Where each read of the epoch came from, and how long its readers waited there.
+std::string ServedLine(const nlohmann::json& measured) {
+  using namespace stall_stat;
+  std::string line;
+  for (const char* tier : kServedFromNames) {
+    const nlohmann::json& t = measured[kFrom][tier];
+    line += fmt::format("{} {:.0f}{}   ", tier, Num(t, kReads),
+                        Num(t, kWaitS) > 0 ? fmt::format(" ({:.1f} s)", Num(t, kWaitS)) : "");
+  }
+  return line;
+}
+
+std::string PointRow(const nlohmann::json& p, const nlohmann::json& chosen) {
+  using namespace advice_stat;
+  const bool is_chosen = chosen.is_object() && p[kPolicy] == chosen[kPolicy] &&
+                         p[kCacheBytes] == chosen[kCacheBytes] &&
+                         p[kTierBytes] == chosen[kTierBytes];
+  return fmt::format("  {} {:>9} {:>9}  {:<13}{:>9.2f} {:>12} {:>9.1f} {:>7.1f}%{}{}\n",
+                     is_chosen ? '*' : ' ', MiB(Num(p, kCacheBytes)),
+                     Num(p, kTierBytes) > 0 ? MiB(Num(p, kTierBytes)) : "-",
+                     p[kPolicy].get<std::string>(), Num(p, kHitRatio), MiB(Num(p, kSourceBytes)),
+                     Num(p, kEpochS), 100 * Num(p, kStallFraction),
+                     p.value(kBound, false) ? " <=" : "", is_chosen ? "   <- advice" : "");
+}
+
+// Today's policy's points (and the tier's), smallest first: the curve in a table.
+std::string PointTable(const nlohmann::json& a) {
+  using namespace advice_stat;
+  std::string table =
+      fmt::format("  {} {:>9} {:>9}  {:<13}{:>9} {:>12} {:>9} {:>8}\n", ' ', "cache", "disk tier",
+                  "policy", "hit ratio", "from source", "epoch s", "stalled");
+  const std::string policy = a[kSettings].value(kPolicy, "") == "pin" ? "pin" : "consume-once";
+  const nlohmann::json chosen = a.value(kAdvice, nlohmann::json());
+  uint64_t shown = 0;
+  for (const nlohmann::json& p : a.value(kPoints, nlohmann::json::array())) {
+    const bool other_tier = p[kTierBytes] != a[kSettings][kTierBytes];
+    const bool mine = p[kPolicy] == policy || (chosen.is_object() && p == chosen);
+    if (!mine && !other_tier) continue;
+    if (p[kCacheBytes] == a[kSettings][kCacheBytes] && !other_tier && p[kPolicy] == policy &&
+        shown > 0) {
+      continue;  // today's budget is the model line
+    }
+    table += PointRow(p, chosen);
+    ++shown;
+  }
+  return table;
+}
+
+// Draws the curve with matplotlib (python3-matplotlib), the advice's JSON on its stdin.
+int Plot(const nlohmann::json& advice, const std::string& png) {
+  std::string script = GPUFS_ADVICE_PLOT;
+  if (!std::filesystem::exists(script)) script = GPUFS_ADVICE_PLOT_SOURCE;
+  const std::string command = fmt::format("/usr/bin/python3 '{}' '{}'", script, png);
+  FILE* pipe = popen(command.c_str(), "w");
+  if (!pipe) return fmt::print(stderr, "gpufs-stat: cannot run {}\n", command), 1;
+  const std::string text = advice.dump();
+  std::fwrite(text.data(), 1, text.size(), pipe);
+  const int status = pclose(pipe);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    fmt::print(stderr, "gpufs-stat: cannot draw {}: {} failed (python3-matplotlib installed?)\n",
+               png, command);
+    return 1;
+  }
+  fmt::print(stderr, "gpufs-stat: drew {}\n", png);
+  return 0;
+}
+
+}  // namespace
+
+std::string AdviceScreen(const std::string& mount, const nlohmann::json& a) {
+  using namespace advice_stat;
+  const nlohmann::json& s = a[kSettings];
+  std::string out = fmt::format("gpufs-stat --advise {}   {}, cache {}, disk tier {}\n\n", mount,
+                                s.value(kPolicy, ""), MiB(Num(s, kCacheBytes)),
+                                Num(s, kTierBytes) > 0 ? MiB(Num(s, kTierBytes)) : "none");
+  if (a[kVerdict] == kNoEpoch) return out + a.value(kText, "") + "\n";
+  using namespace stall_stat;
+  const nlohmann::json& m = a[kMeasured];
+  out += fmt::format(
+      "epoch {} ({})  {:.1f} s, readers waited {:.1f} s ({:.1f}%), demand {:.1f} MB/s\n",
+      m.value(stall_stat::kEpoch, 0), a.value(kEnded, false) ? "ended" : "in progress",
+      Num(m, kWallS), Num(m, kStalledS), 100 * Num(m, stall_stat::kStallFraction),
+      Num(m, kDemandMbPerS));
+  out += fmt::format("served from  {}\n", ServedLine(m));
+  out += fmt::format("             hit ratio {:.2f}: {} served", Num(m, stall_stat::kHitRatio),
+                     MiB(Num(m, kBytesServed)));
+  if (m[kNotRequested].is_number()) {
+    out += fmt::format(", {:.0f} files never asked for (the page cache's)", Num(m, kNotRequested));
+  }
+  out += "\n";
+  if (a[kModel].is_object()) {
+    const nlohmann::json& model = a[kModel];
+    out += fmt::format(
+        "model here   hit ratio {:.2f}, epoch {:.1f} s, {:.1f}% stalled   (sample {:.2f} of "
+        "groups, {} accesses)\n",
+        Num(model, advice_stat::kHitRatio), Num(model, kEpochS),
+        100 * Num(model, advice_stat::kStallFraction), Num(s, kSampleRate), s.value(kAccesses, 0));
+  }
+  out += "\n" + PointTable(a) + "\n";
+  return out + a.value(kText, "") + "\n";
+}
+
+int RunAdvise(const std::string& path, const AdviseOptions& options) {
+  const std::string absolute = std::filesystem::absolute(path).lexically_normal().string();
+  auto mount = MountOf(absolute);
+  if (!mount) return fmt::print(stderr, "gpufs-stat: {}\n", mount.error().message), 1;
+  if (!mount->is_gpufs()) {
+    fmt::print(stderr, "gpufs-stat: {} is not on a gpufs mount; --advise asks its gpufsd\n", path);
+    return 1;
+  }
+  auto client = DaemonClient::Connect(*mount, options.timeout_s);
+  if (!client) return fmt::print(stderr, "gpufs-stat: {}\n", client.error().message), 1;
+  auto reply = client->Ask({{"op", "advise"}});
+  if (!reply) return fmt::print(stderr, "gpufs-stat: {}\n", reply.error().message), 1;
+  const nlohmann::json advice = nlohmann::json::parse(*reply, nullptr, false);
+  if (advice.is_discarded() || !advice.is_object()) {
+    return fmt::print(stderr, "gpufs-stat: cannot read the daemon's advice: {}\n", *reply), 1;
+  }
+  if (advice.contains("error")) {
+    return fmt::print(stderr, "gpufs-stat: {}\n", advice["error"].get<std::string>()), 1;
+  }
+  if (options.json) {
+    fmt::print("{}\n", advice.dump(1));
+  } else {
+    fmt::print("{}", AdviceScreen(mount->path, advice));
+  }
+  if (!options.plot.empty()) return Plot(advice, options.plot);
+  return 0;
+}
+
+}  // namespace gpufs
