@@ -18,7 +18,7 @@ constexpr const char* kReplayed[] = {"consume-once", "pin"};
 constexpr double kShares[] = {1.0 / 32, 1.0 / 16, 1.0 / 8, 3.0 / 16, 1.0 / 4, 3.0 / 8,
                               1.0 / 2,  5.0 / 8,  3.0 / 4, 7.0 / 8,  1.0,     1.05};
 
-// Seconds of stall per byte each kind of fetch cost in the epoch; see advice.h.
+// Nanoseconds of reader waits per byte each kind of fetch cost in the epoch; see advice.h.
 struct Costs {
   std::array<double, kServedFromCount> per_byte{};
   std::array<bool, kServedFromCount> measured{};
@@ -26,13 +26,9 @@ struct Costs {
 
 Costs CostsOf(const StallEpoch& e) {
   Costs c;
-  double waits = 0;
-  for (size_t k : {kGroup, kMember, kTierKind}) waits += static_cast<double>(e.delta.wait_ns[k]);
-  const double stalled_s = e.delta.stalled_ns / 1e9;
   for (size_t k : {kGroup, kMember, kTierKind}) {
     if (e.delta.fetched[k] == 0) continue;
-    const double share = waits > 0 ? e.delta.wait_ns[k] / waits : 0.0;
-    c.per_byte[k] = stalled_s * share / static_cast<double>(e.delta.fetched[k]);
+    c.per_byte[k] = static_cast<double>(e.delta.wait_ns[k]) / e.delta.fetched[k];
     c.measured[k] = true;
   }
   // Unmeasured kinds, by the order of their costs: member >= group >= tier per byte.
@@ -40,6 +36,10 @@ Costs CostsOf(const StallEpoch& e) {
   if (!c.measured[kMember]) c.per_byte[kMember] = c.per_byte[kGroup];
   if (!c.measured[kTierKind]) c.per_byte[kTierKind] = c.per_byte[kGroup];
   return c;
+}
+
+uint64_t WaitNs(const StallEpoch& e) {
+  return e.delta.wait_ns[kGroup] + e.delta.wait_ns[kMember] + e.delta.wait_ns[kTierKind];
 }
 
 std::string MiB(uint64_t bytes) { return fmt::format("{}MiB", (bytes + (1 << 20) - 1) >> 20); }
@@ -163,13 +163,21 @@ Prediction Predict(const StallEpoch& epoch, const WhatIfPoint& point) {
   p.point = point;
   const uint64_t member = point.member_bytes_from_source;
   const uint64_t group = point.bytes_from_source - std::min(member, point.bytes_from_source);
+  double wait_ns = 0;
   for (const auto& [k, bytes] :
        {std::pair{kGroup, group}, {kMember, member}, {kTierKind, point.bytes_from_tier}}) {
-    p.stall_s += static_cast<double>(bytes) * c.per_byte[k];
+    wait_ns += static_cast<double>(bytes) * c.per_byte[k];
     p.bound = p.bound || (bytes > 0 && !c.measured[k]);
   }
-  const uint64_t busy_ns = epoch.delta.at_ns - std::min(epoch.delta.at_ns, epoch.delta.stalled_ns);
-  p.epoch_s = busy_ns / 1e9 + p.stall_s;
+  const double readers = std::max(1u, epoch.peak_waiting);
+  const double measured_wait = static_cast<double>(WaitNs(epoch));
+  const double wall_s = epoch.delta.at_ns / 1e9;
+  const double loader_s = std::max(0.0, wall_s - measured_wait / readers / 1e9);
+  p.epoch_s = loader_s + wait_ns / readers / 1e9;
+  // The union of the waits moves with their sum.
+  p.stall_s = measured_wait > 0 ? epoch.delta.stalled_ns / 1e9 * wait_ns / measured_wait
+                                : wait_ns / readers / 1e9;
+  p.stall_s = std::min(p.stall_s, p.epoch_s);
   return p;
 }
 

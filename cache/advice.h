@@ -1,20 +1,21 @@
 // Would another budget stop the stall? Sizing advice from the last epoch.
 //
-// The stall account (stall_account.h) measured the last epoch: its wall time, the time
-// readers waited on storage, and for each kind of fetch (whole groups from the source,
-// members alone from the source, the disk tier) the bytes it read and the waits it caused.
-// The what-if model (what_if.h) replays the epoch's accesses for other budgets and says
-// how many bytes each kind would then read. The prediction joins the two:
+// The stall account (stall_account.h) measured the last epoch: its wall time W, the
+// union S of the readers' waits (the stall), and for each kind of fetch (whole groups from
+// the source, members alone from the source, the disk tier) the bytes it read and the sum
+// of the waits of the reads that waited on it. The what-if model (what_if.h) replays the
+// epoch's accesses for other budgets and says how many bytes each kind would then read.
+// The prediction joins the two, per reader (R: the most readers seen waiting at once):
 //
-//   stall(B)  = sum over kinds of bytes_k(B) x (seconds of stall per byte of kind k)
-//   epoch(B)  = (the epoch's time nobody waited) + stall(B)
+//   waits(B)  = sum over kinds of bytes_k(B) x (wait per byte of kind k, measured)
+//   epoch(B)  = (W - waits / R) + waits(B) / R    the loader's own time, plus its waits
+//   stall(B)  = S x waits(B) / waits              the union moves with the sum
 //
-// where a kind's cost per byte is the epoch's stall shared among the kinds by their
-// readers' waits, over the bytes the kind read. The time nobody waited is the loader's
-// own work (decode, augmentation, the trainer), which no budget changes. A kind the epoch
-// did not use has no measured cost: a group stream is taken to cost no more per byte than
-// a member read, and the disk tier no more than a group from the source; such predictions
-// are marked as bounds.
+// At today's budget both give back what was measured. The loader's own time (decode,
+// augmentation, the trainer) is what no budget changes. A kind the epoch did not use has
+// no measured cost: a group stream is taken to cost no more per byte than a member read,
+// and the disk tier no more than a group from the source; such predictions are marked as
+// bounds.
 //
 // The advice is the smallest budget (memory first, then the disk tier) whose predicted
 // stall is under the target, or word that storage is not the bottleneck.

@@ -56,6 +56,7 @@ nlohmann::json StallEpoch::Json(bool ended) const {
                    {kFiles, distinct_files},
                    {kBytesServed, delta.bytes_served()},
                    {kHitRatio, HitRatio()},
+                   {kPeakWaiting, peak_waiting},
                    {kFrom, std::move(from)}};
   j[kNotRequested] = ended ? nlohmann::json(not_requested) : nlohmann::json();
   return j;
@@ -89,6 +90,7 @@ void StallAccount::BeginWait() {
   std::lock_guard lock(mu_);
   Start();
   if (waiting_++ == 0) wait_since_ns_ = Now();
+  peak_waiting_ = std::max(peak_waiting_, waiting_);
 }
 
 void StallAccount::EndWait() {
@@ -101,6 +103,7 @@ void StallAccount::EndWait() {
 void StallAccount::Start() {
   if (running_.load(std::memory_order_relaxed)) return;
   epoch_start_ = Snapshot();
+  peak_waiting_ = waiting_;
   running_.store(true, std::memory_order_relaxed);
 }
 
@@ -143,7 +146,9 @@ void StallAccount::EndEpoch(bool next) {
   ended.delta = now - epoch_start_;
   ended.distinct_files = distinct_.load(std::memory_order_relaxed);
   ended.not_requested = file_count_ - std::min<uint64_t>(file_count_, ended.distinct_files);
+  ended.peak_waiting = peak_waiting_;
   last_ = ended;
+  peak_waiting_ = waiting_;
   for (size_t w = 0; w < (file_count_ + 63) / 64; ++w) seen_[w].store(0, std::memory_order_relaxed);
   distinct_.store(0, std::memory_order_relaxed);
   ++epoch_;
@@ -185,6 +190,7 @@ StallEpoch StallAccount::Current() const {
   if (!running_.load(std::memory_order_relaxed)) return e;  // between epochs
   e.delta = Snapshot() - epoch_start_;
   e.distinct_files = distinct_.load(std::memory_order_relaxed);
+  e.peak_waiting = peak_waiting_;
   return e;
 }
 
