@@ -59,11 +59,11 @@ struct CatalogBuilder::OwnedTables {
   std::vector<Sha256Digest> sha256;
 };
 
-// A path in the arena: a folder (file == kNone) or file record `file`.
+// A path: a folder (file == kNone) or file record `file`, whose line is kept apart so
+// that an item stays 16 bytes with a pointer to its path.
 struct CatalogBuilder::Item {
-  uint32_t path_offset = 0;
+  const char* path = nullptr;
   uint32_t path_size = 0;
-  uint32_t line = 0;
   uint32_t file = kNone;
 };
 
@@ -86,9 +86,9 @@ namespace {
 
 // A file placed in its folder, in name order within the folder.
 struct Placed {
+  const char* name = nullptr;  // its last path component
   uint32_t dir = 0;
   uint32_t file = 0;
-  uint32_t name_offset = 0;  // of its last path component, in the arena
   uint32_t name_size = 0;
 };
 
@@ -106,8 +106,9 @@ CatalogBuilder::CatalogBuilder(std::string source, bool checksums, bool sha256)
 CatalogBuilder::~CatalogBuilder() = default;
 
 void CatalogBuilder::Reserve(size_t files, size_t path_bytes) {
-  paths_.reserve(path_bytes);
+  (void)path_bytes;  // the arena grows a block at a time, copying nothing
   items_.reserve(files);
+  lines_.reserve(files);
   extents_.reserve(files);
   classes_of_.reserve(files);
   if (checksums_) checksums_of_.reserve(files);
@@ -128,13 +129,17 @@ void CatalogBuilder::WidenGroup(uint32_t group, uint64_t end) {
 }
 
 Status CatalogBuilder::AddPath(std::string_view path, uint32_t line, uint32_t file) {
-  if (paths_.size() + path.size() > UINT32_MAX) {
-    return Fail(EFBIG, "cannot index {}: its paths exceed 4 GiB", source_);
+  if (path.size() > UINT32_MAX) {
+    return Fail(EFBIG, "cannot index {}: a path exceeds 4 GiB", source_);
   }
-  items_.push_back(
-      Item{static_cast<uint32_t>(paths_.size()), static_cast<uint32_t>(path.size()), line, file});
-  paths_ += path;
+  if (!borrowed_) path = paths_.Add(path);
+  items_.push_back(Item{path.data(), static_cast<uint32_t>(path.size()), file});
+  if (file != kNone) lines_.push_back(line);
   return Ok{};
+}
+
+uint32_t CatalogBuilder::LineOf(const Item& item) const {
+  return item.file == kNone ? 0 : lines_[item.file];
 }
 
 Status CatalogBuilder::AddFolder(std::string_view path) { return AddPath(path, 0, kNone); }
@@ -174,7 +179,8 @@ Status CatalogBuilder::Walk(Tree& tree) {
     return p.has_last && p.last_name == name ? &p : nullptr;
   };
   for (const Item& item : items_) {
-    const std::string_view path(paths_.data() + item.path_offset, item.path_size);
+    const std::string_view path(item.path, item.path_size);
+    const uint32_t line = LineOf(item);
     size_t depth = 0;
     for (size_t pos = 0;; ++depth) {
       const size_t slash = path.find('/', pos);
@@ -187,18 +193,17 @@ Status CatalogBuilder::Walk(Tree& tree) {
           if (p->last_dir != kNone) {
             return Fail(EINVAL,
                         "cannot parse {}: '{}' at line {} is a file but a folder at line {}",
-                        source_, path, item.line, p->last_line);
+                        source_, path, line, p->last_line);
           }
           return Fail(EINVAL, "cannot parse {}: path '{}' at line {} is already used at line {}",
-                      source_, path, item.line, p->last_line);
+                      source_, path, line, p->last_line);
         }
         TempDir& p = tree.dirs[parent];
-        tree.files.push_back(Placed{parent, item.file,
-                                    static_cast<uint32_t>(item.path_offset + pos),
-                                    static_cast<uint32_t>(name.size())});
+        tree.files.push_back(
+            Placed{name.data(), parent, item.file, static_cast<uint32_t>(name.size())});
         ++p.files;
         p.last_name = name;
-        p.last_line = item.line;
+        p.last_line = line;
         p.last_dir = kNone;
         p.has_last = true;
         break;
@@ -212,16 +217,16 @@ Status CatalogBuilder::Walk(Tree& tree) {
             return Fail(EINVAL,
                         "cannot parse {}: '{}' at line {} is a file at line {} and cannot also be "
                         "a folder",
-                        source_, name, item.line, p->last_line);
+                        source_, name, line, p->last_line);
           }
           id = p->last_dir;
         } else {
           id = static_cast<uint32_t>(tree.dirs.size());
-          tree.dirs.push_back(TempDir{name, parent, item.line});
+          tree.dirs.push_back(TempDir{name, parent, line});
           TempDir& folder = tree.dirs[parent];
           folder.subdirs.push_back(id);
           folder.last_name = name;
-          folder.last_line = item.line;
+          folder.last_line = line;
           folder.last_dir = id;
           folder.has_last = true;
         }
@@ -279,14 +284,15 @@ void CatalogBuilder::SortItems(const Before& before) {
 Result<Catalog> CatalogBuilder::Build() && {
   // Of two identical paths the earlier line sorts first: it is kept, the later refused.
   const auto before = [&](const Item& a, const Item& b) {
-    const int order = ComparePaths(std::string_view(paths_.data() + a.path_offset, a.path_size),
-                                   std::string_view(paths_.data() + b.path_offset, b.path_size));
-    return order != 0 ? order < 0 : a.line < b.line;
+    const int order =
+        ComparePaths(std::string_view(a.path, a.path_size), std::string_view(b.path, b.path_size));
+    return order != 0 ? order < 0 : LineOf(a) < LineOf(b);
   };
   SortItems(before);
   Tree tree;
   if (Status s = Walk(tree); !s) return s.error();
   Release(items_);
+  Release(lines_);
   auto out = std::make_shared<OwnedTables>();
   // Folders breadth-first, so that each folder's subfolders are contiguous.
   std::vector<uint32_t> bfs{0};
@@ -319,7 +325,7 @@ Result<Catalog> CatalogBuilder::Build() && {
   if (Status s = WriteNames(tree, bfs, order, *out); !s) return s.error();
   Release(tree.dirs);
   if (Status s = WriteFiles(tree, order, *out); !s) return s.error();
-  std::string().swap(paths_);
+  paths_ = PathArena{};
   return Finish(std::move(out));
 }
 
@@ -327,9 +333,7 @@ Result<Catalog> CatalogBuilder::Build() && {
 // suffix ends where the next begins.
 Status CatalogBuilder::WriteNames(const Tree& tree, const std::vector<uint32_t>& bfs,
                                   const std::vector<uint32_t>& order, OwnedTables& out) const {
-  const auto name_of = [&](const Placed& p) {
-    return std::string_view(paths_.data() + p.name_offset, p.name_size);
-  };
+  const auto name_of = [&](const Placed& p) { return std::string_view(p.name, p.name_size); };
   std::string& names = out.names;
   for (uint32_t id = 0; id < bfs.size(); ++id) {
     CatalogDir& d = out.dirs[id];
@@ -374,8 +378,7 @@ Status CatalogBuilder::WriteFiles(const Tree& tree, const std::vector<uint32_t>&
     const PackedExtent& e = extents_[f];
     if (classes_of_[f] >= classes_.size()) {
       return Fail(EINVAL, "cannot parse {}: the member '{}' names a missing class", source_,
-                  std::string_view(paths_.data() + tree.files[order[i]].name_offset,
-                                   tree.files[order[i]].name_size));
+                  std::string_view(tree.files[order[i]].name, tree.files[order[i]].name_size));
     }
     out.extents[i] = e;
     by_folder = by_folder && classes_of_[f] == out.dirs[dir].class_id;

@@ -1,8 +1,9 @@
 // Builds a Catalog from paths streamed in any order, holding about 66 bytes per file with
-// ImageNet's names once fed (about 100 at its peak in Build): paths go to one append-only
-// arena, each path gets a 16-byte item and each file its packed extent (and checksum) as it
-// arrives; Build sorts the items, not the paths, and writes the compact tables of
-// catalog.h, freeing what it no longer needs as it goes.
+// ImageNet's names once fed (about 100 at its peak in Build): paths go to an append-only
+// arena (or are borrowed from the caller's), each path gets a 16-byte item and each file
+// its line and packed extent (and checksum) as it arrives; Build sorts the items, not the
+// paths, and writes the compact tables of catalog.h, freeing what it no longer needs as
+// it goes.
 // A format reader feeds it member by member, with no per-member string or spec record.
 //
 // Not thread-safe; one builder makes one catalog.
@@ -17,6 +18,7 @@
 
 #include "dataset/catalog.h"
 #include "dataset/error.h"
+#include "dataset/path_arena.h"
 
 namespace gpufs {
 
@@ -36,6 +38,10 @@ class CatalogBuilder {
   CatalogBuilder(std::string source, bool checksums, bool sha256);
   ~CatalogBuilder();
 
+  // The paths given from here on are not copied: their bytes must stay valid until Build
+  // returns. A tar listing's paths already lie in an arena; a copy of each would be the
+  // largest thing held while the builder is fed.
+  void BorrowPaths() { borrowed_ = true; }
   void SetClasses(std::vector<std::string> classes) { classes_ = std::move(classes); }
   // Room for `files` files (and folders) whose paths take `path_bytes` in all, when the
   // caller knows: the tables then grow by no doubling, which at 14 M files would hold
@@ -59,6 +65,7 @@ class CatalogBuilder {
   struct Tree;
   struct OwnedTables;
   Status AddPath(std::string_view path, uint32_t line, uint32_t file);
+  uint32_t LineOf(const Item& item) const;
   template <typename Before>
   void SortItems(const Before& before);
   Status Walk(Tree& tree);
@@ -74,7 +81,9 @@ class CatalogBuilder {
   std::vector<std::string> blobs_;
   std::unordered_map<std::string, uint32_t> blob_ids_;
   std::vector<GroupExtent> groups_;
-  std::string paths_;  // every path, back to back
+  PathArena paths_;  // the paths not borrowed
+  bool borrowed_ = false;
+  std::vector<uint32_t> lines_;  // per file, in arrival order
   std::vector<Item> items_;
   // Per file, in arrival order.
   std::vector<PackedExtent> extents_;

@@ -309,9 +309,9 @@ Result<Catalog> TarCatalog(const std::filesystem::path& archive, TarListing& lis
     std::stable_sort(by_offset.begin(), by_offset.end(),
                      [&](uint32_t a, uint32_t b) { return entries[a].offset < entries[b].offset; });
   }
-  size_t path_bytes = 0;
-  for (uint32_t i : by_offset) path_bytes += entries[i].path.size() - shape.stripped.size();
-  builder.Reserve(by_offset.size(), path_bytes);
+  // The builder reads the paths where the listing keeps them, until it has built.
+  builder.BorrowPaths();
+  builder.Reserve(by_offset.size(), 0);
   const std::string blob = archive.filename().string();
   uint64_t group_start = 0;
   for (uint32_t i : by_offset) {
@@ -325,13 +325,15 @@ Result<Catalog> TarCatalog(const std::filesystem::path& archive, TarListing& lis
     const std::string_view tree_path = e.path.substr(shape.stripped.size());
     if (Status s = builder.AddFile(tree_path, member, nullptr); !s) return s.error();
   }
-  // The builder holds its own copy of every path: the listing's go before it builds.
+  // What the builder no longer needs goes before it builds; the paths stay until it is done.
   std::vector<uint32_t>().swap(by_offset);
   std::vector<uint32_t>().swap(shape.file_classes);
   std::vector<TarEntry>().swap(listing.entries);
+  malloc_trim(0);
+  auto catalog = std::move(builder).Build();
   listing.paths = PathArena{};
   malloc_trim(0);  // the arena's blocks may lie in the heap
-  return std::move(builder).Build();
+  return catalog;
 }
 
 Catalog WithFileChecksums(const Catalog& catalog, const std::vector<uint64_t>& checksums,

@@ -23,6 +23,7 @@
 
 #include "dataset/error.h"
 #include "dataset/format/range_reader.h"
+#include "dataset/path_arena.h"
 
 namespace gpufs {
 
@@ -30,21 +31,6 @@ struct TarEntry {
   std::string_view path;  // normalized, relative; held by the listing's `paths`
   uint64_t offset = 0;    // of the first data byte in the archive
   uint64_t size = 0;
-};
-
-// The bytes of many paths in blocks that never move, so that views of them stay valid as
-// more are added: an archive of 14 M members lists them with no string (and no allocation)
-// of their own.
-class PathArena {
- public:
-  std::string_view Add(std::string_view path);
-  // Takes over `other`'s blocks; views of them stay valid.
-  void Append(PathArena&& other);
-
- private:
-  static constexpr size_t kBlock = 1u << 20;
-  std::vector<std::unique_ptr<char[]>> blocks_;
-  size_t used_ = kBlock;  // in the last block
 };
 
 struct TarListing {
