@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <pwd.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -289,6 +290,22 @@ Result<Dataset> OpenMytarText(const std::filesystem::path& dir) {
   return d;
 }
 
+namespace {
+
+// Hands the whole pages of [begin, end) back to the kernel: memory still allocated but
+// never read again, which reads as zeros if it is. The pages stay inside the range, clear
+// of the allocator's own words around it.
+void ReleasePages(const void* begin, const void* end) {
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t from = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
+  const uintptr_t to = reinterpret_cast<uintptr_t>(end) / page * page;
+  if (from < to) madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
+}
+
+constexpr size_t kReleaseEvery = 1u << 20;  // files fed
+
+}  // namespace
+
 Result<Catalog> TarCatalog(const std::filesystem::path& archive, TarListing& listing,
                            TreeShape& shape, uint64_t group_bytes) {
   CatalogBuilder builder(archive.string(), false, false);
@@ -303,9 +320,10 @@ Result<Catalog> TarCatalog(const std::filesystem::path& archive, TarListing& lis
     if (shape.file_classes[i] != kOutsideClasses) by_offset.push_back(i);
   }
   // Already in order but for hard links, which point back.
-  if (!std::is_sorted(by_offset.begin(), by_offset.end(), [&](uint32_t a, uint32_t b) {
-        return entries[a].offset < entries[b].offset;
-      })) {
+  const bool in_order =
+      std::is_sorted(by_offset.begin(), by_offset.end(),
+                     [&](uint32_t a, uint32_t b) { return entries[a].offset < entries[b].offset; });
+  if (!in_order) {
     std::stable_sort(by_offset.begin(), by_offset.end(),
                      [&](uint32_t a, uint32_t b) { return entries[a].offset < entries[b].offset; });
   }
@@ -314,8 +332,20 @@ Result<Catalog> TarCatalog(const std::filesystem::path& archive, TarListing& lis
   builder.Reserve(by_offset.size(), 0);
   const std::string blob = archive.filename().string();
   uint64_t group_start = 0;
-  for (uint32_t i : by_offset) {
+  size_t released = 0;    // entries handed back, when they are fed in order
+  size_t released_n = 0;  // of by_offset
+  for (size_t n = 0; n < by_offset.size(); ++n) {
+    const uint32_t i = by_offset[n];
     const TarEntry& e = entries[i];
+    // The entries fed go as the builder's tables grow, so that both are not held whole at
+    // once (32 and 36 bytes a file).
+    if (in_order && i - released >= kReleaseEvery) {
+      ReleasePages(entries.data() + released, entries.data() + i);
+      ReleasePages(shape.file_classes.data() + released, shape.file_classes.data() + i);
+      ReleasePages(by_offset.data() + released_n, by_offset.data() + n);
+      released = i;
+      released_n = n;
+    }
     if (builder.group_count() == 0 || e.offset + e.size - group_start > group_bytes) {
       group_start = e.offset;
       builder.AddGroup(blob, e.offset, 0);
