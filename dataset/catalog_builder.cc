@@ -1,5 +1,7 @@
 #include "dataset/catalog_builder.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -132,7 +134,7 @@ Status CatalogBuilder::AddPath(std::string_view path, uint32_t line, uint32_t fi
   if (path.size() > UINT32_MAX) {
     return Fail(EFBIG, "cannot index {}: a path exceeds 4 GiB", source_);
   }
-  if (!borrowed_) path = paths_.Add(path);
+  if (!adopted_) path = paths_.Add(path);
   items_.push_back(Item{path.data(), static_cast<uint32_t>(path.size()), file});
   if (file != kNone) lines_.push_back(line);
   return Ok{};
@@ -324,8 +326,9 @@ Result<Catalog> CatalogBuilder::Build() && {
   }
   if (Status s = WriteNames(tree, bfs, order, *out); !s) return s.error();
   Release(tree.dirs);
+  paths_ = PathArena{};  // every name is now in the tables
+  malloc_trim(0);        // the arena's blocks may lie in the heap
   if (Status s = WriteFiles(tree, order, *out); !s) return s.error();
-  paths_ = PathArena{};
   return Finish(std::move(out));
 }
 
@@ -349,13 +352,23 @@ Status CatalogBuilder::WriteNames(const Tree& tree, const std::vector<uint32_t>&
     names += first.substr(0, d.prefix_size);
     d.class_id = classes_of_[tree.files[order[d.first_file]].file];
   }
+  // The suffixes' size first: growing by doubling would hold the old copy beside the new.
+  size_t suffixes = 0;
+  for (const Placed& p : tree.files) suffixes += p.name_size;
+  for (const CatalogDir& d : out.dirs) suffixes -= size_t{d.prefix_size} * d.file_count;
+  names.reserve(names.size() + suffixes);
   out.file_names.resize(order.size() + 1);
   uint32_t dir = 0;
   for (uint32_t i = 0; i < order.size(); ++i) {
     while (i >= out.dirs[dir].first_file + out.dirs[dir].file_count) ++dir;
     if (names.size() > UINT32_MAX) break;
+    const Placed& file = tree.files[order[i]];
+    if (classes_of_[file.file] >= classes_.size()) {
+      return Fail(EINVAL, "cannot parse {}: the member '{}' names a missing class", source_,
+                  name_of(file));
+    }
     out.file_names[i] = static_cast<uint32_t>(names.size());
-    names += name_of(tree.files[order[i]]).substr(out.dirs[dir].prefix_size);
+    names += name_of(file).substr(out.dirs[dir].prefix_size);
   }
   if (names.size() > UINT32_MAX) {
     return Fail(EFBIG, "cannot index {}: its names exceed 4 GiB", source_);
@@ -365,7 +378,7 @@ Status CatalogBuilder::WriteNames(const Tree& tree, const std::vector<uint32_t>&
   return Ok{};
 }
 
-// Each file's records, moved to its place; a file must name a class.
+// Each file's records, moved to its place (WriteNames checked each file's class).
 Status CatalogBuilder::WriteFiles(const Tree& tree, const std::vector<uint32_t>& order,
                                   OwnedTables& out) {
   const size_t n = order.size();
@@ -376,10 +389,6 @@ Status CatalogBuilder::WriteFiles(const Tree& tree, const std::vector<uint32_t>&
     while (i >= out.dirs[dir].first_file + out.dirs[dir].file_count) ++dir;
     const uint32_t f = tree.files[order[i]].file;
     const PackedExtent& e = extents_[f];
-    if (classes_of_[f] >= classes_.size()) {
-      return Fail(EINVAL, "cannot parse {}: the member '{}' names a missing class", source_,
-                  std::string_view(tree.files[order[i]].name, tree.files[order[i]].name_size));
-    }
     out.extents[i] = e;
     by_folder = by_folder && classes_of_[f] == out.dirs[dir].class_id;
   }

@@ -38,10 +38,13 @@ class CatalogBuilder {
   CatalogBuilder(std::string source, bool checksums, bool sha256);
   ~CatalogBuilder();
 
-  // The paths given from here on are not copied: their bytes must stay valid until Build
-  // returns. A tar listing's paths already lie in an arena; a copy of each would be the
-  // largest thing held while the builder is fed.
-  void BorrowPaths() { borrowed_ = true; }
+  // The paths given from here on lie in `paths` and are not copied: a tar listing's are
+  // already in an arena, and a copy of each would be the largest thing held while the
+  // builder is fed. Build frees them once it has written the names.
+  void AdoptPaths(PathArena paths) {
+    paths_ = std::move(paths);
+    adopted_ = true;
+  }
   void SetClasses(std::vector<std::string> classes) { classes_ = std::move(classes); }
   // Room for `files` files (and folders) whose paths take `path_bytes` in all, when the
   // caller knows: the tables then grow by no doubling, which at 14 M files would hold
@@ -81,8 +84,8 @@ class CatalogBuilder {
   std::vector<std::string> blobs_;
   std::unordered_map<std::string, uint32_t> blob_ids_;
   std::vector<GroupExtent> groups_;
-  PathArena paths_;  // the paths not borrowed
-  bool borrowed_ = false;
+  PathArena paths_;
+  bool adopted_ = false;         // paths_ came whole from the caller
   std::vector<uint32_t> lines_;  // per file, in arrival order
   std::vector<Item> items_;
   // Per file, in arrival order.

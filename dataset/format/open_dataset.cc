@@ -327,8 +327,8 @@ Result<Catalog> TarCatalog(const std::filesystem::path& archive, TarListing& lis
     std::stable_sort(by_offset.begin(), by_offset.end(),
                      [&](uint32_t a, uint32_t b) { return entries[a].offset < entries[b].offset; });
   }
-  // The builder reads the paths where the listing keeps them, until it has built.
-  builder.BorrowPaths();
+  // The builder reads the paths where the listing keeps them, and frees them.
+  builder.AdoptPaths(std::move(listing.paths));
   builder.Reserve(by_offset.size(), 0);
   const std::string blob = archive.filename().string();
   uint64_t group_start = 0;
@@ -355,15 +355,12 @@ Result<Catalog> TarCatalog(const std::filesystem::path& archive, TarListing& lis
     const std::string_view tree_path = e.path.substr(shape.stripped.size());
     if (Status s = builder.AddFile(tree_path, member, nullptr); !s) return s.error();
   }
-  // What the builder no longer needs goes before it builds; the paths stay until it is done.
+  // What the builder no longer needs goes before it builds.
   std::vector<uint32_t>().swap(by_offset);
   std::vector<uint32_t>().swap(shape.file_classes);
   std::vector<TarEntry>().swap(listing.entries);
   malloc_trim(0);
-  auto catalog = std::move(builder).Build();
-  listing.paths = PathArena{};
-  malloc_trim(0);  // the arena's blocks may lie in the heap
-  return catalog;
+  return std::move(builder).Build();
 }
 
 Catalog WithFileChecksums(const Catalog& catalog, const std::vector<uint64_t>& checksums,
