@@ -103,14 +103,16 @@ std::string HeaderBytes(Header h) {
   return std::string(reinterpret_cast<const char*>(&h), sizeof(h));
 }
 
-// The bytes of an index, section by section, before they are written.
+// The sections of an index that are not the catalog's tables as they are. The names
+// section is the catalog's names followed by `names`, the classes' and blobs' own.
 struct IndexImage {
+  size_t base = 0;  // the catalog's names, before these
   std::string names;
   std::vector<StrRef> classes;
   std::vector<BlobRecord> blobs;
 
   StrRef AddName(std::string_view name) {
-    StrRef ref{static_cast<uint32_t>(names.size()), static_cast<uint32_t>(name.size())};
+    StrRef ref{static_cast<uint32_t>(base + names.size()), static_cast<uint32_t>(name.size())};
     names += name;
     return ref;
   }
@@ -407,14 +409,14 @@ Status WriteNativeIndex(const Catalog& catalog, const IndexInfo& info,
                 info.blobs.size(), t.blobs.size());
   }
   IndexImage image;
-  image.names.assign(t.names);
+  image.base = t.names.size();
   for (const std::string& c : t.classes) image.classes.push_back(image.AddName(c));
   for (size_t i = 0; i < t.blobs.size(); ++i) {
     image.blobs.push_back(
         BlobRecord{image.AddName(t.blobs[i]), info.blobs[i].size, info.blobs[i].checksum});
   }
   const std::array<std::pair<const void*, uint64_t>, kSectionCount> parts = {{
-      {image.names.data(), image.names.size()},
+      {t.names.data(), t.names.size() + image.names.size()},  // in two pieces, below
       {image.classes.data(), image.classes.size()},
       {image.blobs.data(), image.blobs.size()},
       {t.groups.data(), t.groups.size()},
@@ -437,16 +439,31 @@ Status WriteNativeIndex(const Catalog& catalog, const IndexInfo& info,
   h.alignment = info.alignment;
   h.source_size = info.source.size;
   h.source_mtime_ns = info.source.mtime_ns;
-  std::string body;
+  static_assert(sizeof(Header) % 8 == 0, "sections are aligned from the file's start");
+  // One buffer of the file's exact size, the header written last: at 14 M files the
+  // index is 366 MB, and a copy of it (or a doubling) would be the mount's peak.
+  uint64_t end = sizeof(Header);
   for (int i = 0; i < kSectionCount; ++i) {
-    body.resize(Align8(body.size()), '\0');
-    h.sections[i] = Section{sizeof(Header) + body.size(), parts[i].second};
-    body.append(static_cast<const char*>(parts[i].first), parts[i].second * kRecordSize[i]);
+    end = Align8(end);
+    h.sections[i] = Section{end, parts[i].second};
+    end += parts[i].second * kRecordSize[i];
   }
-  h.file_size = sizeof(Header) + body.size();
-  h.body_checksum = XXH3_64bits(body.data(), body.size());
-  std::string bytes = HeaderBytes(h);
-  bytes += body;
+  std::string bytes;
+  bytes.reserve(end);
+  bytes.resize(sizeof(Header));
+  for (int i = 0; i < kSectionCount; ++i) {
+    bytes.resize(Align8(bytes.size()), '\0');
+    if (i == 0) {
+      bytes += t.names;
+      bytes += image.names;
+    } else {
+      bytes.append(static_cast<const char*>(parts[i].first), parts[i].second * kRecordSize[i]);
+    }
+  }
+  h.file_size = bytes.size();
+  h.body_checksum = XXH3_64bits(bytes.data() + sizeof(Header), bytes.size() - sizeof(Header));
+  const std::string header = HeaderBytes(h);
+  bytes.replace(0, header.size(), header);
   return WriteFileAtomically(path, bytes, access);
 }
 
