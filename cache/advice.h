@@ -7,11 +7,14 @@
 // how many bytes each kind would then read. The prediction joins the two:
 //
 //   stall(B)  = sum over kinds of bytes_k(B) x (seconds of stall per byte of kind k)
-//   epoch(B)  = (the epoch's time nobody waited) + stall(B)
+//   epoch(B)  = max((the epoch's time nobody waited) + stall(B), own)
 //
 // where a kind's cost per byte is the epoch's stall shared among the kinds by their
-// readers' waits, over the bytes the kind read. The time nobody waited is the loader's
-// own work (decode, augmentation, the trainer), which no budget changes. A kind the epoch
+// readers' waits, over the bytes the kind read. The time nobody waited is the part of the
+// loader's own work (decode, augmentation, the trainer) that no wait hid; `own` is all of
+// it, the mean reader's time not waiting (wall - waits / readers), which several readers
+// overlap with each other's waits and which sets the epoch once the stall is gone. No
+// budget changes either. A kind the epoch
 // did not use has no measured cost: a group stream is taken to cost no more per byte than
 // a member read, and the disk tier no more than a group from the source; such predictions
 // are marked as bounds.

@@ -1,5 +1,7 @@
 #include "cache/stall_account.h"
 
+#include <algorithm>
+
 namespace gpufs {
 
 StallTotals StallTotals::operator-(const StallTotals& since) const {
@@ -56,6 +58,7 @@ nlohmann::json StallEpoch::Json(bool ended) const {
                    {kFiles, distinct_files},
                    {kBytesServed, delta.bytes_served()},
                    {kHitRatio, HitRatio()},
+                   {kReaders, readers},
                    {kFrom, std::move(from)}};
   j[kNotRequested] = ended ? nlohmann::json(not_requested) : nlohmann::json();
   return j;
@@ -88,6 +91,7 @@ void StallAccount::Served(ServedFrom from, uint64_t bytes, uint64_t wait_ns) {
 void StallAccount::BeginWait() {
   std::lock_guard lock(mu_);
   if (waiting_++ == 0) wait_since_ns_ = Now();
+  peak_waiting_ = std::max(peak_waiting_, waiting_);
   // The first epoch begins with the first read (every first read waits): a mount that
   // idles before training does not count its idle time.
   if (epoch_start_.at_ns == 0) epoch_start_.at_ns = wait_since_ns_;
@@ -129,7 +133,9 @@ void StallAccount::NextEpoch() {
   ended.delta = now - epoch_start_;
   ended.distinct_files = distinct_.load(std::memory_order_relaxed);
   ended.not_requested = file_count_ - std::min<uint64_t>(file_count_, ended.distinct_files);
+  ended.readers = peak_waiting_;
   last_ = ended;
+  peak_waiting_ = waiting_;
   for (size_t w = 0; w < (file_count_ + 63) / 64; ++w) seen_[w].store(0, std::memory_order_relaxed);
   epoch_start_ = now;
   ++epoch_;
@@ -169,6 +175,7 @@ StallEpoch StallAccount::Current() const {
   if (epoch_start_.at_ns == 0) return e;  // nothing read yet
   e.delta = Snapshot() - epoch_start_;
   e.distinct_files = distinct_.load(std::memory_order_relaxed);
+  e.readers = peak_waiting_;
   return e;
 }
 

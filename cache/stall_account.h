@@ -57,6 +57,7 @@ inline constexpr const char* kReads = "reads";
 inline constexpr const char* kBytes = "bytes";
 inline constexpr const char* kWaitS = "wait_s";           // the sum of its reads' waits
 inline constexpr const char* kFetched = "fetched_bytes";  // what each tier read to serve
+inline constexpr const char* kReaders = "readers";        // the most readers waiting at once
 }  // namespace stall_stat
 
 enum class ServedFrom : uint8_t { kMemory, kDiskTier, kSourceGroup, kSourceMember };
@@ -84,6 +85,7 @@ struct StallEpoch {
   StallTotals delta;            // at_ns: its wall time
   uint64_t distinct_files = 0;  // files read to their end at least once
   uint64_t not_requested = 0;   // ended epochs: files never asked for
+  uint32_t readers = 0;         // the most readers that waited at once: the loader's width
   double StallFraction() const;
   double DemandMbPerS() const;
   double HitRatio() const;
@@ -135,6 +137,7 @@ class StallAccount {
 
   mutable std::mutex mu_;       // guards the fields below; taken after the cache's mu_
   uint32_t waiting_ = 0;        // readers waiting on storage now
+  uint32_t peak_waiting_ = 0;   // the most at once this epoch
   uint64_t wait_since_ns_ = 0;  // when waiting_ last left 0
   uint64_t stalled_ns_ = 0;     // closed intervals with waiting_ > 0
   uint32_t epoch_ = 1;

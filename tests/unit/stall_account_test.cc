@@ -35,6 +35,7 @@ TEST(StallAccount, TheStallIsTheUnionOfOverlappingWaitsNotTheirSum) {
   const StallEpoch e = f.account.Current();
   EXPECT_EQ(e.delta.at_ns, 1000 * kMs);
   EXPECT_EQ(e.delta.stalled_ns, 250 * kMs);  // not 300: the waits overlapped by 50
+  EXPECT_EQ(e.readers, 2u);                  // a and b waited at once
   EXPECT_DOUBLE_EQ(e.StallFraction(), 0.25);
   EXPECT_EQ(e.delta.wait_ns[At(ServedFrom::kSourceGroup)], 150 * kMs);
   EXPECT_EQ(e.delta.wait_ns[At(ServedFrom::kDiskTier)], 150 * kMs);
@@ -92,6 +93,8 @@ TEST(StallAccount, AnEpochEndsWhenAFileComesAgainAfterHalfTheDataset) {
   EXPECT_EQ(one.not_requested, 0u);
   EXPECT_EQ(one.delta.fetched[At(ServedFrom::kSourceGroup)], 1000u);
   EXPECT_EQ(one.delta.files, 11u);  // read to their end: file 0 twice, not the 3 that ended it
+  EXPECT_EQ(one.readers, 1u);
+  EXPECT_EQ(f.account.Current().readers, 0u);  // epoch 2 has had no wait yet
   // Epoch 2: file 3 is in it; the page cache answers files 5..9 (never asked for).
   EXPECT_EQ(f.account.epoch(), 2u);
   for (uint32_t file : {0u, 1u, 2u, 4u}) EXPECT_FALSE(f.account.FileDone(file));

@@ -1,0 +1,68 @@
+#include "cache/advice.h"
+
+#include <gtest/gtest.h>
+
+namespace gpufs {
+namespace {
+
+constexpr uint64_t kS = 1'000'000'000;
+constexpr size_t kMember = static_cast<size_t>(ServedFrom::kSourceMember);
+
+// An epoch of `wall_s` in which `readers` readers stalled `stalled_s` of it, all on
+// members read alone: `member_bytes` fetched, their reads waiting `waits_s` in all.
+StallEpoch MemberEpoch(uint64_t wall_s, uint64_t stalled_s, uint64_t waits_s, uint32_t readers,
+                       uint64_t member_bytes) {
+  StallEpoch e;
+  e.delta.at_ns = wall_s * kS;
+  e.delta.stalled_ns = stalled_s * kS;
+  e.delta.wait_ns[kMember] = waits_s * kS;
+  e.delta.fetched[kMember] = member_bytes;
+  e.readers = readers;
+  return e;
+}
+
+WhatIfPoint MemberPoint(uint64_t member_bytes) {
+  WhatIfPoint p;
+  p.policy = "consume-once";
+  p.bytes_from_source = member_bytes;
+  p.member_bytes_from_source = member_bytes;
+  return p;
+}
+
+TEST(Predict, TodaysPointGivesBackTheMeasuredEpoch) {
+  const StallEpoch e = MemberEpoch(12, 10, 60, 8, 1000);
+  const Prediction p = Predict(e, MemberPoint(1000));
+  EXPECT_DOUBLE_EQ(p.stall_s, 10.0);
+  EXPECT_DOUBLE_EQ(p.epoch_s, 12.0);
+  EXPECT_FALSE(p.bound);
+}
+
+TEST(Predict, TheStallScalesWithTheBytesOfEachKind) {
+  const StallEpoch e = MemberEpoch(12, 10, 80, 8, 1000);  // each reader worked 2 s
+  const Prediction p = Predict(e, MemberPoint(250));
+  EXPECT_DOUBLE_EQ(p.stall_s, 2.5);
+  EXPECT_DOUBLE_EQ(p.epoch_s, 2.0 + 2.5);  // the 2 s nobody waited, and the stall left
+}
+
+// Eight readers stalled 99% of a 10 s epoch but each worked 1 s of it, overlapped with the
+// others' waits: fed, the epoch takes that second, not the 0.1 s nobody waited.
+TEST(Predict, AFedEpochTakesTheReadersOwnWorkThatTheWaitsHid) {
+  StallEpoch e = MemberEpoch(10, 10, 72, 8, 1000);
+  e.delta.stalled_ns -= kS / 10;
+  const Prediction fed = Predict(e, MemberPoint(0));
+  EXPECT_DOUBLE_EQ(fed.stall_s, 0.0);
+  EXPECT_NEAR(fed.epoch_s, 1.0, 1e-9);
+  EXPECT_DOUBLE_EQ(fed.StallFraction(), 0.0);
+  // With the stall above the readers' own work, the stall sets the pace again.
+  const Prediction half = Predict(e, MemberPoint(500));
+  EXPECT_NEAR(half.epoch_s, 0.1 + 4.95, 1e-9);
+}
+
+TEST(Predict, OneReaderOwnWorkIsTheTimeNobodyWaited) {
+  const StallEpoch e = MemberEpoch(10, 6, 6, 1, 1000);
+  EXPECT_DOUBLE_EQ(Predict(e, MemberPoint(0)).epoch_s, 4.0);
+  EXPECT_DOUBLE_EQ(Predict(e, MemberPoint(500)).epoch_s, 4.0 + 3.0);
+}
+
+}  // namespace
+}  // namespace gpufs
