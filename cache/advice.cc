@@ -186,6 +186,7 @@ nlohmann::json Advise(const WhatIfShape& shape, const AdviceInput& in) {
   nlohmann::json j{{kTarget, in.target},
                    {kEnded, in.ended},
                    {kMeasured, in.epoch.Json(in.ended)},
+                   {kOwnS, OwnSeconds(in.epoch)},
                    {kSettings,
                     {{kPolicy, in.policy},
                      {kCacheBytes, in.cache_bytes},

@@ -61,6 +61,7 @@ inline constexpr const char* kStallS = "stall_s";
 inline constexpr const char* kEpochS = "epoch_s";
 inline constexpr const char* kStallFraction = "stall_fraction";
 inline constexpr const char* kBound = "bound";  // a cost the epoch did not measure was used
+inline constexpr const char* kOwnS = "own_s";   // the loader's own work: an epoch fed
 inline constexpr const char* kMemoryAvailable = "memory_available_bytes";
 inline constexpr const char* kDiskAvailable = "disk_available_bytes";
 inline constexpr const char* kDatasetBytes = "dataset_bytes";

@@ -64,5 +64,26 @@ TEST(Predict, OneReaderOwnWorkIsTheTimeNobodyWaited) {
   EXPECT_DOUBLE_EQ(Predict(e, MemberPoint(500)).epoch_s, 4.0 + 3.0);
 }
 
+// The advice names the fed epoch's time beside its points, for the plot's no-stall line.
+TEST(Advise, SaysWhatAFedEpochTakes) {
+  WhatIfShape shape;
+  shape.file_group = {0, 0, 1, 1};
+  shape.file_bytes = {100, 100, 100, 100};
+  shape.group_bytes = {200, 200};
+  AdviceInput in;
+  in.epoch = MemberEpoch(10, 10, 72, 8, 400);
+  in.ended = true;
+  in.accesses = {0, 1, 2, 3};
+  in.policy = "consume-once";
+  in.cache_bytes = 100;
+  in.dataset_bytes = 400;
+  in.memory_available = 1000;
+  const nlohmann::json advice = Advise(shape, in);
+  EXPECT_NEAR(advice[advice_stat::kOwnS].get<double>(), 1.0, 1e-9);
+  EXPECT_EQ(advice[advice_stat::kVerdict], advice_stat::kMemory);
+  ASSERT_TRUE(advice[advice_stat::kAdvice].is_object());
+  EXPECT_GE(advice[advice_stat::kAdvice][advice_stat::kEpochS].get<double>(), 1.0);
+}
+
 }  // namespace
 }  // namespace gpufs
