@@ -18,7 +18,7 @@ constexpr const char* kReplayed[] = {"consume-once", "pin"};
 constexpr double kShares[] = {1.0 / 32, 1.0 / 16, 1.0 / 8, 3.0 / 16, 1.0 / 4, 3.0 / 8,
                               1.0 / 2,  5.0 / 8,  3.0 / 4, 7.0 / 8,  1.0,     1.05};
 
-// Seconds of stall per byte each kind of fetch cost in the epoch; see advice.h.
+// Seconds of waiting per byte each kind of fetch cost the epoch's readers; see advice.h.
 struct Costs {
   std::array<double, kServedFromCount> per_byte{};
   std::array<bool, kServedFromCount> measured{};
@@ -26,13 +26,9 @@ struct Costs {
 
 Costs CostsOf(const StallEpoch& e) {
   Costs c;
-  double waits = 0;
-  for (size_t k : {kGroup, kMember, kTierKind}) waits += static_cast<double>(e.delta.wait_ns[k]);
-  const double stalled_s = e.delta.stalled_ns / 1e9;
   for (size_t k : {kGroup, kMember, kTierKind}) {
     if (e.delta.fetched[k] == 0) continue;
-    const double share = waits > 0 ? e.delta.wait_ns[k] / waits : 0.0;
-    c.per_byte[k] = stalled_s * share / static_cast<double>(e.delta.fetched[k]);
+    c.per_byte[k] = e.delta.wait_ns[k] / 1e9 / static_cast<double>(e.delta.fetched[k]);
     c.measured[k] = true;
   }
   // Unmeasured kinds, by the order of their costs: member >= group >= tier per byte.
@@ -42,18 +38,33 @@ Costs CostsOf(const StallEpoch& e) {
   return c;
 }
 
-// The loader's own work in the epoch: what it takes when no read waits. The time nobody
-// waited is its floor, but with several readers each one works while others wait, so a
-// stalled epoch hides most of it (8 readers stalled 99.8% of a 12 s epoch took 0.2 s once
-// fed, not the 0.02 s nobody waited). Each reader spent the wall time waiting or working:
-// the mean reader's working time, wall - waits / readers, is that work (the readers
-// counted are the most that waited at once).
-double OwnSeconds(const StallEpoch& e) {
-  if (e.readers == 0) return 0.0;
+double WaitsOf(const StallEpoch& e) {
   uint64_t waits = 0;
   for (uint64_t w : e.delta.wait_ns) waits += w;
-  const double per_reader_s = waits / 1e9 / e.readers;
-  return std::max(0.0, e.delta.at_ns / 1e9 - per_reader_s);
+  return waits / 1e9;
+}
+
+// The loader's own work in the epoch: what it takes when no read waits. With several
+// readers each one works while others wait, so the time nobody waited hides most of it (8
+// readers stalled 99.8% of a 12 s epoch took 0.2 s once fed, not the 0.02 s nobody
+// waited). Each reader spent the wall time waiting or working: the mean reader's working
+// time, wall - waits / readers, is that work (the readers counted are the most that waited
+// at once; with none, nobody waited and the wall time is all work).
+double OwnSeconds(const StallEpoch& e) {
+  const double wall_s = e.delta.at_ns / 1e9;
+  if (e.readers == 0) return wall_s;
+  return std::max(0.0, wall_s - WaitsOf(e) / e.readers);
+}
+
+// The share of an epoch of `epoch_s` during which at least one of `readers` readers
+// waits, when they wait `waits_s` in all, each at any moment with the same chance and
+// independently of the others: 1 - (1 - p)^readers, p = waits / (readers x epoch). Rare
+// waits rarely overlap (their union is their sum); frequent ones mostly do.
+double AnyWaiting(double waits_s, double epoch_s, uint32_t readers) {
+  if (epoch_s <= 0 || waits_s <= 0) return 0.0;
+  const double n = std::max<uint32_t>(readers, 1);
+  const double p = std::min(1.0, waits_s / (n * epoch_s));
+  return 1.0 - std::pow(1.0 - p, n);
 }
 
 std::string MiB(uint64_t bytes) { return fmt::format("{}MiB", (bytes + (1 << 20) - 1) >> 20); }
@@ -171,13 +182,20 @@ Prediction Predict(const StallEpoch& epoch, const WhatIfPoint& point) {
   p.point = point;
   const uint64_t member = point.member_bytes_from_source;
   const uint64_t group = point.bytes_from_source - std::min(member, point.bytes_from_source);
+  double waits_s = 0;
   for (const auto& [k, bytes] :
        {std::pair{kGroup, group}, {kMember, member}, {kTierKind, point.bytes_from_tier}}) {
-    p.stall_s += static_cast<double>(bytes) * c.per_byte[k];
+    waits_s += static_cast<double>(bytes) * c.per_byte[k];
     p.bound = p.bound || (bytes > 0 && !c.measured[k]);
   }
-  const uint64_t busy_ns = epoch.delta.at_ns - std::min(epoch.delta.at_ns, epoch.delta.stalled_ns);
-  p.epoch_s = std::max(busy_ns / 1e9 + p.stall_s, OwnSeconds(epoch));
+  const uint32_t readers = std::max<uint32_t>(epoch.readers, 1);
+  p.epoch_s = OwnSeconds(epoch) + waits_s / readers;
+  // The stall is the union of the waits, AnyWaiting's share of the epoch, scaled so that
+  // the measured epoch gives back its measured stall.
+  const double wall_s = epoch.delta.at_ns / 1e9;
+  const double measured = AnyWaiting(WaitsOf(epoch), wall_s, readers);
+  const double scale = measured > 0 ? epoch.delta.stalled_ns / 1e9 / (wall_s * measured) : 1.0;
+  p.stall_s = std::min(p.epoch_s, p.epoch_s * AnyWaiting(waits_s, p.epoch_s, readers) * scale);
   return p;
 }
 

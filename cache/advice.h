@@ -1,23 +1,26 @@
 // Would another budget stop the stall? Sizing advice from the last epoch.
 //
 // The stall account (stall_account.h) measured the last epoch: its wall time, the time
-// readers waited on storage, and for each kind of fetch (whole groups from the source,
-// members alone from the source, the disk tier) the bytes it read and the waits it caused.
-// The what-if model (what_if.h) replays the epoch's accesses for other budgets and says
-// how many bytes each kind would then read. The prediction joins the two:
+// at least one reader waited on storage (the stall), the most readers that waited at once,
+// and for each kind of fetch (whole groups from the source, members alone from the source,
+// the disk tier) the bytes it read and the waits of its readers. The what-if model
+// (what_if.h) replays the epoch's accesses for other budgets and says how many bytes each
+// kind would then read. The prediction joins the two, reader by reader:
 //
-//   stall(B)  = sum over kinds of bytes_k(B) x (seconds of stall per byte of kind k)
-//   epoch(B)  = max((the epoch's time nobody waited) + stall(B), own)
+//   waits(B)  = sum over kinds of bytes_k(B) x (seconds of waiting per byte of kind k)
+//   own       = wall - waits / readers  (the mean reader's time not waiting)
+//   epoch(B)  = own + waits(B) / readers
+//   stall(B)  = epoch(B) x P(at least one of the readers waits)
 //
-// where a kind's cost per byte is the epoch's stall shared among the kinds by their
-// readers' waits, over the bytes the kind read. The time nobody waited is the part of the
-// loader's own work (decode, augmentation, the trainer) that no wait hid; `own` is all of
-// it, the mean reader's time not waiting (wall - waits / readers), which several readers
-// overlap with each other's waits and which sets the epoch once the stall is gone. No
-// budget changes either. A kind the epoch
-// did not use has no measured cost: a group stream is taken to cost no more per byte than
-// a member read, and the disk tier no more than a group from the source; such predictions
-// are marked as bounds.
+// Each reader spends the epoch working or waiting; its work (decode, augmentation, the
+// trainer: `own`) no budget changes, and overlaps the other readers' waits. The stall is
+// the union of the waits: with each reader waiting a share waits(B) / (readers x epoch(B))
+// of the time, independently, 1 - (1 - share)^readers of the epoch has someone waiting,
+// scaled so that the measured epoch gives back its measured stall. Rare misses rarely
+// overlap, so at budgets near the dataset the stall shrinks slower than the bytes fetched.
+// A kind the epoch did not use has no measured cost: a group stream is taken to cost no
+// more per byte than a member read, and the disk tier no more than a group from the
+// source; such predictions are marked as bounds.
 //
 // The advice is the smallest budget (memory first, then the disk tier) whose predicted
 // stall is under the target, or word that storage is not the bottleneck.
