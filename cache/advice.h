@@ -1,26 +1,26 @@
 // Would another budget stop the stall? Sizing advice from the last epoch.
 //
-// The stall account (stall_account.h) measured the last epoch: its wall time, the time
-// at least one reader waited on storage (the stall), the most readers that waited at once,
-// and for each kind of fetch (whole groups from the source, members alone from the source,
-// the disk tier) the bytes it read and the waits of its readers. The what-if model
-// (what_if.h) replays the epoch's accesses for other budgets and says how many bytes each
-// kind would then read. The prediction joins the two, reader by reader:
+// The stall account (stall_account.h) measured the last epoch: its wall time W, the
+// union S of the readers' waits (the stall), and for each kind of fetch (whole groups from
+// the source, members alone from the source, the disk tier) the bytes it read and the sum
+// of the waits of the reads that waited on it. The what-if model (what_if.h) replays the
+// epoch's accesses for other budgets and says how many bytes each kind would then read.
+// The prediction joins the two, per reader (R: the most readers seen waiting at once):
 //
-//   waits(B)  = sum over kinds of bytes_k(B) x (seconds of waiting per byte of kind k)
-//   own       = wall - waits / readers  (the mean reader's time not waiting)
-//   epoch(B)  = own + waits(B) / readers
-//   stall(B)  = epoch(B) x P(at least one of the readers waits)
+//   waits(B)  = sum over kinds of bytes_k(B) x (wait per byte of kind k, measured)
+//   epoch(B)  = (W - waits / R) + waits(B) / R    the loader's own time, plus its waits
+//   stall(B)  = epoch(B) x (1 - (1 - waits(B) / (R x epoch(B)))^R) x c
 //
-// Each reader spends the epoch working or waiting; its work (decode, augmentation, the
-// trainer: `own`) no budget changes, and overlaps the other readers' waits. The stall is
-// the union of the waits: with each reader waiting a share waits(B) / (readers x epoch(B))
-// of the time, independently, 1 - (1 - share)^readers of the epoch has someone waiting,
-// scaled so that the measured epoch gives back its measured stall. Rare misses rarely
-// overlap, so at budgets near the dataset the stall shrinks slower than the bytes fetched.
-// A kind the epoch did not use has no measured cost: a group stream is taken to cost no
-// more per byte than a member read, and the disk tier no more than a group from the
-// source; such predictions are marked as bounds.
+// The stall is the union of the waits: each reader waits a share waits(B) / (R x epoch(B))
+// of the time and, taken as independent, at least one waits 1 - (1 - share)^R of it; c
+// scales that so the measured epoch gives back S. Rare misses rarely overlap, so near the
+// dataset's size the stall shrinks slower than the bytes fetched.
+//
+// At today's budget both give back what was measured. The loader's own time (decode,
+// augmentation, the trainer) is what no budget changes. A kind the epoch did not use has
+// no measured cost: a group stream is taken to cost no more per byte than a member read,
+// and the disk tier no more than a group from the source; such predictions are marked as
+// bounds.
 //
 // The advice is the smallest budget (memory first, then the disk tier) whose predicted
 // stall is under the target, or word that storage is not the bottleneck.
@@ -63,8 +63,8 @@ inline constexpr const char* kTierReadBytes = "tier_bytes_read";
 inline constexpr const char* kStallS = "stall_s";
 inline constexpr const char* kEpochS = "epoch_s";
 inline constexpr const char* kStallFraction = "stall_fraction";
-inline constexpr const char* kBound = "bound";  // a cost the epoch did not measure was used
-inline constexpr const char* kOwnS = "own_s";   // the loader's own work: an epoch fed
+inline constexpr const char* kBound = "bound";       // a cost the epoch did not measure was used
+inline constexpr const char* kLoaderS = "loader_s";  // the loader's own time: an epoch fed
 inline constexpr const char* kMemoryAvailable = "memory_available_bytes";
 inline constexpr const char* kDiskAvailable = "disk_available_bytes";
 inline constexpr const char* kDatasetBytes = "dataset_bytes";

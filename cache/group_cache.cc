@@ -72,7 +72,7 @@ GroupCache::~GroupCache() {
   for (std::thread& t : prefetchers_) t.join();
   {  // pieces in flight write into the arena and call back: wait for them all
     std::unique_lock lock(mu_);
-    changed_.wait(lock, [this] { return requests_in_flight_ == 0 && !pumping_; });
+    changed_.wait(lock, [this] { return requests_in_flight_ == 0 && !pump_.pumping; });
     tier_stop_ = true;  // only now: the last pieces' loads may still have queued write-backs
   }
   tier_wake_.notify_all();
@@ -174,8 +174,10 @@ Result<CachedBytes> GroupCache::ReadSlow(NodeId file, uint64_t offset, size_t si
 void GroupCache::FileDone(uint32_t group, NodeId file) {
   const uint32_t index = catalog_.FileIndex(file);
   policy_->Served(group, index);
-  if (stall_.FileDone(index)) trace_.NextEpoch();  // the file that began it is the next's
+  const StallAccount::EpochEvent event = stall_.FileDone(index);
+  if (event == StallAccount::kBegan) trace_.NextEpoch();  // the file is the next epoch's
   trace_.Record(index, group);
+  if (event == StallAccount::kEndedWith) trace_.NextEpoch();
 }
 
 // Without mu_: a member of a ready group, pinned in its hot slot; nullopt when the group

@@ -80,10 +80,11 @@
 #include "cache/disk_tier.h"
 #include "cache/member_reads.h"
 #include "cache/policy.h"
+#include "cache/read_pump.h"
 #include "cache/stall_account.h"
-#include "cache/what_if.h"
 #include "cache/striped_counter.h"
 #include "cache/tier_staging.h"
+#include "cache/what_if.h"
 #include "dataset/catalog.h"
 #include "dataset/error.h"
 #include "source/blob_source.h"
@@ -278,7 +279,7 @@ class GroupCache {
   const CacheOptions options_;
   CacheCounters counters_;
   StallAccount stall_;
-  AccessTrace trace_;  // each epoch's files, read to their end, sampled by group
+  AccessTrace trace_;                     // each epoch's files, read to their end, sampled by group
   std::unique_ptr<MemberChecks> checks_;  // with options_.verify
 
   // Lock order: mu_, then the policy's or the arena's own lock, never the reverse.
@@ -300,8 +301,7 @@ class GroupCache {
   unsigned demand_in_flight_ = 0;
   unsigned window_;               // prefetch's window, adapted (AdaptWindow)
   double least_demand_ms_ = 0;    // the least latency of a demand read seen, creeping up
-  bool pumping_ = false;          // a thread is submitting reads
-  bool pump_again_ = false;       // something changed while it did
+  ReadPump pump_;                 // guarded by mu_
   uint32_t prefetch_cursor_ = 0;  // guarded by mu_
   bool stop_ = false;             // guarded by mu_
   bool reading_ = false;  // a read has arrived; prefetch follows the access stream; guarded by mu_

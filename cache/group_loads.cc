@@ -62,21 +62,8 @@ bool GroupCache::LoadFromTier(Entry& entry, std::unique_lock<std::mutex>& lock) 
 
 // Under mu_, released while submitting.
 void GroupCache::Pump(std::unique_lock<std::mutex>& lock) {
-  if (pumping_) {
-    pump_again_ = true;
-    return;
-  }
-  pumping_ = true;
-  for (;;) {
-    pump_again_ = false;
-    std::vector<BlobRead> reads = NextReads();
-    if (reads.empty() && !pump_again_) break;
-    lock.unlock();
-    if (!reads.empty()) source_.Submit(ReadKind::kGroup, std::move(reads));
-    lock.lock();
-  }
-  pumping_ = false;
-  if (stop_) changed_.notify_all();  // the destructor waits for the pump to stop
+  const bool pumped = pump_.Run(source_, lock, [this] { return NextReads(); });
+  if (pumped && stop_) changed_.notify_all();  // the destructor waits for the pump to stop
 }
 
 // Under mu_: the reads to submit now, their blocks marked in flight. Demand goes first and

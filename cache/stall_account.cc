@@ -1,7 +1,5 @@
 #include "cache/stall_account.h"
 
-#include <algorithm>
-
 namespace gpufs {
 
 StallTotals StallTotals::operator-(const StallTotals& since) const {
@@ -58,7 +56,7 @@ nlohmann::json StallEpoch::Json(bool ended) const {
                    {kFiles, distinct_files},
                    {kBytesServed, delta.bytes_served()},
                    {kHitRatio, HitRatio()},
-                   {kReaders, readers},
+                   {kPeakWaiting, peak_waiting},
                    {kFrom, std::move(from)}};
   j[kNotRequested] = ended ? nlohmann::json(not_requested) : nlohmann::json();
   return j;
@@ -90,11 +88,9 @@ void StallAccount::Served(ServedFrom from, uint64_t bytes, uint64_t wait_ns) {
 
 void StallAccount::BeginWait() {
   std::lock_guard lock(mu_);
+  Start();
   if (waiting_++ == 0) wait_since_ns_ = Now();
   peak_waiting_ = std::max(peak_waiting_, waiting_);
-  // The first epoch begins with the first read (every first read waits): a mount that
-  // idles before training does not count its idle time.
-  if (epoch_start_.at_ns == 0) epoch_start_.at_ns = wait_since_ns_;
 }
 
 void StallAccount::EndWait() {
@@ -102,43 +98,62 @@ void StallAccount::EndWait() {
   if (--waiting_ == 0) stalled_ns_ += Now() - wait_since_ns_;
 }
 
-bool StallAccount::FileDone(uint32_t file) {
-  const bool next = BeginsEpoch(file);
-  ++files_;  // after: the file that begins an epoch counts in it
-  return next;
+// Under mu_: an epoch begins with its first read (every first read of a mount waits; a
+// later epoch may begin with a hit), so idle time before it is not its time.
+void StallAccount::Start() {
+  if (running_.load(std::memory_order_relaxed)) return;
+  epoch_start_ = Snapshot();
+  peak_waiting_ = waiting_;
+  running_.store(true, std::memory_order_relaxed);
 }
 
-// Marks `file` read this epoch; a file read again once half of the dataset went by (as
-// consume-once counts) ends the epoch, and is the first of the next.
-bool StallAccount::BeginsEpoch(uint32_t file) {
+StallAccount::EpochEvent StallAccount::FileDone(uint32_t file) {
+  if (!running_.load(std::memory_order_relaxed)) {
+    std::lock_guard lock(mu_);
+    Start();
+  }
   const uint64_t bit = uint64_t{1} << (file % 64);
   if (!(seen_[file / 64].fetch_or(bit, std::memory_order_relaxed) & bit)) {
-    distinct_.fetch_add(1, std::memory_order_relaxed);
-    return false;
+    ++files_;
+    if (distinct_.fetch_add(1, std::memory_order_relaxed) + 1 < file_count_) return kSame;
+    std::lock_guard lock(mu_);
+    EndEpoch(false);  // a whole pass: the epoch ends with its last file
+    return kEndedWith;
   }
-  if (2 * distinct_.load(std::memory_order_relaxed) < file_count_) return false;
+  // Read again once half of the dataset went by (as consume-once counts): the files not
+  // read came from the page cache (or were not read), and this one begins the next.
+  if (2 * distinct_.load(std::memory_order_relaxed) < file_count_) {
+    ++files_;
+    return kSame;
+  }
   std::lock_guard lock(mu_);
-  if (2 * distinct_.load(std::memory_order_relaxed) < file_count_) return false;  // raced
-  NextEpoch();
+  if (2 * distinct_.load(std::memory_order_relaxed) < file_count_) {  // raced with an end
+    ++files_;
+    return kSame;
+  }
+  EndEpoch(true);
   seen_[file / 64].fetch_or(bit, std::memory_order_relaxed);
   distinct_.store(1, std::memory_order_relaxed);
-  return true;
+  ++files_;
+  return kBegan;
 }
 
-// Under mu_.
-void StallAccount::NextEpoch() {
+// Under mu_: the epoch in progress ends now; with `next`, the next begins at once.
+void StallAccount::EndEpoch(bool next) {
   StallTotals now = Snapshot();
   StallEpoch ended;
   ended.epoch = epoch_;
   ended.delta = now - epoch_start_;
   ended.distinct_files = distinct_.load(std::memory_order_relaxed);
   ended.not_requested = file_count_ - std::min<uint64_t>(file_count_, ended.distinct_files);
-  ended.readers = peak_waiting_;
+  ended.peak_waiting = peak_waiting_;
   last_ = ended;
   peak_waiting_ = waiting_;
   for (size_t w = 0; w < (file_count_ + 63) / 64; ++w) seen_[w].store(0, std::memory_order_relaxed);
-  epoch_start_ = now;
+  distinct_.store(0, std::memory_order_relaxed);
   ++epoch_;
+  epoch_start_ = now;
+  running_.store(next, std::memory_order_relaxed);
 }
 
 // Under mu_: the counters since the mount, an open wait counted up to now.
@@ -172,10 +187,10 @@ StallEpoch StallAccount::Current() const {
   std::lock_guard lock(mu_);
   StallEpoch e;
   e.epoch = epoch_;
-  if (epoch_start_.at_ns == 0) return e;  // nothing read yet
+  if (!running_.load(std::memory_order_relaxed)) return e;  // between epochs
   e.delta = Snapshot() - epoch_start_;
   e.distinct_files = distinct_.load(std::memory_order_relaxed);
-  e.readers = peak_waiting_;
+  e.peak_waiting = peak_waiting_;
   return e;
 }
 

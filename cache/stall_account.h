@@ -14,10 +14,13 @@
 // lost. The demand rate is the bytes served over the rest of the time: what the loader
 // took while it was not waiting.
 //
-// An epoch is the pass consume-once tracks (policy.h), detected the same way for every
-// policy: a file read to its end again once at least half of the dataset's files were
-// read this epoch begins the next. Counters are cumulative; an epoch is the difference of
-// two snapshots, so nothing is lost when one ends while reads go on.
+// An epoch is a pass over the dataset: it ends with the last of its files read, or, where
+// the kernel's page cache answered some (they never reach the daemon), when a file is
+// read again once at least half of the dataset's files were (the rule consume-once
+// follows, policy.h). An epoch's clock starts at its first read, so a trainer's pause
+// between epochs (validation, a checkpoint) is no epoch's time. Counters are cumulative;
+// an epoch is the difference of two snapshots, so nothing is lost when one ends while
+// reads go on.
 #pragma once
 
 #include <array>
@@ -57,7 +60,8 @@ inline constexpr const char* kReads = "reads";
 inline constexpr const char* kBytes = "bytes";
 inline constexpr const char* kWaitS = "wait_s";           // the sum of its reads' waits
 inline constexpr const char* kFetched = "fetched_bytes";  // what each tier read to serve
-inline constexpr const char* kReaders = "readers";        // the most readers waiting at once
+// The most readers waiting at once in the epoch: how many read in parallel, at least.
+inline constexpr const char* kPeakWaiting = "readers_waiting_peak";
 }  // namespace stall_stat
 
 enum class ServedFrom : uint8_t { kMemory, kDiskTier, kSourceGroup, kSourceMember };
@@ -85,7 +89,7 @@ struct StallEpoch {
   StallTotals delta;            // at_ns: its wall time
   uint64_t distinct_files = 0;  // files read to their end at least once
   uint64_t not_requested = 0;   // ended epochs: files never asked for
-  uint32_t readers = 0;         // the most readers that waited at once: the loader's width
+  uint32_t peak_waiting = 0;    // the most readers waiting at once
   double StallFraction() const;
   double DemandMbPerS() const;
   double HitRatio() const;
@@ -106,9 +110,10 @@ class StallAccount {
   // A reader begins / ends waiting on storage; thread-safe, slow path only.
   void BeginWait();
   void EndWait();
-  // File `file` (an index into the file table) was read to its end. Returns true when it
-  // began a new epoch (the caller moves its access trace on).
-  bool FileDone(uint32_t file);
+  // File `file` (an index into the file table) was read to its end; whether that ended
+  // the epoch, and how (the caller moves its access trace on).
+  enum EpochEvent { kSame, kEndedWith, kBegan };  // kBegan: it is the next epoch's first
+  EpochEvent FileDone(uint32_t file);
 
   uint32_t epoch() const;
   std::optional<StallEpoch> Last() const;
@@ -120,8 +125,8 @@ class StallAccount {
 
  private:
   StallTotals Snapshot() const;
-  bool BeginsEpoch(uint32_t file);
-  void NextEpoch();
+  void Start();
+  void EndEpoch(bool next);
 
   const size_t file_count_;
   const FetchedTotals fetched_;
@@ -137,11 +142,12 @@ class StallAccount {
 
   mutable std::mutex mu_;       // guards the fields below; taken after the cache's mu_
   uint32_t waiting_ = 0;        // readers waiting on storage now
-  uint32_t peak_waiting_ = 0;   // the most at once this epoch
+  uint32_t peak_waiting_ = 0;   // the most at once in the epoch in progress
   uint64_t wait_since_ns_ = 0;  // when waiting_ last left 0
   uint64_t stalled_ns_ = 0;     // closed intervals with waiting_ > 0
   uint32_t epoch_ = 1;
-  StallTotals epoch_start_;  // at_ns 0: no read yet
+  StallTotals epoch_start_;
+  std::atomic<bool> running_{false};  // an epoch is in progress; written under mu_
   std::optional<StallEpoch> last_;
 };
 

@@ -51,7 +51,7 @@ TierStager::~TierStager() {
   stop_ = true;
   queued_.clear();
   demands_.clear();
-  changed_.wait(lock, [this] { return reads_in_flight_ == 0 && !pumping_; });
+  changed_.wait(lock, [this] { return reads_in_flight_ == 0 && !pump_.pumping; });
   // Groups with blocks never sent will not land; those landed are still written (a local
   // write each) before the writers stop.
   for (const JobRef& job : fetching_) {
@@ -109,21 +109,9 @@ bool TierStager::Read(uint32_t group, uint64_t offset, size_t size, char* out) {
 
 // Under mu_, released while submitting.
 void TierStager::Pump(std::unique_lock<std::mutex>& lock) {
-  if (pumping_) {
-    pump_again_ = true;
-    return;
+  if (pump_.Run(source_, lock, [this] { return NextReads(); })) {
+    changed_.notify_all();  // the destructor waits for the pump to stop
   }
-  pumping_ = true;
-  for (;;) {
-    pump_again_ = false;
-    std::vector<BlobRead> reads = NextReads();
-    if (reads.empty() && !pump_again_) break;
-    lock.unlock();
-    if (!reads.empty()) source_.Submit(ReadKind::kGroup, std::move(reads));
-    lock.lock();
-  }
-  pumping_ = false;
-  changed_.notify_all();  // the destructor waits for the pump to stop
 }
 
 // Under mu_: queued groups start while their buffers fit the budget (one at least, so a
@@ -296,8 +284,9 @@ void TierStager::Failed(uint32_t group) {
 void TierStager::WriterLoop() {
   std::unique_lock lock(mu_);
   for (;;) {
-    changed_.wait(
-        lock, [this] { return !writes_.empty() || (stop_ && reads_in_flight_ == 0 && !pumping_); });
+    changed_.wait(lock, [this] {
+      return !writes_.empty() || (stop_ && reads_in_flight_ == 0 && !pump_.pumping);
+    });
     if (writes_.empty()) return;
     const JobRef job = writes_.front();
     writes_.pop_front();

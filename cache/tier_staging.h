@@ -42,6 +42,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/disk_tier.h"
+#include "cache/read_pump.h"
 #include "source/blob_source.h"
 
 namespace gpufs {
@@ -155,8 +156,7 @@ class TierStager {
   unsigned reads_in_flight_ = 0;
   unsigned prefetch_in_flight_ = 0;
   unsigned writes_running_ = 0;
-  bool pumping_ = false;
-  bool pump_again_ = false;
+  ReadPump pump_;  // guarded by mu_
   bool stop_ = false;
   std::vector<std::thread> writers_;
 

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -16,7 +17,9 @@ namespace {
 std::string MiB(double bytes) { return fmt::format("{:.0f}MiB", bytes / (1 << 20)); }
 
 double Num(const nlohmann::json& j, const char* key) {
-  return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0;
+  const double x =
+      j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0;
+  return std::abs(x) < 5e-3 ? 0.0 : x;  // no "-0.00"
 }
 
 // Where each read of the epoch came from, and how long its readers waited there.

@@ -105,6 +105,15 @@ CatalogBuilder::CatalogBuilder(std::string source, bool checksums, bool sha256)
 
 CatalogBuilder::~CatalogBuilder() = default;
 
+void CatalogBuilder::Reserve(size_t files, size_t path_bytes) {
+  paths_.reserve(path_bytes);
+  items_.reserve(files);
+  extents_.reserve(files);
+  classes_of_.reserve(files);
+  if (checksums_) checksums_of_.reserve(files);
+  if (sha256_) sha256_of_.reserve(files);
+}
+
 // Blob names are shared by the groups that lie in the same file (a tar archive).
 uint32_t CatalogBuilder::AddGroup(std::string_view blob, uint64_t offset, uint64_t size) {
   auto [it, added] = blob_ids_.try_emplace(std::string(blob), static_cast<uint32_t>(blobs_.size()));
@@ -236,13 +245,45 @@ size_t CommonPrefix(std::string_view a, std::string_view b) {
 
 }  // namespace
 
+// Archives are mostly written a folder at a time, each folder's files in order: the items
+// then form a few ascending runs, which put in order by their first items are all in
+// order. That is checked in one pass over the items, where sorting them costs n log n
+// comparisons of paths that lie all over the arena (5 s at 14 M files); any other order
+// is sorted.
+template <typename Before>
+void CatalogBuilder::SortItems(const Before& before) {
+  std::vector<std::pair<uint32_t, uint32_t>> runs;  // [begin, end) of each ascending run
+  for (uint32_t i = 0; i < items_.size(); ++i) {
+    if (i == 0 || before(items_[i], items_[i - 1])) runs.emplace_back(i, i);
+    runs.back().second = i + 1;
+    if (runs.size() > items_.size() / 64 + 1) break;  // short runs: not worth it
+  }
+  if (runs.size() <= 1) return;
+  if (runs.size() <= items_.size() / 64 + 1) {
+    std::sort(runs.begin(), runs.end(), [&](const auto& a, const auto& b) {
+      return before(items_[a.first], items_[b.first]);
+    });
+    std::vector<Item> joined;
+    joined.reserve(items_.size());
+    for (const auto& [begin, end] : runs) {
+      joined.insert(joined.end(), items_.begin() + begin, items_.begin() + end);
+    }
+    if (std::is_sorted(joined.begin(), joined.end(), before)) {
+      items_ = std::move(joined);
+      return;
+    }
+  }
+  std::sort(items_.begin(), items_.end(), before);
+}
+
 Result<Catalog> CatalogBuilder::Build() && {
   // Of two identical paths the earlier line sorts first: it is kept, the later refused.
-  std::sort(items_.begin(), items_.end(), [&](const Item& a, const Item& b) {
+  const auto before = [&](const Item& a, const Item& b) {
     const int order = ComparePaths(std::string_view(paths_.data() + a.path_offset, a.path_size),
                                    std::string_view(paths_.data() + b.path_offset, b.path_size));
     return order != 0 ? order < 0 : a.line < b.line;
-  });
+  };
+  SortItems(before);
   Tree tree;
   if (Status s = Walk(tree); !s) return s.error();
   Release(items_);

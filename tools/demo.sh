@@ -44,3 +44,5 @@ echo "+ gpufs-stat -c $MNT    (what each cache tier holds, vmtouch-style, and pe
 build/cli/gpufs-stat -c "$MNT"
 echo "+ gpufs-stat -w $MNT, one line a second during training (a live screen on a terminal):"
 cut -c1-160 "$SAMPLE/watch.log"
+echo "+ gpufs-stat --advise $MNT    (was training waiting on data, and what would stop it)"
+build/cli/gpufs-stat --advise "$MNT"

@@ -1,6 +1,7 @@
 #include "dataset/format/open_dataset.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -243,12 +244,12 @@ std::filesystem::path SaveTarIndex(Dataset& d, const SourceStamp& stamp,
 
 Result<Dataset> TarDataset(const std::filesystem::path& archive, TarListing& listing,
                            const SourceStamp& stamp, uint64_t group_bytes) {
-  std::vector<std::string> paths;
+  std::vector<std::string_view> paths;
   paths.reserve(listing.entries.size());
-  for (TarEntry& e : listing.entries) paths.push_back(std::move(e.path));
-  auto shape = ShapeTree(std::move(paths), SplitMode::kAuto, true, archive.string());
+  for (const TarEntry& e : listing.entries) paths.push_back(e.path);
+  auto shape = ShapeTreeOfViews(paths, SplitMode::kAuto, true, archive.string());
   if (!shape) return shape.error();
-  std::vector<std::string>().swap(paths);  // moved into the shape, one by one
+  std::vector<std::string_view>().swap(paths);
   auto catalog = TarCatalog(archive, listing, *shape, group_bytes);
   if (!catalog) return catalog.error();
   Dataset d{
@@ -288,34 +289,48 @@ Result<Dataset> OpenMytarText(const std::filesystem::path& dir) {
   return d;
 }
 
-Result<Catalog> TarCatalog(const std::filesystem::path& archive, const TarListing& listing,
+Result<Catalog> TarCatalog(const std::filesystem::path& archive, TarListing& listing,
                            TreeShape& shape, uint64_t group_bytes) {
   CatalogBuilder builder(archive.string(), false, false);
   builder.SetClasses(std::move(shape.classes));
-  for (const std::string& folder : shape.folders) {
-    if (Status s = builder.AddFolder(folder); !s) return s.error();
+  // Every class folder holds a file, which makes it: adding the folders apart would put
+  // them before the files and the paths out of the archive's order, which the builder
+  // sorts much faster when it is already the paths' order.
+  const std::vector<TarEntry>& entries = listing.entries;
+  std::vector<uint32_t> by_offset;
+  by_offset.reserve(entries.size());
+  for (uint32_t i = 0; i < entries.size(); ++i) {
+    if (shape.file_classes[i] != kOutsideClasses) by_offset.push_back(i);
   }
-  std::vector<uint32_t> by_offset(shape.files.size());
-  for (uint32_t i = 0; i < by_offset.size(); ++i) by_offset[i] = i;
-  std::stable_sort(by_offset.begin(), by_offset.end(), [&](uint32_t a, uint32_t b) {
-    return listing.entries[shape.files[a].input].offset <
-           listing.entries[shape.files[b].input].offset;
-  });
+  // Already in order but for hard links, which point back.
+  if (!std::is_sorted(by_offset.begin(), by_offset.end(), [&](uint32_t a, uint32_t b) {
+        return entries[a].offset < entries[b].offset;
+      })) {
+    std::stable_sort(by_offset.begin(), by_offset.end(),
+                     [&](uint32_t a, uint32_t b) { return entries[a].offset < entries[b].offset; });
+  }
+  size_t path_bytes = 0;
+  for (uint32_t i : by_offset) path_bytes += entries[i].path.size() - shape.stripped.size();
+  builder.Reserve(by_offset.size(), path_bytes);
   const std::string blob = archive.filename().string();
   uint64_t group_start = 0;
   for (uint32_t i : by_offset) {
-    ShapedFile& f = shape.files[i];
-    const TarEntry& e = listing.entries[f.input];
+    const TarEntry& e = entries[i];
     if (builder.group_count() == 0 || e.offset + e.size - group_start > group_bytes) {
       group_start = e.offset;
       builder.AddGroup(blob, e.offset, 0);
     }
-    const MemberRecord member{f.class_id, builder.group_count() - 1,         e.offset, e.size,
-                              0,          static_cast<uint32_t>(f.input + 1)};
-    if (Status s = builder.AddFile(f.tree_path, member, nullptr); !s) return s.error();
-    std::string().swap(f.tree_path);
+    const MemberRecord member{
+        shape.file_classes[i], builder.group_count() - 1, e.offset, e.size, 0, i + 1};
+    const std::string_view tree_path = e.path.substr(shape.stripped.size());
+    if (Status s = builder.AddFile(tree_path, member, nullptr); !s) return s.error();
   }
-  std::vector<ShapedFile>().swap(shape.files);
+  // The builder holds its own copy of every path: the listing's go before it builds.
+  std::vector<uint32_t>().swap(by_offset);
+  std::vector<uint32_t>().swap(shape.file_classes);
+  std::vector<TarEntry>().swap(listing.entries);
+  listing.paths = PathArena{};
+  malloc_trim(0);  // the arena's blocks may lie in the heap
   return std::move(builder).Build();
 }
 

@@ -48,8 +48,8 @@ Result<Dataset> OpenMytarText(const std::filesystem::path& dir);
 
 // The dataset of the tar archive `archive` (a path or an object's name; its file name is
 // the blob's name) from its listing, not yet saved. `stamp` identifies the archive. The
-// listing's paths are moved out (at 14 M files a copy would cost a gigabyte); its offsets
-// and sizes stay.
+// listing's entries and paths are released once the catalog holds them (at 14 M files they
+// take some 800 MB); its counts stay.
 Result<Dataset> TarDataset(const std::filesystem::path& archive, TarListing& listing,
                            const SourceStamp& stamp, uint64_t group_bytes);
 
@@ -89,11 +89,12 @@ Result<OpenedIndex> OpenIndexAt(const IndexPlace& place, std::vector<std::string
 // link; refused, naming the folder, when the folder is no longer private to the user.
 Result<OpenedIndex> OpenCachedIndex(const std::filesystem::path& path);
 
-// What a tar listing holds, shaped as a tree, as a catalog: groups are runs of members
-// that lie next to each other in the archive, up to `group_bytes` each. Each file's tree
-// path is moved into the builder's arena as it is added (`shape.files` is left empty), so
-// no per-member spec record or string is kept beside the catalog being built.
-Result<Catalog> TarCatalog(const std::filesystem::path& archive, const TarListing& listing,
+// What a tar listing holds, shaped as a tree by ShapeTreeOfViews over its paths, as a
+// catalog: groups are runs of members that lie next to each other in the archive, up to
+// `group_bytes` each. Each file's tree path goes straight into the builder's arena, with
+// no per-member spec record or string; the listing's entries and paths (and the shape's
+// classes) are released before the catalog is built, so they are never held beside it.
+Result<Catalog> TarCatalog(const std::filesystem::path& archive, TarListing& listing,
                            TreeShape& shape, uint64_t group_bytes);
 
 // A copy of `catalog` whose members carry `checksums` and `sha256` (each indexed like its

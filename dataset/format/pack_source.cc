@@ -52,8 +52,8 @@ Result<PackSource> ScanSource(const std::filesystem::path& source) {
   out.label = source.string();
   out.files = {source.string()};
   out.strip_wrappers = true;
-  for (TarEntry& e : listing->entries) {
-    out.entries.push_back(SourceEntry{std::move(e.path), 0, e.offset, e.size});
+  for (const TarEntry& e : listing->entries) {
+    out.entries.push_back(SourceEntry{std::string(e.path), 0, e.offset, e.size});
   }
   return out;
 }

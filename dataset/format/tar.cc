@@ -1,12 +1,16 @@
 #include "dataset/format/tar.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <deque>
+#include <future>
 #include <optional>
 #include <thread>
 #include <unordered_map>
@@ -37,7 +41,7 @@ struct Pending {
 enum class Left { kFile, kFolder, kNoBytes };
 
 struct Member {
-  std::string path;  // normalized and prefixed; as written when it cannot be normalized
+  std::string_view path;  // normalized and prefixed; as written when it cannot be normalized
   uint64_t offset = 0;
   uint64_t size = 0;
   Left left = Left::kFile;
@@ -46,59 +50,177 @@ struct Member {
 
 // The members of one archive in order, and the latest member of each path: a hard link
 // names whatever its target is at that point of the extraction, and the last member of a
-// path is what the extraction leaves there.
+// path is what the extraction leaves there. Paths are kept once, in an arena; the latest
+// member of each is found by an open-addressed table of member numbers (4 bytes a slot,
+// where a node-based map would take some 50 bytes a member), each slot with a byte of its
+// path's hash, so that a probe seldom looks at another member's path (a cache miss each).
 class Members {
  public:
-  void Add(Member m) {
-    members_.push_back(std::move(m));
-    const auto [it, first] = latest_.try_emplace(members_.back().path, members_.size() - 1);
-    if (!first) {
-      members_[it->second].replaced = true;
-      it->second = members_.size() - 1;
+  void Add(std::string_view path, uint64_t offset, uint64_t size, Left left) {
+    if (2 * (members_.size() + 1) > slots_.size()) Grow();
+    const auto number = static_cast<uint32_t>(members_.size());
+    const uint64_t hash = XXH3_64bits(path.data(), path.size());
+    const size_t at = Find(path, hash);
+    uint32_t& slot = slots_[at];
+    tags_[at] = Tag(hash);
+    if (slot != kFree) {
+      members_[slot].replaced = true;
+      path = members_[slot].path;
+    } else {
+      path = arena_.Add(path);
     }
+    slot = number;
+    members_.push_back(Member{path, offset, size, left});
   }
 
   const Member* Latest(std::string_view path) const {
-    const auto it = latest_.find(path);
-    return it == latest_.end() ? nullptr : &members_[it->second];
+    if (slots_.empty()) return nullptr;
+    const uint32_t slot = slots_[Find(path, XXH3_64bits(path.data(), path.size()))];
+    return slot == kFree ? nullptr : &members_[slot];
   }
+
+  size_t size() const { return members_.size(); }
 
   // Moves the files the extraction leaves into `out`, in archive order, and counts the
   // rest. A folder replaced (by a file, after it was emptied) is not worth a word.
   void Settle(TarListing& out) {
-    latest_.clear();  // its keys point into the paths about to move
-    out.entries.reserve(out.entries.size() + members_.size());
-    for (Member& m : members_) {
+    std::vector<uint32_t>().swap(slots_);
+    std::vector<uint8_t>().swap(tags_);
+    size_t files = 0;
+    for (const Member& m : members_) files += !m.replaced && m.left == Left::kFile;
+    out.entries.reserve(out.entries.size() + files);
+    for (const Member& m : members_) {
       if (m.replaced) {
         out.replaced += m.left != Left::kFolder;
       } else if (m.left == Left::kFile) {
-        out.entries.push_back(TarEntry{std::move(m.path), m.offset, m.size});
+        out.entries.push_back(TarEntry{m.path, m.offset, m.size});
       } else {
         out.skipped += m.left == Left::kNoBytes;
       }
     }
+    std::deque<Member>().swap(members_);
+    out.paths.Append(std::move(arena_));
   }
 
  private:
-  std::deque<Member> members_;  // a deque, so that the keys of latest_ stay valid
-  std::unordered_map<std::string_view, size_t> latest_;
+  static constexpr uint32_t kFree = UINT32_MAX;
+
+  // The slot of `path`: the one holding its member's number, or the free one where it goes.
+  static uint8_t Tag(uint64_t hash) { return static_cast<uint8_t>(hash >> 56); }
+
+  size_t Find(std::string_view path, uint64_t hash) const {
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = hash & mask;; i = (i + 1) & mask) {
+      if (slots_[i] == kFree) return i;
+      if (tags_[i] == Tag(hash) && members_[slots_[i]].path == path) return i;
+    }
+  }
+
+  void Grow() {
+    std::vector<uint32_t> old(std::max<size_t>(1024, 2 * slots_.size()), kFree);
+    old.swap(slots_);
+    std::vector<uint8_t>(slots_.size()).swap(tags_);
+    const size_t mask = slots_.size() - 1;
+    for (uint32_t number : old) {
+      if (number == kFree) continue;
+      const std::string_view path = members_[number].path;
+      const uint64_t hash = XXH3_64bits(path.data(), path.size());
+      size_t i = hash & mask;
+      while (slots_[i] != kFree) i = (i + 1) & mask;
+      slots_[i] = number;
+      tags_[i] = Tag(hash);
+    }
+  }
+
+  PathArena arena_;
+  std::deque<Member> members_;  // a deque, so that growing copies none
+  std::vector<uint32_t> slots_;
+  std::vector<uint8_t> tags_;
+};
+
+// Reads the archive front to back in pieces of `chunk` bytes: the headers of small members
+// lie between their data, so reading everything in large pieces is what the disk does
+// fastest, where a read per 512-byte header waits on each. While the walk parses one piece
+// the next is read, so that the disk never waits on the parsing. A header past both (after
+// a large member) starts a fresh piece there, skipping the data between. With a chunk of
+// one block it reads each header alone and nothing ahead, as a remote archive wants.
+class ChunkReader {
+ public:
+  ChunkReader(RangeReader& reader, size_t chunk)
+      : reader_(reader), chunk_(std::max<size_t>(chunk, kTarBlock)) {}
+
+  // Points at the `size` bytes at `pos`, valid until the next call, reading no further than
+  // `end`; fewer than `size` only where `end` or the file comes first.
+  Result<std::string_view> At(uint64_t pos, size_t size, uint64_t end) {
+    if (!current_.Holds(pos, size)) {
+      if (ahead_.valid()) {
+        const Result<size_t> n = ahead_.get();
+        if (!n) return n.error();
+        next_.filled = *n;
+        std::swap(current_, next_);
+      }
+      if (!current_.Holds(pos, size)) {
+        const size_t want = static_cast<size_t>(
+            std::min<uint64_t>(std::max(chunk_, size), end > pos ? end - pos : 0));
+        if (current_.bytes.size() < want) current_.bytes.resize(want);
+        auto n = reader_.ReadAt(pos, want, current_.bytes.data());
+        if (!n) return n.error();
+        current_.start = pos;
+        current_.filled = *n;
+      }
+      ReadAhead(end);
+    }
+    const size_t at = static_cast<size_t>(pos - current_.start);
+    return std::string_view(current_.bytes.data() + at, std::min(size, current_.filled - at));
+  }
+
+ private:
+  struct Piece {
+    std::vector<char> bytes;
+    uint64_t start = 0;
+    size_t filled = 0;
+    bool Holds(uint64_t pos, size_t size) const {
+      return pos >= start && pos + size <= start + filled;
+    }
+  };
+
+  // Starts reading the piece after the current one.
+  void ReadAhead(uint64_t end) {
+    const uint64_t from = current_.start + current_.filled;
+    if (chunk_ == kTarBlock || current_.filled < chunk_ || from >= end) return;
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(chunk_, end - from));
+    if (next_.bytes.size() < want) next_.bytes.resize(want);
+    next_.start = from;
+    next_.filled = 0;
+    ahead_ = std::async(std::launch::async, [this, from, want] {
+      return reader_.ReadAt(from, want, next_.bytes.data());
+    });
+  }
+
+  RangeReader& reader_;
+  size_t chunk_;
+  Piece current_;
+  Piece next_;
+  std::future<Result<size_t>> ahead_;  // reading `next_`; last, so that it ends first
 };
 
 class TarWalker {
  public:
-  explicit TarWalker(RangeReader& reader) : reader_(reader), label_(reader.label()) {}
+  TarWalker(RangeReader& reader, size_t chunk) : chunk_(reader, chunk), label_(reader.label()) {}
 
   // Lists the archive lying in [base, base + limit) of the file.
   Status Walk(uint64_t base, uint64_t limit, const std::string& prefix, TarListing& out) {
     Members members;
     Pending pending;
-    char block[kTarBlock];
+    end_ = base + limit;
     for (uint64_t pos = base; pos < base + limit;) {
       // An archive may end right after its last entry (some writers omit the end
       // marker), but not inside a header.
       if (pos + kTarBlock > base + limit)
         return Bad(pos, "the archive ends in the middle of a header");
-      if (Status s = ReadBlock(pos, block); !s) return s;
+      auto read = ReadBlock(pos);
+      if (!read) return read.error();
+      const char* block = *read;
       if (AllZeroBlock(block)) break;
       if (!TarChecksumOk(block)) {
         return Bad(pos, "bad header checksum: not a tar archive, or damaged");
@@ -120,10 +242,10 @@ class TarWalker {
     return Ok{};
   }
 
-  Status ReadBlock(uint64_t pos, char* block) {
-    auto n = reader_.ReadAt(pos, kTarBlock, block);
-    if (!n) return n.error();
-    if (*n == kTarBlock) return Ok{};
+  Result<const char*> ReadBlock(uint64_t pos) {
+    auto block = chunk_.At(pos, kTarBlock, end_);
+    if (!block) return block.error();
+    if (block->size() == kTarBlock) return block->data();
     return Bad(pos, "the archive ends in the middle of a header");
   }
 
@@ -172,7 +294,7 @@ class TarWalker {
       case TarKind::kFile: {
         auto path = Normalize(name, data);
         if (!path) return path.error();
-        members.Add(Member{prefix + *path, data, size, Left::kFile});
+        members.Add(prefix + *path, data, size, Left::kFile);
         return Ok{};
       }
       case TarKind::kHardLink: {
@@ -182,10 +304,10 @@ class TarWalker {
         return AddLink(name, target, prefix, members, data);
       }
       case TarKind::kFolder:
-        members.Add(Member{LenientPath(name, prefix), 0, 0, Left::kFolder});
+        members.Add(LenientPath(name, prefix), 0, 0, Left::kFolder);
         return Ok{};
       case TarKind::kNoBytes:
-        members.Add(Member{LenientPath(name, prefix), 0, 0, Left::kNoBytes});
+        members.Add(LenientPath(name, prefix), 0, 0, Left::kNoBytes);
         return Ok{};
       case TarKind::kSparse: {
         const std::string& real = pending.pax.sparse_name.empty() ? name : pending.pax.sparse_name;
@@ -206,11 +328,10 @@ class TarWalker {
 
   Result<std::string> ReadText(uint64_t pos, uint64_t size) {
     if (size > (16u << 20)) return Bad(pos, "an extended header is implausibly large");
-    std::string text(size, '\0');
-    auto n = reader_.ReadAt(pos, size, text.data());
-    if (!n) return n.error();
-    if (*n != size) return Bad(pos, "the archive ends inside a header");
-    return text;
+    auto text = chunk_.At(pos, size, end_);
+    if (!text) return text.error();
+    if (text->size() != size) return Bad(pos, "the archive ends inside a header");
+    return std::string(*text);
   }
 
   Result<std::string> Normalize(std::string_view name, uint64_t pos) {
@@ -245,8 +366,8 @@ class TarWalker {
                                   Printable(name), Printable(target)));
     }
     const bool file = found->left == Left::kFile;
-    members.Add(Member{prefix + *path, file ? found->offset : 0, file ? found->size : 0,
-                       file ? Left::kFile : Left::kNoBytes});
+    members.Add(prefix + *path, file ? found->offset : 0, file ? found->size : 0,
+                file ? Left::kFile : Left::kNoBytes);
     return Ok{};
   }
 
@@ -254,7 +375,8 @@ class TarWalker {
     return Error{EINVAL, fmt::format("cannot read {}: at byte {}: {}", label_, pos, why)};
   }
 
-  RangeReader& reader_;
+  ChunkReader chunk_;
+  uint64_t end_ = 0;  // of the archive being walked
   std::string label_;
 };
 
@@ -285,15 +407,15 @@ bool AllInnerTars(const std::vector<TarEntry>& entries) {
 // Lists each inner archive of `outer` into its own listing, `parallel` walks at once
 // (each with a reader of its own), and appends them in archive order.
 Status ListInnerTars(RangeReader& reader, const ReaderFactory& more, unsigned parallel,
-                     const TarListing& outer, TarListing& inner) {
+                     size_t chunk, const TarListing& outer, TarListing& inner) {
   const std::vector<TarEntry>& tars = outer.entries;
   std::vector<TarListing> parts(tars.size());
   std::vector<Status> results(tars.size(), Ok{});
   std::atomic<size_t> next{0};
   auto walk_some = [&](RangeReader& r) {
-    TarWalker walker(r);
+    TarWalker walker(r, chunk);
     for (size_t i = next++; i < tars.size(); i = next++) {
-      const std::string folder = tars[i].path.substr(0, tars[i].path.size() - 4) + "/";
+      const std::string folder = std::string(tars[i].path.substr(0, tars[i].path.size() - 4)) + "/";
       results[i] = walker.Walk(tars[i].offset, tars[i].size, folder, parts[i]);
       if (!results[i]) next = tars.size();  // the first failure ends the listing
     }
@@ -313,14 +435,41 @@ Status ListInnerTars(RangeReader& reader, const ReaderFactory& more, unsigned pa
     inner.skipped += parts[i].skipped;
     inner.replaced += parts[i].replaced;
     std::move(parts[i].entries.begin(), parts[i].entries.end(), std::back_inserter(inner.entries));
+    inner.paths.Append(std::move(parts[i].paths));
   }
   return Ok{};
 }
 
 }  // namespace
 
-Result<TarListing> ListTar(RangeReader& reader, const ReaderFactory& more, unsigned parallel) {
-  TarWalker walker(reader);
+std::string_view PathArena::Add(std::string_view path) {
+  if (blocks_.empty() || path.size() > kBlock - used_) {
+    const size_t size = std::max(kBlock, path.size());
+    blocks_.push_back(std::make_unique_for_overwrite<char[]>(size));
+    used_ = 0;
+    if (size > kBlock) {  // a block of its own, and the next path starts another
+      std::memcpy(blocks_.back().get(), path.data(), path.size());
+      used_ = kBlock;
+      return {blocks_.back().get(), path.size()};
+    }
+  }
+  char* at = blocks_.back().get() + used_;
+  std::memcpy(at, path.data(), path.size());
+  used_ += path.size();
+  return {at, path.size()};
+}
+
+void PathArena::Append(PathArena&& other) {
+  if (other.blocks_.empty()) return;
+  std::move(other.blocks_.begin(), other.blocks_.end(), std::back_inserter(blocks_));
+  used_ = other.used_;
+  other.blocks_.clear();
+  other.used_ = kBlock;
+}
+
+Result<TarListing> ListTar(RangeReader& reader, const ReaderFactory& more, unsigned parallel,
+                           size_t chunk) {
+  TarWalker walker(reader, chunk);
   TarListing outer;
   Status s = walker.Walk(0, reader.size(), "", outer);
   if (s && AllInnerTars(outer.entries)) {
@@ -328,18 +477,21 @@ Result<TarListing> ListTar(RangeReader& reader, const ReaderFactory& more, unsig
     inner.nested = true;
     inner.skipped = outer.skipped;
     inner.replaced = outer.replaced;
-    s = ListInnerTars(reader, more, parallel, outer, inner);
+    s = ListInnerTars(reader, more, parallel, chunk, outer, inner);
     DropReplaced(inner);
     outer = std::move(inner);
   }
   if (!s) return s.error();
+  // The walk's members lay in small blocks between the arena's: freed, they would stay in
+  // the heap (and counted in the process's memory) below the paths that live on.
+  malloc_trim(0);
   return outer;
 }
 
 Result<TarListing> ListTar(const std::filesystem::path& path) {
   auto reader = OpenFileReader(path);
   if (!reader) return reader.error();
-  return ListTar(**reader);
+  return ListTar(**reader, {}, 1, kLocalTarChunk);
 }
 
 bool LooksLikeTar(RangeReader& reader) {

@@ -73,15 +73,15 @@ bool TarChecksumOk(const char* block) {
   if (!ParseTarNumber(block + 148, 8, &stored)) return false;
   // The checksum field counts as eight spaces. Whole-block loops, then the field taken
   // back out: every header of a 1.28 M-file archive goes through here.
+  // The signed sum only when the unsigned one fails, as it rarely does.
   uint64_t unsigned_sum = 8 * ' ';
-  int64_t signed_sum = 8 * ' ';
   for (size_t i = 0; i < kTarBlock; ++i) unsigned_sum += static_cast<unsigned char>(block[i]);
+  for (size_t i = 148; i < 156; ++i) unsigned_sum -= static_cast<unsigned char>(block[i]);
+  if (stored == unsigned_sum) return true;
+  int64_t signed_sum = 8 * ' ';
   for (size_t i = 0; i < kTarBlock; ++i) signed_sum += static_cast<signed char>(block[i]);
-  for (size_t i = 148; i < 156; ++i) {
-    unsigned_sum -= static_cast<unsigned char>(block[i]);
-    signed_sum -= static_cast<signed char>(block[i]);
-  }
-  return stored == unsigned_sum || (signed_sum >= 0 && stored == static_cast<uint64_t>(signed_sum));
+  for (size_t i = 148; i < 156; ++i) signed_sum -= static_cast<signed char>(block[i]);
+  return signed_sum >= 0 && stored == static_cast<uint64_t>(signed_sum);
 }
 
 bool AllZeroBlock(const char* block) {

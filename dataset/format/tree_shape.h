@@ -27,10 +27,16 @@ struct ShapedFile {
   uint32_t class_id = 0;
 };
 
+// The class of a path outside any class folder, in TreeShape::file_classes.
+inline constexpr uint32_t kOutsideClasses = UINT32_MAX;
+
 struct TreeShape {
   std::vector<std::string> classes;  // sorted, unique class names
   std::vector<std::string> folders;  // every class folder, "<class>" or "<split>/<class>"
   std::vector<ShapedFile> files;     // in input order
+  // From views: each input path's class, or kOutsideClasses; `files` is left empty (its
+  // tree paths are the inputs less `stripped`).
+  std::vector<uint32_t> file_classes;
   std::vector<std::string> outside;  // paths left out: not inside a class folder
   std::string stripped;              // wrapper folders looked through, "" or "a/b/"
   bool splits = false;
@@ -44,5 +50,8 @@ Result<TreeShape> ShapeTree(const std::vector<std::string>& paths, SplitMode mod
 // members would otherwise hold every path twice); `paths` is left with empty strings.
 Result<TreeShape> ShapeTree(std::vector<std::string>&& paths, SplitMode mode, bool strip_wrappers,
                             const std::string& label);
+// As above over views, filling `file_classes` rather than `files`: no path is copied.
+Result<TreeShape> ShapeTreeOfViews(const std::vector<std::string_view>& paths, SplitMode mode,
+                                   bool strip_wrappers, const std::string& label);
 
 }  // namespace gpufs

@@ -300,6 +300,7 @@ Result<RemoteDataset> OpenTarObject(ObjectStore& store, const ObjectInfo& archiv
   };
   auto listing = ListTar(reader, more, store.config().connections);
   if (!listing) return listing.error();
+  const size_t listed = listing->entries.size();  // TarDataset releases them
   auto d = TarDataset(name, *listing, stamp, options.tar_group_bytes);
   if (!d) return d.error();
   d->dir.clear();
@@ -307,8 +308,8 @@ Result<RemoteDataset> OpenTarObject(ObjectStore& store, const ObjectInfo& archiv
   d->notes.insert(d->notes.begin(), notes.begin(), notes.end());
   d->index = SaveTarIndex(*d, stamp, candidates);
   d->notes.push_back(fmt::format(
-      "listed {} entries of {} with {} requests; the index is kept at {}", listing->entries.size(),
-      reader.label(), store.Stats().value(source_stat::kRequests, uint64_t{0}) - requests_before,
+      "listed {} entries of {} with {} requests; the index is kept at {}", listed, reader.label(),
+      store.Stats().value(source_stat::kRequests, uint64_t{0}) - requests_before,
       d->index.empty() ? "(nowhere)" : d->index.string()));
   return RemoteDataset{std::move(*d), {archive}};
 }

@@ -132,13 +132,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto listing = ListTar(file.path());
   if (!listing) return 0;
   fuzz::CheckListing(*listing, size);
-  std::vector<std::string> paths;
+  std::vector<std::string_view> paths;
   for (const TarEntry& e : listing->entries) paths.push_back(e.path);
-  auto shape = ShapeTree(paths, SplitMode::kAuto, true, "archive.tar");
+  auto shape = ShapeTreeOfViews(paths, SplitMode::kAuto, true, "archive.tar");
   if (!shape) return 0;
-  for (const ShapedFile& f : shape->files) {
-    fuzz::Require(f.input < paths.size() && f.class_id < shape->classes.size(),
-                  "ShapeTree names a missing path or class", f.input);
+  fuzz::Require(shape->file_classes.size() == paths.size(), "ShapeTree misses a path", 0);
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const uint32_t c = shape->file_classes[i];
+    fuzz::Require(c == kOutsideClasses || c < shape->classes.size(),
+                  "ShapeTree names a missing class", i);
   }
   auto catalog = TarCatalog("archive.tar", *listing, *shape, fuzz::kGroupBytes);
   if (!catalog) return 0;

@@ -2,97 +2,150 @@
 
 #include <gtest/gtest.h>
 
+#include <numeric>
+#include <random>
+
 namespace gpufs {
 namespace {
 
-constexpr uint64_t kS = 1'000'000'000;
-constexpr size_t kMember = static_cast<size_t>(ServedFrom::kSourceMember);
+constexpr uint64_t kMs = 1'000'000;
+constexpr uint32_t kGroups = 16, kPerGroup = 8;
+constexpr uint64_t kFileBytes = 1000;
+constexpr uint64_t kGroupBytes = kPerGroup * kFileBytes;
+constexpr size_t kSourceMember = static_cast<size_t>(ServedFrom::kSourceMember);
+constexpr size_t kSourceGroup = static_cast<size_t>(ServedFrom::kSourceGroup);
 
-// An epoch of `wall_s` in which `readers` readers stalled `stalled_s` of it, all on
-// members read alone: `member_bytes` fetched, their reads waiting `waits_s` in all.
-StallEpoch MemberEpoch(uint64_t wall_s, uint64_t stalled_s, uint64_t waits_s, uint32_t readers,
-                       uint64_t member_bytes) {
-  StallEpoch e;
-  e.delta.at_ns = wall_s * kS;
-  e.delta.stalled_ns = stalled_s * kS;
-  e.delta.wait_ns[kMember] = waits_s * kS;
-  e.delta.fetched[kMember] = member_bytes;
-  e.readers = readers;
-  return e;
+WhatIfShape Shape() {
+  WhatIfShape s;
+  for (uint32_t f = 0; f < kGroups * kPerGroup; ++f) {
+    s.file_group.push_back(f / kPerGroup);
+    s.file_bytes.push_back(kFileBytes);
+  }
+  s.group_bytes.assign(kGroups, kGroupBytes);
+  return s;
 }
 
-WhatIfPoint MemberPoint(uint64_t member_bytes) {
-  WhatIfPoint p;
-  p.policy = "consume-once";
-  p.bytes_from_source = member_bytes;
-  p.member_bytes_from_source = member_bytes;
-  return p;
+std::vector<uint32_t> Shuffled(unsigned seed) {
+  std::vector<uint32_t> order(kGroups * kPerGroup);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::minstd_rand(seed));
+  return order;
 }
 
-TEST(Predict, TodaysPointGivesBackTheMeasuredEpoch) {
-  const StallEpoch e = MemberEpoch(12, 10, 60, 8, 1000);
-  const Prediction p = Predict(e, MemberPoint(1000));
-  EXPECT_NEAR(p.stall_s, 10.0, 1e-9);
-  EXPECT_NEAR(p.epoch_s, 12.0, 1e-9);
+// An epoch 2 of 10 s at a budget of 4 groups of 16: members read alone waited
+// `member_wait` in all (4 readers); the union of the waits was `stalled`.
+AdviceInput Input(uint64_t stalled, uint64_t member_wait) {
+  AdviceInput in;
+  in.epoch.epoch = 2;
+  in.epoch.peak_waiting = 4;
+  in.epoch.delta.at_ns = 10'000 * kMs;
+  in.epoch.delta.stalled_ns = stalled;
+  in.epoch.delta.wait_ns[kSourceMember] = member_wait;
+  in.ended = true;
+  in.accesses = Shuffled(1);
+  in.policy = "consume-once";
+  in.cache_bytes = 4 * kGroupBytes;
+  in.dataset_bytes = kGroups * kGroupBytes;
+  in.memory_available = 1 << 30;
+  // What the model says the budget fetches is what the epoch measured.
+  const WhatIfPoint today =
+      Replay(Shape(), Shuffled(2), in.accesses, 1.0, in.policy, in.cache_bytes, 0);
+  in.epoch.delta.fetched[kSourceMember] = today.member_bytes_from_source;
+  in.epoch.delta.fetched[kSourceGroup] = today.bytes_from_source - today.member_bytes_from_source;
+  return in;
+}
+
+TEST(Advice, TodaysBudgetPredictsWhatWasMeasured) {
+  const AdviceInput in = Input(6'000 * kMs, 20'000 * kMs);
+  const WhatIfPoint today =
+      Replay(Shape(), Shuffled(2), in.accesses, 1.0, in.policy, in.cache_bytes, 0);
+  const Prediction p = Predict(in.epoch, today);
+  EXPECT_NEAR(p.epoch_s, 10.0, 1e-9);
+  EXPECT_NEAR(p.stall_s, 6.0, 1e-9);
   EXPECT_FALSE(p.bound);
 }
 
-// One reader's waits never overlap: its stall is their sum, and its epoch its own work
-// (the time it did not wait) plus that.
-TEST(Predict, OneReadersStallIsItsWaitsPricedByTheByte) {
-  const StallEpoch e = MemberEpoch(10, 6, 6, 1, 1000);
-  const Prediction half = Predict(e, MemberPoint(500));
+TEST(Advice, TheWholeDatasetInMemoryLeavesTheLoadersOwnTime) {
+  const AdviceInput in = Input(6'000 * kMs, 20'000 * kMs);
+  const WhatIfPoint all =
+      Replay(Shape(), Shuffled(2), in.accesses, 1.0, in.policy, in.dataset_bytes, 0);
+  EXPECT_EQ(all.bytes_from_source, 0u);
+  const Prediction p = Predict(in.epoch, all);
+  EXPECT_NEAR(p.epoch_s, 10.0 - 20.0 / 4, 1e-9);  // waits of 20 s over 4 readers gone
+  EXPECT_DOUBLE_EQ(p.stall_s, 0.0);
+  // The advice names that time, for the plot's no-stall line.
+  const nlohmann::json a = Advise(Shape(), in);
+  EXPECT_NEAR(a[advice_stat::kLoaderS].get<double>(), 10.0 - 20.0 / 4, 1e-9);
+}
+
+// An epoch of 10 s whose `readers` readers waited `waits_s` on 1000 bytes of members.
+StallEpoch MemberEpoch(uint64_t stalled_ms, uint64_t waits_ms, uint32_t readers) {
+  StallEpoch e;
+  e.peak_waiting = readers;
+  e.delta.at_ns = 10'000 * kMs;
+  e.delta.stalled_ns = stalled_ms * kMs;
+  e.delta.wait_ns[kSourceMember] = waits_ms * kMs;
+  e.delta.fetched[kSourceMember] = 1000;
+  return e;
+}
+
+WhatIfPoint MemberPoint(uint64_t bytes) {
+  WhatIfPoint p;
+  p.policy = "consume-once";
+  p.bytes_from_source = p.member_bytes_from_source = bytes;
+  return p;
+}
+
+// One reader's waits never overlap: its stall is their sum, priced by the byte.
+TEST(Advice, OneReadersStallIsItsWaits) {
+  const Prediction half = Predict(MemberEpoch(6'000, 6'000, 1), MemberPoint(500));
   EXPECT_NEAR(half.stall_s, 3.0, 1e-9);
   EXPECT_NEAR(half.epoch_s, 4.0 + 3.0, 1e-9);
-  EXPECT_NEAR(Predict(e, MemberPoint(0)).epoch_s, 4.0, 1e-9);
 }
 
-// Eight readers stalled 99% of a 10 s epoch but each worked 1 s of it, overlapped with the
-// others' waits: fed, the epoch takes that second, not the 0.1 s nobody waited.
-TEST(Predict, AFedEpochTakesTheReadersOwnWorkThatTheWaitsHid) {
-  StallEpoch e = MemberEpoch(10, 10, 72, 8, 1000);
-  e.delta.stalled_ns -= kS / 10;
-  const Prediction fed = Predict(e, MemberPoint(0));
-  EXPECT_DOUBLE_EQ(fed.stall_s, 0.0);
-  EXPECT_NEAR(fed.epoch_s, 1.0, 1e-9);
-  EXPECT_DOUBLE_EQ(fed.StallFraction(), 0.0);
-  // Half the bytes: each reader waits half as long, 36 s / 8, beside its own second.
-  const Prediction half = Predict(e, MemberPoint(500));
-  EXPECT_NEAR(half.epoch_s, 1.0 + 4.5, 1e-9);
-  EXPECT_GT(half.StallFraction(), 0.95);  // someone still waits nearly all the time
-  EXPECT_LE(half.stall_s, half.epoch_s);
-}
-
-// A few misses among eight readers rarely overlap: their stall is near their waits' sum, not
-// the same share of the measured stall as of its bytes, which the overlap of many misses
-// made small.
-TEST(Predict, RareMissesOverlapLessThanManyDo) {
-  StallEpoch e = MemberEpoch(10, 10, 72, 8, 1000);
-  e.delta.stalled_ns -= kS / 10;
-  const Prediction rare = Predict(e, MemberPoint(10));  // 1% of the bytes, 0.72 s of waits
+// Eight readers waited nearly all the time, their waits overlapping 7-fold; a budget that
+// leaves 1% of the misses leaves waits that rarely overlap: more stall than 1% of it,
+// though never more than the waits' sum.
+TEST(Advice, RareMissesOverlapLessThanManyDo) {
+  const StallEpoch e = MemberEpoch(9'900, 72'000, 8);
+  const Prediction rare = Predict(e, MemberPoint(10));  // 0.72 s of waits
+  EXPECT_NEAR(rare.epoch_s, 1.0 + 0.72 / 8, 1e-9);
   EXPECT_GT(rare.stall_s, 3 * 0.01 * 9.9);
   EXPECT_LE(rare.stall_s, 0.72);
+  const Prediction half = Predict(e, MemberPoint(500));
+  EXPECT_GT(half.StallFraction(), 0.95);  // someone still waits nearly all the time
 }
 
-// The advice names the fed epoch's time beside its points, for the plot's no-stall line.
-TEST(Advise, SaysWhatAFedEpochTakes) {
-  WhatIfShape shape;
-  shape.file_group = {0, 0, 1, 1};
-  shape.file_bytes = {100, 100, 100, 100};
-  shape.group_bytes = {200, 200};
+TEST(Advice, AStalledEpochGetsTheSmallestBudgetUnderTheTarget) {
+  const nlohmann::json a = Advise(Shape(), Input(6'000 * kMs, 20'000 * kMs));
+  ASSERT_EQ(a[advice_stat::kVerdict], advice_stat::kMemory) << a.dump(1);
+  const uint64_t chosen = a[advice_stat::kAdvice][advice_stat::kCacheBytes];
+  EXPECT_GT(chosen, 4 * kGroupBytes);
+  EXPECT_LT(a[advice_stat::kAdvice][advice_stat::kStallFraction].get<double>(), 0.05);
+  // No smaller point tried is under the target.
+  for (const auto& p : a[advice_stat::kPoints]) {
+    if (p[advice_stat::kCacheBytes].get<uint64_t>() < chosen && p[advice_stat::kTierBytes] == 0) {
+      EXPECT_GE(p[advice_stat::kStallFraction].get<double>(), 0.05) << p.dump();
+    }
+  }
+  EXPECT_NE(a[advice_stat::kText].get<std::string>().find("--cache-size"), std::string::npos);
+}
+
+TEST(Advice, AnEpochThatBarelyWaitedIsFedAndOneWithoutRoomIsUnreachable) {
+  const nlohmann::json fed = Advise(Shape(), Input(200 * kMs, 600 * kMs));
+  EXPECT_EQ(fed[advice_stat::kVerdict], advice_stat::kFed);
+  EXPECT_TRUE(fed[advice_stat::kAdvice].is_null());
+  AdviceInput tight = Input(6'000 * kMs, 20'000 * kMs);
+  tight.memory_available = tight.cache_bytes;  // no more memory, no disk for a tier
+  const nlohmann::json none = Advise(Shape(), tight);
+  EXPECT_EQ(none[advice_stat::kVerdict], advice_stat::kUnreachable);
+  EXPECT_LE(none[advice_stat::kAdvice][advice_stat::kCacheBytes].get<uint64_t>(),
+            tight.cache_bytes);
+}
+
+TEST(Advice, NothingReadYetSaysSo) {
   AdviceInput in;
-  in.epoch = MemberEpoch(10, 10, 72, 8, 400);
-  in.ended = true;
-  in.accesses = {0, 1, 2, 3};
-  in.policy = "consume-once";
-  in.cache_bytes = 100;
-  in.dataset_bytes = 400;
-  in.memory_available = 1000;
-  const nlohmann::json advice = Advise(shape, in);
-  EXPECT_NEAR(advice[advice_stat::kOwnS].get<double>(), 1.0, 1e-9);
-  EXPECT_EQ(advice[advice_stat::kVerdict], advice_stat::kMemory);
-  ASSERT_TRUE(advice[advice_stat::kAdvice].is_object());
-  EXPECT_GE(advice[advice_stat::kAdvice][advice_stat::kEpochS].get<double>(), 1.0);
+  EXPECT_EQ(Advise(Shape(), in)[advice_stat::kVerdict], advice_stat::kNoEpoch);
 }
 
 }  // namespace

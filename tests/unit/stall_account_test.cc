@@ -35,7 +35,6 @@ TEST(StallAccount, TheStallIsTheUnionOfOverlappingWaitsNotTheirSum) {
   const StallEpoch e = f.account.Current();
   EXPECT_EQ(e.delta.at_ns, 1000 * kMs);
   EXPECT_EQ(e.delta.stalled_ns, 250 * kMs);  // not 300: the waits overlapped by 50
-  EXPECT_EQ(e.readers, 2u);                  // a and b waited at once
   EXPECT_DOUBLE_EQ(e.StallFraction(), 0.25);
   EXPECT_EQ(e.delta.wait_ns[At(ServedFrom::kSourceGroup)], 150 * kMs);
   EXPECT_EQ(e.delta.wait_ns[At(ServedFrom::kDiskTier)], 150 * kMs);
@@ -73,40 +72,54 @@ TEST(StallAccount, TheClockStartsAtTheFirstReadNotAtTheMount) {
   EXPECT_DOUBLE_EQ(f.account.Current().StallFraction(), 1.0);
 }
 
-TEST(StallAccount, AnEpochEndsWhenAFileComesAgainAfterHalfTheDataset) {
+TEST(StallAccount, AWholePassEndsWithItsLastFileAndThePauseAfterItIsNoEpochsTime) {
   Fixture f(10);
   StallWait first(f.account);
   first.Begin();
+  f.now += 100 * kMs;
   first.Served(ServedFrom::kSourceGroup, 1);
-  EXPECT_FALSE(f.account.FileDone(0));
-  EXPECT_FALSE(f.account.FileDone(0));  // again, but before half: the same epoch
-  for (uint32_t file = 1; file < 10; ++file) EXPECT_FALSE(f.account.FileDone(file));
-  EXPECT_EQ(f.account.epoch(), 1u);
-  EXPECT_FALSE(f.account.Last().has_value());
+  for (uint32_t file = 0; file < 9; ++file) {
+    EXPECT_EQ(f.account.FileDone(file), StallAccount::kSame);
+    if (file == 2) EXPECT_EQ(f.account.FileDone(0), StallAccount::kSame);  // before half
+  }
   f.fetched[At(ServedFrom::kSourceGroup)] = 1000;
-  f.now += 500 * kMs;
-  EXPECT_TRUE(f.account.FileDone(3));
+  f.now += 400 * kMs;
+  EXPECT_EQ(f.account.FileDone(9), StallAccount::kEndedWith);
   ASSERT_TRUE(f.account.Last().has_value());
   const StallEpoch one = *f.account.Last();
   EXPECT_EQ(one.epoch, 1u);
+  EXPECT_EQ(one.delta.at_ns, 500 * kMs);
+  EXPECT_EQ(one.delta.stalled_ns, 100 * kMs);
   EXPECT_EQ(one.distinct_files, 10u);
   EXPECT_EQ(one.not_requested, 0u);
+  EXPECT_EQ(one.delta.files, 11u);  // file 0 twice
   EXPECT_EQ(one.delta.fetched[At(ServedFrom::kSourceGroup)], 1000u);
-  EXPECT_EQ(one.delta.files, 11u);  // read to their end: file 0 twice, not the 3 that ended it
-  EXPECT_EQ(one.readers, 1u);
-  EXPECT_EQ(f.account.Current().readers, 0u);  // epoch 2 has had no wait yet
-  // Epoch 2: file 3 is in it; the page cache answers files 5..9 (never asked for).
+  // A validation pass or a checkpoint: an hour with no read is no epoch's.
+  f.now += 3600'000 * kMs;
   EXPECT_EQ(f.account.epoch(), 2u);
-  for (uint32_t file : {0u, 1u, 2u, 4u}) EXPECT_FALSE(f.account.FileDone(file));
-  f.fetched[At(ServedFrom::kSourceGroup)] = 1500;
-  EXPECT_TRUE(f.account.FileDone(0));
-  const StallEpoch two = *f.account.Last();
-  EXPECT_EQ(two.epoch, 2u);
-  EXPECT_EQ(two.distinct_files, 5u);
-  EXPECT_EQ(two.not_requested, 5u);
-  EXPECT_EQ(two.delta.fetched[At(ServedFrom::kSourceGroup)], 500u);
-  EXPECT_EQ(f.account.epoch(), 3u);
-  EXPECT_EQ(f.account.Current().distinct_files, 1u);  // file 0 began it
+  EXPECT_EQ(f.account.Current().delta.at_ns, 0u);
+  EXPECT_EQ(f.account.FileDone(3), StallAccount::kSame);  // a hit begins epoch 2
+  f.now += 50 * kMs;
+  EXPECT_EQ(f.account.Current().delta.at_ns, 50 * kMs);
+  EXPECT_EQ(f.account.Current().distinct_files, 1u);
+}
+
+TEST(StallAccount, AFileReadAgainAfterHalfAPassBeginsTheNextAndNamesWhatWasNeverAsked) {
+  Fixture f(10);
+  for (uint32_t file : {0u, 1u, 2u, 3u, 4u}) {
+    EXPECT_EQ(f.account.FileDone(file), StallAccount::kSame);
+  }
+  f.fetched[At(ServedFrom::kSourceGroup)] = 500;
+  // Files 5..9 came from the page cache: the daemon never saw them.
+  EXPECT_EQ(f.account.FileDone(2), StallAccount::kBegan);
+  const StallEpoch one = *f.account.Last();
+  EXPECT_EQ(one.distinct_files, 5u);
+  EXPECT_EQ(one.not_requested, 5u);
+  EXPECT_EQ(one.delta.files, 5u);  // not the 2 that began the next
+  EXPECT_EQ(one.delta.fetched[At(ServedFrom::kSourceGroup)], 500u);
+  EXPECT_EQ(f.account.epoch(), 2u);
+  EXPECT_EQ(f.account.Current().distinct_files, 1u);
+  EXPECT_EQ(f.account.Current().delta.files, 1u);
 }
 
 TEST(StallAccount, TheHitRatioCountsWhatTheSourceSentAgainstWhatWasServed) {
