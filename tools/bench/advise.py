@@ -16,15 +16,17 @@ For each: a fresh gpufsd mount with --cache-size a quarter of the pack (--small-
 disk tier and --streaming on (every read reaches gpufsd), runs 2 epochs: every file read
 whole once per epoch, in a new random order, by --threads reader threads that hash each
 file (a small CPU cost per file); the page cache is dropped before each epoch. One file of
-a third epoch ends the second, and `gpufs-stat --advise --json` gives the model's advice
-from it. Then the advice's budget and two others that bracket it (half the pack and 1.05x
-the pack, or --shares) are each mounted fresh and run the same way, and the second
+a third epoch is read too (an epoch ends with its last file or, where the page cache
+answered some, when one comes again), and `gpufs-stat --advise --json` gives the model's
+advice from the second. Then the advice's budget and others that bracket it (0.5, 0.875 and 1.05 of
+the pack, --shares) are each mounted fresh and run the same way, and the second
 epoch's measured hit ratio, stalled seconds and wall seconds (cache.stall.last of the
 stats) are set against the prediction the small-budget run made for that budget.
 
 Prints a table per setup and whether the goals hold (hit ratio within 0.05, storage time
-within 15%, or 0.01 s where the stall is near 0), each run's bytes and waits by kind, and writes results.json (and with
---plot, the small-budget run's advice drawn by gpufs-stat) to --out.
+within 15%, or 0.01 s where the stall is near 0), each run's bytes and waits by kind, and
+writes results.json (and with --plot, the small-budget run's advice drawn by gpufs-stat)
+to --out.
 """
 import argparse
 import contextlib
@@ -94,8 +96,9 @@ def read_epoch(mnt, paths, threads, seed, rounds=1):
 
 
 def ended_epochs(mnt, paths, threads, epochs, rounds):
-    """Runs `epochs` epochs (page cache dropped before each), then reads one file again so
-    that the last of them ends; returns (the stats' last epoch, the loader's seconds)."""
+    """Runs `epochs` epochs (page cache dropped before each), then reads one file of the
+    next, so that the last has surely ended; returns (the stats' last epoch, the loader's
+    seconds)."""
     seconds = []
     for epoch in range(1, epochs + 1):
         drop_caches()
@@ -306,7 +309,7 @@ def main():
                         help="SHA-256 passes over each file read: the loader's own work")
     parser.add_argument("--small-share", type=float, default=0.25,
                         help="the first run's --cache-size, a fraction of the pack")
-    parser.add_argument("--shares", default="0.5,1.05",
+    parser.add_argument("--shares", default="0.5,0.875,1.05",
                         help="budgets run besides the advice's, fractions of the pack "
                              "(points of the model's grid)")
     parser.add_argument("--iops", type=int, default=150)
