@@ -9,7 +9,12 @@
 //
 //   waits(B)  = sum over kinds of bytes_k(B) x (wait per byte of kind k, measured)
 //   epoch(B)  = (W - waits / R) + waits(B) / R    the loader's own time, plus its waits
-//   stall(B)  = S x waits(B) / waits              the union moves with the sum
+//   stall(B)  = epoch(B) x (1 - (1 - waits(B) / (R x epoch(B)))^R) x c
+//
+// The stall is the union of the waits: each reader waits a share waits(B) / (R x epoch(B))
+// of the time and, taken as independent, at least one waits 1 - (1 - share)^R of it; c
+// scales that so the measured epoch gives back S. Rare misses rarely overlap, so near the
+// dataset's size the stall shrinks slower than the bytes fetched.
 //
 // At today's budget both give back what was measured. The loader's own time (decode,
 // augmentation, the trainer) is what no budget changes. A kind the epoch did not use has
@@ -58,7 +63,8 @@ inline constexpr const char* kTierReadBytes = "tier_bytes_read";
 inline constexpr const char* kStallS = "stall_s";
 inline constexpr const char* kEpochS = "epoch_s";
 inline constexpr const char* kStallFraction = "stall_fraction";
-inline constexpr const char* kBound = "bound";  // a cost the epoch did not measure was used
+inline constexpr const char* kBound = "bound";       // a cost the epoch did not measure was used
+inline constexpr const char* kLoaderS = "loader_s";  // the loader's own time: an epoch fed
 inline constexpr const char* kMemoryAvailable = "memory_available_bytes";
 inline constexpr const char* kDiskAvailable = "disk_available_bytes";
 inline constexpr const char* kDatasetBytes = "dataset_bytes";

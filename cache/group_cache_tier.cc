@@ -40,15 +40,20 @@ std::optional<Result<CachedBytes>> GroupCache::ReadMemberFromTier(NodeId file, u
   SpanOf(f.group, &start);
   auto bytes = std::make_unique_for_overwrite<char[]>(std::max<size_t>(length, 1));
   const uint64_t at = f.offset + from - start;  // in the group's span
-  const bool on_disk = tier_->ReadSlice(name, at, length, bytes.get()) &&
-                       (!hash || TierCopyTrusted(f.group, f.offset, bytes.get(), length));
-  if (on_disk && hash) tier_hashed_[index / 64].fetch_or(bit, std::memory_order_relaxed);
+  auto read_copy = [&] {
+    return tier_->ReadSlice(name, at, length, bytes.get()) &&
+           (!hash || TierCopyTrusted(f.group, f.offset, bytes.get(), length));
+  };
+  bool on_disk = read_copy();
   if (!on_disk) {
-    // Bytes from the staging came from the source, as a member read's would.
-    const bool staged = options_.whole_groups && stager_ && stager_->Stage(f.group) &&
-                        stager_->Read(f.group, at, length, bytes.get());
-    if (!staged) return std::nullopt;
+    // Bytes from the staging came from the source, as a member read's would. A staging
+    // that ended between the two looks has just written the copy: read that instead of
+    // fetching the member again.
+    const bool staging = options_.whole_groups && stager_ && stager_->Stage(f.group);
+    const bool staged = staging && stager_->Read(f.group, at, length, bytes.get());
+    if (!staged && !(staging && (on_disk = read_copy()))) return std::nullopt;
   }
+  if (on_disk && hash) tier_hashed_[index / 64].fetch_or(bit, std::memory_order_relaxed);
   *served_from = on_disk ? ServedFrom::kDiskTier : ServedFrom::kSourceGroup;
   if (verify) {
     const std::string blob = source_.Describe(catalog_.Group(f.group).blob);

@@ -50,8 +50,9 @@ def main():
                        color="red", zorder=6, label="advice")
         time_ax.scatter([chosen["cache_bytes"] / MIB], [chosen["epoch_s"]], marker="*", s=250,
                         color="red", zorder=6, label="advice")
-    busy = measured["wall_s"] - measured["stalled_s"]
-    time_ax.axhline(busy, color="green", linestyle="-.", label="no stall (loader's own time)")
+    # The epoch with no stall (advice.h); an older daemon sent only the time nobody waited.
+    loader = advice.get("loader_s", measured["wall_s"] - measured["stalled_s"])
+    time_ax.axhline(loader, color="green", linestyle="-.", label="no stall (loader's own time)")
     lowest = min([0.0] + [p["hit_ratio"] for p in points])
     hit_ax.set(xlabel="--cache-size (MiB)", ylabel="hit ratio (1 - source bytes / served)",
                title="Hit ratio by budget", ylim=(lowest - 0.05, 1.05))

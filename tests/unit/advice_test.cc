@@ -73,6 +73,47 @@ TEST(Advice, TheWholeDatasetInMemoryLeavesTheLoadersOwnTime) {
   const Prediction p = Predict(in.epoch, all);
   EXPECT_NEAR(p.epoch_s, 10.0 - 20.0 / 4, 1e-9);  // waits of 20 s over 4 readers gone
   EXPECT_DOUBLE_EQ(p.stall_s, 0.0);
+  // The advice names that time, for the plot's no-stall line.
+  const nlohmann::json a = Advise(Shape(), in);
+  EXPECT_NEAR(a[advice_stat::kLoaderS].get<double>(), 10.0 - 20.0 / 4, 1e-9);
+}
+
+// An epoch of 10 s whose `readers` readers waited `waits_s` on 1000 bytes of members.
+StallEpoch MemberEpoch(uint64_t stalled_ms, uint64_t waits_ms, uint32_t readers) {
+  StallEpoch e;
+  e.peak_waiting = readers;
+  e.delta.at_ns = 10'000 * kMs;
+  e.delta.stalled_ns = stalled_ms * kMs;
+  e.delta.wait_ns[kSourceMember] = waits_ms * kMs;
+  e.delta.fetched[kSourceMember] = 1000;
+  return e;
+}
+
+WhatIfPoint MemberPoint(uint64_t bytes) {
+  WhatIfPoint p;
+  p.policy = "consume-once";
+  p.bytes_from_source = p.member_bytes_from_source = bytes;
+  return p;
+}
+
+// One reader's waits never overlap: its stall is their sum, priced by the byte.
+TEST(Advice, OneReadersStallIsItsWaits) {
+  const Prediction half = Predict(MemberEpoch(6'000, 6'000, 1), MemberPoint(500));
+  EXPECT_NEAR(half.stall_s, 3.0, 1e-9);
+  EXPECT_NEAR(half.epoch_s, 4.0 + 3.0, 1e-9);
+}
+
+// Eight readers waited nearly all the time, their waits overlapping 7-fold; a budget that
+// leaves 1% of the misses leaves waits that rarely overlap: more stall than 1% of it,
+// though never more than the waits' sum.
+TEST(Advice, RareMissesOverlapLessThanManyDo) {
+  const StallEpoch e = MemberEpoch(9'900, 72'000, 8);
+  const Prediction rare = Predict(e, MemberPoint(10));  // 0.72 s of waits
+  EXPECT_NEAR(rare.epoch_s, 1.0 + 0.72 / 8, 1e-9);
+  EXPECT_GT(rare.stall_s, 3 * 0.01 * 9.9);
+  EXPECT_LE(rare.stall_s, 0.72);
+  const Prediction half = Predict(e, MemberPoint(500));
+  EXPECT_GT(half.StallFraction(), 0.95);  // someone still waits nearly all the time
 }
 
 TEST(Advice, AStalledEpochGetsTheSmallestBudgetUnderTheTarget) {

@@ -2,6 +2,7 @@
 """Warm and cold re-read rates through a gpufs mount vs the same reads on the source tree.
 
     sudo tools/bench/warm_read.py [--files 3000] [--max-side 720] [--work /var/tmp/gpufs-bench]
+                                  [--variants defaults,streaming]
 
 Makes a sample (real JPEGs, ~110 KB mean), groups it in the mytar layout, and times, in one
 run and side by side:
@@ -13,7 +14,8 @@ run and side by side:
   cold walk    os.walk + stat of every file after dropping dentries and inodes (needs root);
   warm walk    the same again, everything cached (walks/s).
 for the source tree on ext4 and for gpufsd with its defaults and with each caching choice
-switched off in turn, so the table shows what each choice buys. Ratios are against the
+switched off in turn, so the table shows what each choice buys (--streaming on: every read
+served by gpufsd from its group cache, none by the page cache). Ratios are against the
 tree in the same run.
 """
 import argparse
@@ -41,6 +43,8 @@ VARIANTS = [
     ("  --open-calls --no-keep-cache", ["--open-calls", "--no-keep-cache"]),
     ("  --no-readdirplus", ["--no-readdirplus"]),
     ("  --max-readahead 0 (128K)", ["--max-readahead", "0"]),
+    # Past the page cache: every warm read is served by gpufsd from its group cache.
+    ("  --streaming on", ["--streaming", "on"]),
 ]
 
 
@@ -138,7 +142,12 @@ def main():
     parser.add_argument("--group-size", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "gpufs-bench"))
+    parser.add_argument("--variants", default="",
+                        help="run only the gpufsd rows whose names hold one of these "
+                             "comma-separated words (e.g. defaults,streaming); all by default")
     args = parser.parse_args()
+    words = [w for w in args.variants.split(",") if w]
+    variants = [v for v in VARIANTS if not words or any(w in v[0] for w in words)]
 
     tree = os.path.join(args.work, "tree")
     if not os.path.isdir(tree):
@@ -153,7 +162,7 @@ def main():
           f"{os.cpu_count()} CPUs\n")
 
     rows = [("ext4 tree (baseline)", measure(tree, rel, args.repeats))]
-    for name, options in VARIANTS:
+    for name, options in variants:
         with lib.Mount(src, *options) as mnt:
             rows.append((name, measure(mnt, rel, args.repeats)))
 
