@@ -139,9 +139,10 @@ void OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 // The first reply of a listing in auto mode: a page, as older kernels asked for. Newer ones
 // ask for more than a page, and each entry of a plus reply makes a kernel inode and dentry:
-// filling the whole buffer made one for nearly every file of a plain walk, which at 14 M
-// files tripled its time, nearly all of it in the kernel (BENCHMARKS.md, 14.0 M files). A
-// listing whose files are looked up turns the rest of it plus, in full replies.
+// filling the whole buffer made one for the first 180 or so files of every folder of a
+// plain walk, which at 14 M files doubled its time, nearly all of it in the kernel
+// (BENCHMARKS.md, 14.0 M files). A listing whose files are looked up turns the rest of it
+// plus, in full replies.
 constexpr size_t kFirstPlusReply = 4096;
 
 // Fills one reply buffer of at most `size` bytes with entries from `offset` on.
