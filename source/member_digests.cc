@@ -21,8 +21,8 @@ Result<std::shared_ptr<const MemberDigests>> MemberDigests::FromCatalog(const Ca
               [](const Member& a, const Member& b) { return a.offset < b.offset; });
     for (size_t m = 1; m < members.size(); ++m) {
       if (members[m].offset < members[m - 1].end) {
-        return Fail(EINVAL, "two of its files share bytes ({} and {})",
-                    members[m - 1].offset, members[m].offset);
+        return Fail(EINVAL, "two of its files share bytes ({} and {})", members[m - 1].offset,
+                    members[m].offset);
       }
     }
   }

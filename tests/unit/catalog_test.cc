@@ -24,8 +24,7 @@ DatasetSpec Spec(std::vector<std::string> classes, std::vector<std::string> path
 
 std::vector<std::string> ChildNames(const Catalog& c, NodeId dir) {
   std::vector<std::string> names;
-  for (uint32_t i = 0; i < c.ChildCount(dir); ++i)
-    names.emplace_back(c.Name(c.ChildAt(dir, i)));
+  for (uint32_t i = 0; i < c.ChildCount(dir); ++i) names.emplace_back(c.Name(c.ChildAt(dir, i)));
   return names;
 }
 
