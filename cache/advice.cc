@@ -77,17 +77,23 @@ nlohmann::json PointJson(const Prediction& p) {
           {kBound, p.bound}};
 }
 
+// The policy the tier's points and ties favour: today's, where the advice may name it.
+std::string ReplayedPolicy(const AdviceInput& in) {
+  return in.policy == "pin" ? "pin" : "consume-once";
+}
+
+// Today's settings first (any policy replays exactly), then the grid.
 std::vector<WhatIfQuery> Queries(const AdviceInput& in) {
-  std::vector<WhatIfQuery> q;
-  std::vector<uint64_t> budgets = {in.cache_bytes};
-  for (double share : kShares) budgets.push_back(static_cast<uint64_t>(in.dataset_bytes * share));
+  std::vector<WhatIfQuery> q = {{in.policy, in.cache_bytes, in.tier_bytes}};
   for (const char* policy : kReplayed) {
-    for (uint64_t b : budgets) q.push_back({policy, b, in.tier_bytes});
+    for (double share : kShares) {
+      q.push_back({policy, static_cast<uint64_t>(in.dataset_bytes * share), in.tier_bytes});
+    }
   }
   if (in.disk_available > 0) {
-    const std::string policy = in.policy == "pin" ? "pin" : "consume-once";
     for (double share : {0.25, 0.5, 0.75, 1.0, 1.05}) {
-      q.push_back({policy, in.cache_bytes, static_cast<uint64_t>(in.dataset_bytes * share)});
+      q.push_back(
+          {ReplayedPolicy(in), in.cache_bytes, static_cast<uint64_t>(in.dataset_bytes * share)});
     }
   }
   return q;
@@ -223,25 +229,20 @@ nlohmann::json Advise(const WhatIfShape& shape, const AdviceInput& in) {
   // The warm-up is the epoch in another order: the state a previous epoch leaves.
   std::vector<uint32_t> warmup = in.accesses;
   std::reverse(warmup.begin(), warmup.end());
+  const std::vector<WhatIfQuery> queries = Queries(in);
   std::vector<Prediction> predictions;
-  for (const WhatIfPoint& point : ReplaySweep(shape, warmup, in.accesses, in.rate, Queries(in))) {
+  for (const WhatIfPoint& point : ReplaySweep(shape, warmup, in.accesses, in.rate, queries)) {
     predictions.push_back(Predict(in.epoch, point));
   }
-  // Today's budget and policy come first. Epoch 1 began with nothing cached, so the
-  // model's match for it has no warm-up; the points are later epochs'.
+  // Today's settings come first: the model's match for the measured epoch. Epoch 1 began
+  // with nothing cached, so its match has no warm-up; the points are later epochs'.
   j[kModel] = PointJson(predictions.front());
   if (in.epoch.epoch == 1) {
-    const WhatIfQuery today_query{in.policy, in.cache_bytes, in.tier_bytes};
     j[kModel] = PointJson(
-        Predict(in.epoch, ReplaySweep(shape, {}, in.accesses, in.rate, {today_query}).front()));
+        Predict(in.epoch, ReplaySweep(shape, {}, in.accesses, in.rate, {queries[0]}).front()));
   }
-  const std::string today = in.policy == "pin" ? "pin" : "consume-once";
-  for (const Prediction& p : predictions) {
-    if (&p != &predictions.front()) j[kPoints].push_back(PointJson(p));
-  }
-  if (in.policy != "pin" && in.policy != "consume-once") {
-    j[kModel] = nullptr;  // lru: only its curve
-  }
+  j[kPoints] = nlohmann::json::array();
+  for (size_t i = 1; i < predictions.size(); ++i) j[kPoints].push_back(PointJson(predictions[i]));
   for (const MissRatioPoint& m : LruMissRatioCurve(shape, in.accesses, in.rate)) {
     j[kLru].push_back({{kCacheBytes, m.cache_bytes}, {kHitRatio, m.hit_ratio}});
   }
@@ -257,9 +258,9 @@ nlohmann::json Advise(const WhatIfShape& shape, const AdviceInput& in) {
   const Prediction* chosen = nullptr;
   std::string verdict = kFed;
   if (in.epoch.StallFraction() >= in.target) {
-    if ((chosen = Smallest(memory, in.target, today, false))) {
+    if ((chosen = Smallest(memory, in.target, ReplayedPolicy(in), false))) {
       verdict = kMemory;
-    } else if ((chosen = Smallest(tier, in.target, today, true))) {
+    } else if ((chosen = Smallest(tier, in.target, ReplayedPolicy(in), true))) {
       verdict = kTier;
     } else {
       verdict = kUnreachable;

@@ -284,10 +284,14 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(DiskTierOptions options) {
   if (options.keep_free) {
     keep_free = *options.keep_free;
   } else if (struct statvfs vfs{}; fstatvfs(dir_fd, &vfs) == 0) {
-    keep_free = std::min<uint64_t>(uint64_t{vfs.f_blocks} * vfs.f_frsize / 10, 10ULL << 30);
+    keep_free = DefaultKeepFree(uint64_t{vfs.f_blocks} * vfs.f_frsize);
   }
   return std::unique_ptr<DiskTier>(
       new DiskTier(std::move(options), keep_free, root->fd.release(), dir_fd, ledger_fd));
+}
+
+uint64_t DiskTier::DefaultKeepFree(uint64_t total_bytes) {
+  return std::min<uint64_t>(total_bytes / 10, 10ULL << 30);
 }
 
 DiskTier::DiskTier(DiskTierOptions options, uint64_t keep_free, int root_fd, int dir_fd,

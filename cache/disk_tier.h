@@ -103,6 +103,8 @@ class DiskTier {
   // Creates root/dataset as needed (0700); fails, naming the folder and the fix, when it
   // cannot be used or is not private to this user (see private_files.h).
   static Result<std::unique_ptr<DiskTier>> Open(DiskTierOptions options);
+  // What a tier leaves free on a disk of `total_bytes` unless told (a tenth, at most 10 GiB).
+  static uint64_t DefaultKeepFree(uint64_t total_bytes);
   ~DiskTier();
   DiskTier(const DiskTier&) = delete;
   DiskTier& operator=(const DiskTier&) = delete;

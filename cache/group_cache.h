@@ -155,10 +155,10 @@ class GroupCache {
   nlohmann::json Stats() const;
   const CacheCounters& counters() const { return counters_; }
   // Sizing advice from the last epoch's stall and accesses (advice.h), given what this
-  // node could give a budget: memory, and disk for a tier where the mount has none (with
-  // one, its disk's). Takes seconds at ImageNet scale (a few dozen replays of the sampled
-  // trace); thread-safe.
-  nlohmann::json Advise(uint64_t memory_available, uint64_t disk_available) const;
+  // node could give a budget: memory free besides the arena, and disk for a tier where
+  // the mount has none (with one, its disk's). Takes seconds at ImageNet scale (a few
+  // dozen replays of the sampled trace); thread-safe.
+  nlohmann::json Advise(uint64_t free_memory, uint64_t disk_available) const;
 
  private:
   friend class CachedBytes;

@@ -5,7 +5,7 @@
 
 namespace gpufs {
 
-nlohmann::json GroupCache::Advise(uint64_t memory_available, uint64_t disk_available) const {
+nlohmann::json GroupCache::Advise(uint64_t free_memory, uint64_t disk_available) const {
   // The shape is built for the call and freed after it: 16 bytes a file, which the
   // daemon does not keep between calls.
   WhatIfShape shape;
@@ -30,7 +30,7 @@ nlohmann::json GroupCache::Advise(uint64_t memory_available, uint64_t disk_avail
   in.policy = std::string(policy_->name());
   in.cache_bytes = arena_.capacity();
   in.tier_bytes = tier_ ? tier_->Room() : 0;
-  in.memory_available = memory_available;
+  in.memory_available = free_memory + arena_.capacity();  // the arena counts as used
   in.disk_available = tier_ ? tier_->OnDisk() : disk_available;
   return gpufs::Advise(shape, in);
 }

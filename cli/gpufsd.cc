@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "cli/dataset_commands.h"
+#include "cli/kernel_limits.h"
 #include "cli/mount_command.h"
 #include "source/remote/http_url.h"
 
@@ -16,10 +17,8 @@ unsigned DefaultThreads() { return std::max(4u, 2 * std::thread::hardware_concur
 
 // The group cache's default budget: a quarter of physical memory.
 uint64_t DefaultCacheBytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 4
-                               : (1ull << 30);
+  const uint64_t memory = gpufs::PhysicalMemory();
+  return memory > 0 ? memory / 4 : (1ull << 30);
 }
 
 void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {

@@ -1,8 +1,16 @@
 #include "cli/kernel_limits.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 namespace gpufs {
+
+uint64_t PhysicalMemory() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+}
 
 void ChooseKernelLimits(MountArgs& args, uint64_t dataset_bytes, unsigned cores,
                         uint64_t memory_bytes) {

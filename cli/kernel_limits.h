@@ -22,6 +22,9 @@ namespace gpufs {
 void ChooseKernelLimits(MountArgs& args, uint64_t dataset_bytes, unsigned cores,
                         uint64_t memory_bytes);
 
+// The machine's physical memory in bytes (0 when the system does not say).
+uint64_t PhysicalMemory();
+
 // The choices as the stats report them ("kernel").
 nlohmann::json KernelLimitsJson(const MountArgs& args);
 

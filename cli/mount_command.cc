@@ -542,12 +542,6 @@ int ServeUntilUnmounted(fuse_session* se, const MountArgs& args, const std::stri
   return 0;
 }
 
-uint64_t PhysicalMemory() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
-}
-
 }  // namespace
 
 int RunMount(const MountArgs& args_in) {

@@ -55,17 +55,9 @@ std::string PointTable(const nlohmann::json& a) {
                   "policy", "hit ratio", "from source", "epoch s", "stalled");
   const std::string policy = a[kSettings].value(kPolicy, "") == "pin" ? "pin" : "consume-once";
   const nlohmann::json chosen = a.value(kAdvice, nlohmann::json());
-  uint64_t shown = 0;
   for (const nlohmann::json& p : a.value(kPoints, nlohmann::json::array())) {
     const bool other_tier = p[kTierBytes] != a[kSettings][kTierBytes];
-    const bool mine = p[kPolicy] == policy || (chosen.is_object() && p == chosen);
-    if (!mine && !other_tier) continue;
-    if (p[kCacheBytes] == a[kSettings][kCacheBytes] && !other_tier && p[kPolicy] == policy &&
-        shown > 0) {
-      continue;  // today's budget is the model line
-    }
-    table += PointRow(p, chosen);
-    ++shown;
+    if (p[kPolicy] == policy || other_tier || p == chosen) table += PointRow(p, chosen);
   }
   return table;
 }

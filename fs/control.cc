@@ -4,7 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 
@@ -14,6 +14,7 @@
 
 #include "cache/disk_tier.h"
 #include "cache/stall_account.h"
+#include "dataset/format/open_dataset.h"
 #include "fs/residency.h"
 
 namespace gpufs {
@@ -108,28 +109,31 @@ nlohmann::json StatsOf(const Filesystem& fs) {
   return j;
 }
 
-// The memory a larger budget could take: what the kernel calls available, and the
-// budget's own arena (already counted as used).
-uint64_t MemoryAvailable(uint64_t budget) {
+// The memory the kernel calls available (besides what the pinned arena already holds).
+uint64_t MemoryAvailable() {
   std::ifstream meminfo("/proc/meminfo");
   std::string key;
   uint64_t kib = 0;
   while (meminfo >> key >> kib) {
-    if (key == "MemAvailable:") return kib * 1024 + budget;
+    if (key == "MemAvailable:") return kib * 1024;
     meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
   }
-  return budget;
+  return 0;
 }
 
-// Where a disk tier would go without --disk-cache (the default for remote sources), a
-// tenth of it kept free as the tier keeps it.
+// What a disk tier in the default folder (the cache folder, where remote sources keep
+// theirs) could take: its disk's free space less what a tier leaves free. The folder may
+// not exist yet: its nearest existing parent is on the same disk.
 uint64_t DiskAvailable() {
-  const char* cache = std::getenv("XDG_CACHE_HOME");
-  const char* home = std::getenv("HOME");
-  const std::string dir = cache ? cache : home ? std::string(home) + "/.cache" : "/var/tmp";
+  std::filesystem::path dir = DefaultCacheDir();
+  std::error_code ec;
+  while (!std::filesystem::exists(dir, ec) && dir.has_parent_path() && dir != dir.parent_path()) {
+    dir = dir.parent_path();
+  }
   struct statvfs vfs {};
-  if (statvfs(dir.c_str(), &vfs) != 0 && statvfs("/var/tmp", &vfs) != 0) return 0;
-  return uint64_t{vfs.f_bavail} * vfs.f_frsize / 10 * 9;
+  if (statvfs(dir.c_str(), &vfs) != 0) return 0;
+  const uint64_t free = uint64_t{vfs.f_bavail} * vfs.f_frsize;
+  return free - std::min(free, DiskTier::DefaultKeepFree(uint64_t{vfs.f_blocks} * vfs.f_frsize));
 }
 
 void ReplyAdvice(const Filesystem& fs, const ReplySink& reply) {
@@ -137,8 +141,7 @@ void ReplyAdvice(const Filesystem& fs, const ReplySink& reply) {
   if (!cache) {
     return ReplyError(reply, "cannot advise: the mount has no cache (--cache-size 0)");
   }
-  const uint64_t budget = cache->Stats().value("budget_bytes", uint64_t{0});
-  reply(cache->Advise(MemoryAvailable(budget), DiskAvailable()).dump() + "\n");
+  reply(cache->Advise(MemoryAvailable(), DiskAvailable()).dump() + "\n");
 }
 
 void HandleControlRequest(const Filesystem& fs, std::string_view request, const ReplySink& reply) {
