@@ -232,3 +232,37 @@ class MountedSampleCase(unittest.TestCase):
     def tearDownClass(cls):
         cls.mount.__exit__(None, None, None)
         shutil.rmtree(cls.work)
+
+
+class ServedPackCase(unittest.TestCase):
+    """A test class whose tests mount one pack served by a real nginx (self.url, files
+    self.expected), each test with a cache folder of its own (self.env's XDG_CACHE_HOME).
+
+    The split tree's sizes, the group size and the work folder's prefix are class
+    attributes."""
+
+    TRAIN, VAL, GROUP_BYTES, PREFIX = (4, 12), (2, 4), "64KiB", "gpufs-served-"
+
+    @classmethod
+    def setUpClass(cls):
+        sys.path.insert(0, ROOT)
+        from tests.servers import nginx
+        reason = nginx.NginxOrigin.skip_reason()
+        if reason:
+            raise unittest.SkipTest(reason)
+        cls.work = tempfile.mkdtemp(prefix=cls.PREFIX)
+        tree = make_split_tree(os.path.join(cls.work, "tree"), cls.TRAIN, cls.VAL)
+        cls.expected = files_below(tree)
+        served = os.path.join(cls.work, "served")
+        pack_to_serve(tree, served, cls.GROUP_BYTES)
+        cls.origin = nginx.NginxOrigin(served).__enter__()
+        cls.url = cls.origin.url + "/pack/"
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.origin.__exit__(None, None, None)
+        shutil.rmtree(cls.work)
+
+    def setUp(self):
+        self.xdg = tempfile.mkdtemp(prefix="xdg-", dir=self.work)
+        self.env = {**os.environ, "XDG_CACHE_HOME": self.xdg}

@@ -9,7 +9,6 @@ import random
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import unittest
@@ -18,8 +17,6 @@ import urllib.request
 import gpufs_testlib as lib
 from gpufs_testlib import drop_page_cache, files_below, stats_of
 
-sys.path.insert(0, lib.ROOT)
-from tests.servers import nginx  # noqa: E402
 
 GPUFS_STAT = os.environ.get("GPUFS_STAT", os.path.join(lib.ROOT, "build", "cli", "gpufs-stat"))
 GROUP_BYTES = "64KiB"  # several groups of several members each
@@ -33,28 +30,8 @@ def copies_below(folder):
                   if f.endswith(".grp"))
 
 
-class DiskTier(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        reason = nginx.NginxOrigin.skip_reason()
-        if reason:
-            raise unittest.SkipTest(reason)
-        cls.work = tempfile.mkdtemp(prefix="gpufs-tier-")
-        tree = lib.make_split_tree(os.path.join(cls.work, "tree"), (5, 12), (3, 4))
-        cls.expected = files_below(tree)
-        served = os.path.join(cls.work, "served")
-        lib.pack_to_serve(tree, served, GROUP_BYTES)
-        cls.origin = nginx.NginxOrigin(served).__enter__()
-        cls.url = cls.origin.url + "/pack/"
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.origin.__exit__(None, None, None)
-        shutil.rmtree(cls.work)
-
-    def setUp(self):
-        self.xdg = tempfile.mkdtemp(prefix="xdg-", dir=self.work)
-        self.env = {**os.environ, "XDG_CACHE_HOME": self.xdg}
+class DiskTier(lib.ServedPackCase):
+    TRAIN, VAL, GROUP_BYTES, PREFIX = (5, 12), (3, 4), GROUP_BYTES, "gpufs-tier-"
 
     def mount(self, *options):
         budget = () if "--cache-size" in options else ("--cache-size", "64MiB")

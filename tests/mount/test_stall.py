@@ -8,15 +8,12 @@ import concurrent.futures
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
-import tempfile
-import time
 import unittest
 
 import gpufs_testlib as lib
-from gpufs_testlib import files_below, stats_of
+from gpufs_testlib import stats_of
 
 sys.path.insert(0, lib.ROOT)
 from tests.servers import nginx  # noqa: E402
@@ -36,28 +33,8 @@ def read_whole(path):
         return f.read()
 
 
-class StallAccounting(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        reason = nginx.NginxOrigin.skip_reason()
-        if reason:
-            raise unittest.SkipTest(reason)
-        cls.work = tempfile.mkdtemp(prefix="gpufs-stall-")
-        tree = lib.make_split_tree(os.path.join(cls.work, "tree"), (4, 12), (2, 4))
-        cls.expected = files_below(tree)
-        served = os.path.join(cls.work, "served")
-        lib.pack_to_serve(tree, served, "64KiB")
-        cls.origin = nginx.NginxOrigin(served).__enter__()
-        cls.url = cls.origin.url + "/pack/"
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.origin.__exit__(None, None, None)
-        shutil.rmtree(cls.work)
-
-    def setUp(self):
-        self.xdg = tempfile.mkdtemp(prefix="xdg-", dir=self.work)
-        self.env = {**os.environ, "XDG_CACHE_HOME": self.xdg}
+class StallAccounting(lib.ServedPackCase):
+    TRAIN, VAL, GROUP_BYTES, PREFIX = (4, 12), (2, 4), "64KiB", "gpufs-stall-"
 
     def mount(self, *options, url=None):
         return lib.Mount(url or self.url, *options, env=self.env)
