@@ -33,18 +33,15 @@ import contextlib
 import hashlib
 import json
 import os
-import random
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from benchlib import (ROOT, FuseMount, SlowVolume, begin_run, drop_caches,  # noqa: E402
-                      gpufs_stats, sh, version_line)
+                      files_of, gpufs_stats, read_shuffled, sh, version_line)
 from remote_store import BUCKET, check_tools, clean_env  # noqa: E402
 from servers import ceph_s3, nginx  # noqa: E402
 
@@ -58,41 +55,16 @@ STALL_FLOOR_S = 0.01
 
 # --- one mount, its epochs ---------------------------------------------------------------
 
-def files_of(mnt):
-    paths = []
-    for root, _, names in os.walk(mnt):
-        paths += [os.path.relpath(os.path.join(root, n), mnt) for n in names]
-    return sorted(paths)
-
-
 def read_epoch(mnt, paths, threads, seed, rounds=1):
     """Seconds to read every file once in the order `seed` shuffles, dealt out to
     `threads` readers that each hash every file they read `rounds` times (the loader's own
     work: hashlib lets go of the GIL, so the readers' work runs on every CPU, as a
     loader's worker processes' does)."""
-    order = paths[:]
-    random.Random(seed).shuffle(order)
-    errors = []
+    def work(data):
+        for _ in range(rounds):
+            hashlib.sha256(data).digest()
 
-    def reader(chunk):
-        try:
-            for rel in chunk:
-                with open(os.path.join(mnt, rel), "rb") as f:
-                    data = f.read()
-                for _ in range(rounds):
-                    hashlib.sha256(data).digest()
-        except OSError as e:
-            errors.append(e)
-
-    pool = [threading.Thread(target=reader, args=(order[i::threads],)) for i in range(threads)]
-    start = time.perf_counter()
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
-    if errors:
-        raise errors[0]
-    return time.perf_counter() - start
+    return read_shuffled(mnt, paths, threads, seed, per_file=work)[0]
 
 
 def ended_epochs(mnt, paths, threads, epochs, rounds):

@@ -241,18 +241,32 @@ def gpufs_tier_argv(gpufsd, tier, fresh_folder):
     raise ValueError(tier)
 
 
-def read_in_random_order(mnt, paths, threads=4):
-    """(seconds, bytes) of reading every file of `paths` (relative to `mnt`) once, in one
-    seeded random order dealt out to `threads` readers, as a loader's workers do."""
+def files_of(root):
+    """Every file below root, relative to it, sorted."""
+    return sorted(os.path.relpath(os.path.join(f, n), root)
+                  for f, _, names in os.walk(root) for n in names)
+
+
+def read_shuffled(mnt, paths, threads, seed, per_file=None):
+    """(seconds, bytes) of reading every file of `paths` (relative to `mnt`) once, in the
+    order `seed` shuffles, dealt out to `threads` readers as a loader's workers are.
+    `per_file(data)` runs on each file's bytes in its reader (the loader's own work). The
+    first read error is raised once every reader has stopped."""
     order = paths[:]
-    random.Random(len(order)).shuffle(order)
-    total, lock = [0], threading.Lock()
+    random.Random(seed).shuffle(order)
+    total, lock, errors = [0], threading.Lock(), []
 
     def reader(chunk):
         got = 0
-        for rel in chunk:
-            with open(os.path.join(mnt, rel), "rb") as f:
-                got += len(f.read())
+        try:
+            for rel in chunk:
+                with open(os.path.join(mnt, rel), "rb") as f:
+                    data = f.read()
+                got += len(data)
+                if per_file:
+                    per_file(data)
+        except OSError as e:
+            errors.append(e)
         with lock:
             total[0] += got
 
@@ -263,7 +277,14 @@ def read_in_random_order(mnt, paths, threads=4):
         t.start()
     for t in readers:
         t.join()
+    if errors:
+        raise errors[0]
     return time.perf_counter() - start, total[0]
+
+
+def read_in_random_order(mnt, paths, threads=4):
+    """read_shuffled in one seeded order, with no work of the loader's own."""
+    return read_shuffled(mnt, paths, threads, seed=len(paths))
 
 
 def cpu_seconds(pid):

@@ -20,11 +20,9 @@ Three parts, each side by side in one run:
 import argparse
 import json
 import os
-import random
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -33,7 +31,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 GPUFSD = os.environ.get("GPUFSD", os.path.join(ROOT, "build", "cli", "gpufsd"))
 PYTHON = "/usr/bin/python3"
 
-from benchlib import drop_caches, read_in_random_order, sample_tree, tree_bytes  # noqa: E402
+from benchlib import (drop_caches, files_of, read_in_random_order, sample_tree,  # noqa: E402
+                      tree_bytes)
 
 
 def run(cmd):
@@ -52,11 +51,6 @@ class Mounted:
     def __exit__(self, *exc):
         subprocess.run([GPUFSD, "unmount", self.mnt], capture_output=True)
         os.rmdir(self.mnt)
-
-
-def files_of(root):
-    return sorted(os.path.relpath(os.path.join(f, n), root)
-                  for f, _, names in os.walk(root) for n in names)
 
 
 def plain_walk(root):

@@ -45,8 +45,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from benchlib import (FuseMount, begin_run, drop_caches, gpufs_stats,  # noqa: E402
-                      version_line)
+from benchlib import (FuseMount, begin_run, drop_caches, files_of, gpufs_stats,  # noqa: E402
+                      read_shuffled, version_line)
 from remote_store import (BUCKET, GPUFSD, check_tools, clean_env, measure_bound,  # noqa: E402
                           stored_dataset)
 from servers import nginx  # noqa: E402
@@ -87,42 +87,14 @@ def volume_bound(folder, read_bytes, threads, size_mb=1024):
     return sequential, pattern
 
 
-def files_of(mnt):
-    paths = []
-    for root, _, names in os.walk(mnt):
-        paths += [os.path.relpath(os.path.join(root, n), mnt) for n in names]
-    return sorted(paths)
-
-
 def read_epoch(mnt, paths, threads, seed, progress=None):
-    """(seconds, bytes) of reading every file once in the order `seed` shuffles, dealt
-    out to `threads` readers; `progress[0]` counts the files read so far."""
-    order = paths[:]
-    random.Random(seed).shuffle(order)
-    total, lock, errors = [0], threading.Lock(), []
+    """(seconds, bytes) of read_shuffled; `progress[0]` counts the files read so far."""
     progress = progress if progress is not None else [0]
 
-    def reader(chunk):
-        got = 0
-        try:
-            for rel in chunk:
-                with open(os.path.join(mnt, rel), "rb") as f:
-                    got += len(f.read())
-                progress[0] += 1
-        except OSError as e:
-            errors.append(e)
-        with lock:
-            total[0] += got
+    def count(_):
+        progress[0] += 1
 
-    pool = [threading.Thread(target=reader, args=(order[i::threads],)) for i in range(threads)]
-    start = time.perf_counter()
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
-    if errors:
-        raise errors[0]
-    return time.perf_counter() - start, total[0]
+    return read_shuffled(mnt, paths, threads, seed, per_file=count)
 
 
 def counters(mnt):
