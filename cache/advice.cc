@@ -166,6 +166,12 @@ std::string Words(const std::string& verdict, const AdviceInput& in, const Predi
                      "kernel's page cache may also serve where it holds the files (gpufs-stat "
                      "PATH shows how much)."
                    : "";
+  if (verdict == kEnough) {
+    return fmt::format(
+        "{}, mostly on {}. With today's settings the epochs after it are "
+        "predicted under {}: {}. Nothing to change.{}",
+        waited, WaitedOn(e), Pct(in.target), outcome(*chosen), cold);
+  }
   if (verdict == kMemory || verdict == kTier) {
     return fmt::format("{}, mostly on {}. Mount with {}: {}.{}", waited, WaitedOn(e),
                        Settings(*chosen, in), outcome(*chosen), cold);
@@ -258,7 +264,10 @@ nlohmann::json Advise(const WhatIfShape& shape, const AdviceInput& in) {
   const Prediction* chosen = nullptr;
   std::string verdict = kFed;
   if (in.epoch.StallFraction() >= in.target) {
-    if ((chosen = Smallest(memory, in.target, ReplayedPolicy(in), false))) {
+    if (predictions.front().StallFraction() < in.target) {
+      verdict = kEnough;  // no smaller budget is advice
+      chosen = &predictions.front();
+    } else if ((chosen = Smallest(memory, in.target, ReplayedPolicy(in), false))) {
       verdict = kMemory;
     } else if ((chosen = Smallest(tier, in.target, ReplayedPolicy(in), true))) {
       verdict = kTier;

@@ -40,7 +40,10 @@ namespace gpufs {
 // The keys of the advice, spelled here once for the control socket and gpufs-stat.
 namespace advice_stat {
 inline constexpr const char* kVerdict = "verdict";
-inline constexpr const char* kFed = "fed";                  // stall under the target
+inline constexpr const char* kFed = "fed";  // stall under the target
+// The epoch stalled, but today's settings are predicted under the target for the epochs
+// after it (a cold first epoch with a budget that holds the dataset).
+inline constexpr const char* kEnough = "keep_settings";
 inline constexpr const char* kMemory = "raise_cache";       // a --cache-size does it
 inline constexpr const char* kTier = "add_disk_tier";       // a --disk-cache-size does it
 inline constexpr const char* kUnreachable = "unreachable";  // nothing on this node does

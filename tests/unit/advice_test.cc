@@ -143,6 +143,16 @@ TEST(Advice, AnEpochThatBarelyWaitedIsFedAndOneWithoutRoomIsUnreachable) {
             tight.cache_bytes);
 }
 
+TEST(Advice, AColdEpochWithABudgetThatHoldsTheDatasetKeepsItsSettings) {
+  AdviceInput in = Input(6'000 * kMs, 20'000 * kMs);
+  in.epoch.epoch = 1;
+  in.cache_bytes = 2 * in.dataset_bytes;  // more than any point of the grid
+  const nlohmann::json a = Advise(Shape(), in);
+  EXPECT_EQ(a[advice_stat::kVerdict], advice_stat::kEnough) << a[advice_stat::kText];
+  EXPECT_EQ(a[advice_stat::kAdvice][advice_stat::kCacheBytes], in.cache_bytes);
+  EXPECT_EQ(a[advice_stat::kText].get<std::string>().find("--cache-size"), std::string::npos);
+}
+
 TEST(Advice, NothingReadYetSaysSo) {
   AdviceInput in;
   EXPECT_EQ(Advise(Shape(), in)[advice_stat::kVerdict], advice_stat::kNoEpoch);
