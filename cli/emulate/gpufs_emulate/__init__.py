@@ -1,0 +1,1 @@
+"""gpufs-emulate: emulated accelerators over a real input pipeline."""

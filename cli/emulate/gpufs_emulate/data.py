@@ -1,0 +1,72 @@
+"""The datasets a rank loads: torchvision's ImageFolder over the path as any training
+script builds it, and the same samples held in memory for the prep pass."""
+import io
+
+import torch
+from PIL import Image
+from torchvision import datasets, transforms
+
+TRANSFORMS = ("raw", "decode", "train")
+
+
+def _pipeline(kind: str, size: int):
+    """What the workers do to each image's bytes. raw: nothing past reading them (a
+    tensor of the length); decode: decode and a fixed-size centre crop; train: the usual
+    ImageNet augmentation (random resized crop, flip, normalize)."""
+    if kind == "raw":
+        return None
+    if kind == "decode":
+        return transforms.Compose([transforms.Resize(size * 8 // 7), transforms.CenterCrop(size),
+                                   transforms.PILToTensor()])
+    return transforms.Compose([
+        transforms.RandomResizedCrop(size), transforms.RandomHorizontalFlip(),
+        transforms.ToTensor(),
+        transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
+
+
+def _decode(data: bytes):
+    with Image.open(io.BytesIO(data)) as img:
+        return img.convert("RGB")
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+class _Raw:
+    """raw: a sample is its bytes' length (the read is the work)."""
+
+    def __call__(self, data: bytes):
+        return torch.tensor(len(data))
+
+
+def image_folder(path: str, kind: str, size: int):
+    """ImageFolder over `path`; raw reads the bytes instead of decoding them."""
+    if kind == "raw":
+        return datasets.ImageFolder(path, loader=_read, transform=_Raw())
+    return datasets.ImageFolder(path, transform=_pipeline(kind, size))
+
+
+class Resident(torch.utils.data.Dataset):
+    """Samples whose bytes were read into memory first: the loader's work without storage."""
+
+    def __init__(self, samples, kind: str, size: int):
+        self.samples = samples  # [(bytes, target)]
+        self.kind = kind
+        self.transform = _pipeline(kind, size)
+
+    def __len__(self):
+        return len(self.samples)
+
+    def __getitem__(self, i):
+        data, target = self.samples[i]
+        if self.kind == "raw":
+            return torch.tensor(len(data)), target
+        return self.transform(_decode(data)), target
+
+
+def resident(folder, indices, kind: str, size: int) -> Resident:
+    """The files at `indices` of an ImageFolder, read now (outside any timed step)."""
+    return Resident([(_read(folder.samples[i][0]), folder.samples[i][1]) for i in indices],
+                    kind, size)

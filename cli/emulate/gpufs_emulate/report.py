@@ -1,0 +1,106 @@
+"""The emulator's findings: one dict per run (--json prints it) and its text."""
+from typing import Dict, List, Optional
+
+from .stall import JobEpoch, PrepRate, job_split, prep_rate_of, split
+
+
+def _round(x, digits=4):
+    return round(x, digits)
+
+
+def rank_json(epoch, prep: Optional[PrepRate], t0: float) -> dict:
+    s = split(epoch, prep)
+    out = {"rank": epoch.rank, "steps": len(epoch.steps), "images": epoch.images,
+           "wall_s": _round(s.wall), "busy_s": _round(s.busy), "waiting_s": _round(s.waiting),
+           "data_wait_s": _round(epoch.data_wait), "sync_wait_s": _round(epoch.sync_wait),
+           "fetch_stall_s": _round(s.fetch), "prep_stall_s": _round(s.prep)}
+    # Each step's instants in seconds from the run's start, and its images.
+    out["timeline"] = [[_round(x - t0, 5) for x in (st.start, st.ready, st.busy_end, st.end)]
+                       + [st.images] for st in epoch.steps]
+    return out
+
+
+def epoch_json(number: int, job: JobEpoch, prep_rates: Dict[int, PrepRate], demand: float,
+               t0: float) -> dict:
+    s = job_split(job, prep_rates)
+    out = {"epoch": number, "wall_s": _round(job.wall), "images": job.images,
+           "images_per_second": _round(job.images_per_second, 1),
+           "of_demand": _round(job.images_per_second / demand if demand else 0.0),
+           "waiting_fraction": _round(s.fraction(s.waiting)),
+           "fetch_stall_fraction": _round(s.fraction(s.fetch)),
+           "prep_stall_fraction": _round(s.fraction(s.prep)),
+           "prep_measured": bool(prep_rates),
+           "ranks": [rank_json(r, prep_rates.get(r.rank), t0) for r in job.ranks]}
+    return out
+
+
+def prep_json(job: JobEpoch) -> dict:
+    s = job_split(job, None)
+    rates = {r.rank: prep_rate_of(r) for r in job.ranks}
+    return {"wall_s": _round(job.wall), "images": job.images,
+            "images_per_second": _round(job.images_per_second, 1),
+            "waiting_fraction": _round(s.fraction(s.waiting)),
+            "per_rank": [{"rank": r, "first_wait_s": _round(p.first_wait),
+                          "per_step_wait_s": _round(p.per_step_wait, 5)}
+                         for r, p in sorted(rates.items()) if p]}
+
+
+def _pct(x):
+    return f"{100 * x:.1f}%"
+
+
+def epoch_text(e: dict) -> List[str]:
+    split_text = (f"fetch {_pct(e['fetch_stall_fraction'])}, prep {_pct(e['prep_stall_fraction'])}"
+                  if e["prep_measured"] else
+                  f"fetch and prep together; prep was not measured")
+    lines = [f"epoch {e['epoch']}: {e['wall_s']:.1f} s, {e['images']:,} images, "
+             f"{e['images_per_second']:,.0f} images/s = {_pct(e['of_demand'])} of demand; "
+             f"accelerators waited {_pct(e['waiting_fraction'])} ({split_text})"]
+    g = e.get("gpufs")
+    if g:
+        tiers = ", ".join(f"{t} {v['reads']:,} reads" +
+                          (f" (fetch stall {_pct(v['fetch_stall_fraction'])})"
+                           if v["fetch_stall_fraction"] >= 0.001 else "")
+                          for t, v in g["from"].items() if v["reads"])
+        lines.append(f"  gpufs: {tiers}; hit ratio {g['hit_ratio']:.2f}; readers waited "
+                     f"{_pct(g['readers_stall_fraction'])} of the epoch")
+    for r in e["ranks"]:
+        lines.append(f"  rank {r['rank']}: busy {r['busy_s']:.1f} s + waiting {r['waiting_s']:.1f} s "
+                     f"(data {r['data_wait_s']:.1f}, sync {r['sync_wait_s']:.1f}) = "
+                     f"{r['wall_s']:.1f} s, {r['steps']} steps")
+    return lines
+
+
+def header_text(run: dict) -> List[str]:
+    p = run["profile"]
+    source = p["source"]
+    cite = f"{source['title']}, {source['date']}" if source.get("date") else source["title"]
+    batch_note = (f" (profiled at batch {p['batch']})" if p["batch"] != run["batch"] else "")
+    return [f"gpufs-emulate: {run['model']} on {run['gpus']} x {run['accelerator']}, batch "
+            f"{run['batch']}: {p['images_per_second']:,.0f} images/s each{batch_note}, "
+            f"demand {run['demand_images_per_second']:,.0f} images/s",
+            f"  profile: {cite}",
+            f"  {run['path']}: {run['dataset']['images']:,} images in "
+            f"{run['dataset']['classes']:,} classes; {run['workers']} workers per rank, "
+            f"transform {run['transform']}" + ("; a gpufs mount" if run["gpufs_mount"] else "")]
+
+
+def advise_text(advice: Optional[dict]) -> List[str]:
+    if not advice:
+        return []
+    if "error" in advice:
+        return [f"gpufs-stat --advise: {advice['error']}"]
+    return [f"gpufs-stat --advise: {advice.get('text', '')}"]
+
+
+def text(run: dict) -> str:
+    lines = header_text(run)
+    for e in run["epochs"]:
+        lines += epoch_text(e)
+    if run.get("prep_pass"):
+        p = run["prep_pass"]
+        lines.append(f"prep pass (data in memory): {p['images']:,} images, "
+                     f"{p['images_per_second']:,.0f} images/s, accelerators waited "
+                     f"{_pct(p['waiting_fraction'])}")
+    lines += advise_text(run.get("advise"))
+    return "\n".join(lines) + "\n"
