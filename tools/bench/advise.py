@@ -244,9 +244,7 @@ def local_setup(stack, tree, args):
     pack = os.path.join(volume.mnt, "pack")
     pack_bytes = pack_tree(tree, pack)
     # The daemon enters the throttled cgroup before it runs, with every thread it starts.
-    wrap = lambda argv: ["sh", "-c", f'echo $$ > {volume.group}/cgroup.procs && exec "$@"',  # noqa: E731
-                         "sh", *argv]
-    setup = Setup("local", pack, pack_bytes, wrap=wrap)
+    setup = Setup("local", pack, pack_bytes, wrap=volume.wrap)
     stack.callback(setup.close)
     return setup, (f"native pack on an ext4 volume throttled to {args.iops} IOPS and "
                    f"{args.mbps} MB/s (cgroup v1 blkio, gpufsd inside it)")

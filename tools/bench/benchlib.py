@@ -65,6 +65,10 @@ class SlowVolume:
         with open(os.path.join(self.group, "cgroup.procs"), "w") as f:
             f.write(str(pid))
 
+    def wrap(self, argv):
+        """`argv` run inside the throttle, with every process and thread it starts."""
+        return ["sh", "-c", f'echo $$ > {self.group}/cgroup.procs && exec "$@"', "sh", *argv]
+
     def close(self):
         with open(os.path.join(self.group, "cgroup.procs")) as f:
             for pid in f.read().split():

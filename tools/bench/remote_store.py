@@ -403,14 +403,14 @@ def chart(result, out):
 
 # --- the run ----------------------------------------------------------------------------
 
-def stored_dataset(stack, tree, data_bytes, name):
+def stored_dataset(stack, tree, data_bytes, name, pack_args=()):
     """A Ceph store holding `tree` twice, one object per file under tree/ and as a gpufs
-    pack under pack/ of bucket BUCKET, and a work folder; both go when `stack` closes.
-    Returns (store, work folder)."""
+    pack (`gpufsd pack` with `pack_args`) under pack/ of bucket BUCKET, and a work folder;
+    both go when `stack` closes. Returns (store, work folder)."""
     work = tempfile.mkdtemp(prefix=f"gpufs-bench-{name}-", dir="/var/tmp")
     stack.callback(shutil.rmtree, work, ignore_errors=True)
     pack = os.path.join(work, "pack")
-    subprocess.run([GPUFSD, "pack", tree, pack], check=True, capture_output=True)
+    subprocess.run([GPUFSD, "pack", tree, pack, *pack_args], check=True, capture_output=True)
     store = stack.enter_context(ceph_s3.CephS3(memstore_bytes=3 * data_bytes + (1 << 30)))
     store.make_bucket(BUCKET)
     start = time.perf_counter()
