@@ -43,9 +43,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from advise import pack_tree  # noqa: E402
-from benchlib import (PYTHON, ROOT, FuseMount, SlowVolume, begin_run, drop_caches,  # noqa: E402
-                      sh)
-from remote_store import GPUFSD, Peers, check_tools, stored_dataset, versions  # noqa: E402
+from benchlib import (PYTHON, ROOT, FuseMount, Sampler, SlowVolume, begin_run,  # noqa: E402
+                      drop_caches, gpufs_source_bytes, sh)
+from remote_store import (BUCKET, GPUFSD, Peers, check_tools, stored_dataset,  # noqa: E402
+                          versions)
 from servers import nginx  # noqa: E402
 
 EMULATE = os.environ.get("GPUFS_EMULATE", os.path.join(ROOT, "build", "cli", "gpufs-emulate"))
@@ -75,8 +76,28 @@ def emulate(path, per_accelerator, transform, args, wrap=None):
     return dict(json.loads(done.stdout), run_s=time.monotonic() - start)
 
 
-def row_of(setup, tree, multiple, demand, transform, run):
-    """A table row from one run: its first epoch, and on gpufs the tiers' split."""
+def pack_loaded(samples, pack_bytes):
+    """Seconds from the first byte gpufs's source delivered to the sample at which it had
+    delivered the whole pack once (None where it never did): `samples` of
+    benchlib.gpufs_source_bytes taken while the emulator ran."""
+    if not samples:
+        return None
+    base = samples[0][1]
+    grown = [(t, v - base) for t, v in samples if v > base]
+    whole = [t for t, v in grown if v >= pack_bytes]
+    return whole[0] - grown[0][0] if whole else None
+
+
+def first_batch(ranks):
+    """(the ranks' mean wait for their first batch, its share of all their data wait)."""
+    firsts = [r["timeline"][0][1] - r["timeline"][0][0] for r in ranks if r["timeline"]]
+    total = sum(ready - start for r in ranks for start, ready, *_ in r["timeline"])
+    return sum(firsts) / len(firsts), sum(firsts) / total if total > 0 else 0.0
+
+
+def row_of(setup, tree, multiple, demand, transform, run, loaded_s=None):
+    """A table row from one run: its first epoch (each rank's steps too), and on gpufs the
+    tiers' split and when the source had delivered the whole pack."""
     row = {"setup": setup, "tree": tree, "multiple": multiple, "demand": demand,
            "transform": transform, "run_s": run.get("run_s")}
     if "error" in run:
@@ -84,9 +105,10 @@ def row_of(setup, tree, multiple, demand, transform, run):
     e = run["epochs"][0]
     row.update({k: e[k] for k in ("wall_s", "images", "images_per_second", "of_demand",
                                   "waiting_fraction", "fetch_stall_fraction",
-                                  "prep_stall_fraction", "prep_measured")})
+                                  "prep_stall_fraction", "prep_measured", "ranks")})
+    row["first_batch_s"], row["first_batch_share"] = first_batch(e["ranks"])
     if "gpufs" in e:
-        row["gpufs"] = e["gpufs"]
+        row["gpufs"], row["pack_loaded_s"] = e["gpufs"], loaded_s
     row["prep_pass"] = run.get("prep_pass")
     return row
 
@@ -99,17 +121,22 @@ def row_line(r):
         return f"{head}  failed: {r['error'].splitlines()[-1]}"
     return (f"{head} {r['images_per_second']:>9,.0f} {100 * r['of_demand']:>7.1f}% "
             f"{100 * r['waiting_fraction']:>8.1f}% {100 * r['fetch_stall_fraction']:>7.1f}% "
-            f"{100 * r['prep_stall_fraction']:>7.1f}%  {tiers_text(r.get('gpufs'))}")
+            f"{100 * r['prep_stall_fraction']:>7.1f}% {r['first_batch_s']:>6.2f} "
+            f"{100 * r['first_batch_share']:>5.0f}%  {tiers_text(r)}")
 
 
-def tiers_text(g):
+def tiers_text(r):
     """Where a gpufs epoch's reads came from: reads per tier and its share of the
-    accelerators' fetch stall (the emulator lays the stall on the tiers by their waits)."""
+    accelerators' fetch stall (the emulator lays the stall on the tiers by their waits);
+    and how long after its first byte the source had delivered the whole pack."""
+    g = r.get("gpufs")
     if not g:
         return ""
     words = [f"{t} {v['reads']} reads {100 * v['fetch_stall_fraction']:.1f}%"
              for t, v in g["from"].items() if v["reads"]]
-    return "; ".join(words) + f"; hit {g['hit_ratio']:.2f}"
+    if r.get("pack_loaded_s") is not None:
+        words.append(f"whole pack in {r['pack_loaded_s']:.2f} s")
+    return "; ".join(words)
 
 
 # --- the setups ---------------------------------------------------------------------------
@@ -126,7 +153,7 @@ class LocalSetup:
         self.tree = os.path.join(self.volume.mnt, "tree")
         shutil.copytree(tree, self.tree)
         self.pack = os.path.join(self.volume.mnt, "pack")
-        pack_tree(tree, self.pack)
+        self.pack_bytes = pack_tree(tree, self.pack)
         sh("sync")
         self.about = (f"ext4 volume throttled to {args.iops} IOPS and {args.mbps} MB/s "
                       "(cgroup v1 blkio); plain: the tree on it (the emulator in the "
@@ -160,6 +187,8 @@ class StoreSetup:
         proxy = stack.enter_context(nginx.FaultProxy(
             store.endpoint, delay_ms=args.delay_ms, rate_bytes_per_s=int(args.rate_mb * 1e6)))
         self.peers, self.endpoint = Peers(store, work, tier="off"), proxy.url
+        self.pack_bytes = sum(size for key, size, _ in store.list(BUCKET, "pack/")
+                              if "/blob-" in key)
         self.about = (f"radosgw (memstore) through an nginx proxy: +{args.delay_ms} ms per "
                       f"request, {args.rate_mb:g} MB/s per connection; plain: "
                       f"{' and '.join(args.store_plain)} of the tree as one object per file; "
@@ -177,9 +206,15 @@ class StoreSetup:
 # --- the runs -----------------------------------------------------------------------------
 
 def cold_run(setup, tree, multiple, demand, transform, args):
+    loaded = None
     with setup.trees[tree]() as (path, wrap):
-        run = emulate(path, demand / args.gpus, transform, args, wrap)
-    row = row_of(setup.name, tree, multiple, demand, transform, run)
+        if tree != "gpufs":
+            run = emulate(path, demand / args.gpus, transform, args, wrap)
+        else:
+            with Sampler(lambda: gpufs_source_bytes(path)) as source:
+                run = emulate(path, demand / args.gpus, transform, args, wrap)
+            loaded = pack_loaded(source.samples, setup.pack_bytes)
+    row = row_of(setup.name, tree, multiple, demand, transform, run, loaded)
     print("  " + row_line(row), flush=True)
     return row
 
@@ -203,22 +238,25 @@ def run_setup(setup, args):
 
 
 def goals(rows, top):
-    """At the top multiple (raw): does gpufs's fetch stall stay under FETCH_GOAL where
-    each plain tree's is over PLAIN_FLOOR? (setup, words, holds) per setup."""
+    """At the top multiple (raw): is gpufs's fetch stall under FETCH_GOAL where the plain
+    tree that R was measured on stalls over PLAIN_FLOOR? (setup, words, holds) per setup;
+    other plain trees are named beside it."""
     out = []
     for setup in dict.fromkeys(r["setup"] for r in rows):
-        at = {r["tree"]: r for r in rows if r["setup"] == setup and r["multiple"] == top
-              and r["transform"] == "raw" and "error" not in r}
-        if "gpufs" not in at or len(at) < 2:
+        mine = [r for r in rows if r["setup"] == setup]
+        at = {r["tree"]: r for r in mine if r["multiple"] == top and r["transform"] == "raw"
+              and "error" not in r}
+        ref = mine[0]["tree"]  # the R run's
+        if "gpufs" not in at or ref not in at:
             out.append((setup, "not measured", False))
             continue
-        g = at.pop("gpufs")["fetch_stall_fraction"]
-        plain = ", ".join(f"{t} {100 * r['fetch_stall_fraction']:.1f}%" for t, r in at.items())
-        over = all(r["fetch_stall_fraction"] > PLAIN_FLOOR for r in at.values())
-        holds = g < FETCH_GOAL and over
+        g, plain = at["gpufs"]["fetch_stall_fraction"], at[ref]["fetch_stall_fraction"]
+        others = "".join(f"; {t} {100 * r['fetch_stall_fraction']:.1f}%" for t, r in at.items()
+                         if t not in ("gpufs", ref))
+        holds = g < FETCH_GOAL and plain > PLAIN_FLOOR
         out.append((setup, f"at {top:g} R fetch stall: gpufs {100 * g:.1f}% (goal < "
-                    f"{100 * FETCH_GOAL:.0f}%), plain {plain} (> {100 * PLAIN_FLOOR:.0f}%: "
-                    f"{'yes' if over else 'no'})", holds))
+                    f"{100 * FETCH_GOAL:.0f}%), {ref} {100 * plain:.1f}% (goal > "
+                    f"{100 * PLAIN_FLOOR:.0f}%){others}", holds))
     return out
 
 
@@ -228,13 +266,14 @@ def print_table(result):
           f"{result['gpus']} accelerators x batch {result['batch']}, {result['workers']} "
           f"workers each; one cold epoch per row: fresh mount, page cache dropped, no disk "
           f"tier, gpufs cache {result['gpufs_cache']}; prep stall from a {result['prep_steps']}"
-          "-step pass over data in memory")
+          "-step pass over data in memory; 1st s: the ranks' mean wait for their first batch, "
+          "share: its part of all their data wait")
     for s in result["setups"]:
         print(f"  {s['name']}: {s['about']}; R = "
               + ("not measured" if s["rate"] is None else f"{s['rate']:,.0f} images/s"))
     head = (f"{'setup':6} {'tree':7} {'work':6} {'demand':>6} {'images/s':>10} {'reached':>9} "
-            f"{'of dem.':>8} {'waiting':>9} {'fetch':>8} {'prep':>8}  gpufs: reads and fetch "
-            "stall by tier")
+            f"{'of dem.':>8} {'waiting':>9} {'fetch':>8} {'prep':>8} {'1st s':>6} {'share':>6}"
+            "  gpufs: reads and fetch stall by tier")
     print("\n" + head + "\n" + "-" * len(head))
     for r in result["rows"]:
         print(row_line(r))
