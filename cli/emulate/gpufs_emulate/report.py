@@ -63,7 +63,7 @@ def epoch_text(e: dict) -> List[str]:
                            if v["fetch_stall_fraction"] >= 0.001 else "")
                           for t, v in g["from"].items() if v["reads"])
         lines.append(f"  gpufs: {tiers}; hit ratio {g['hit_ratio']:.2f}; readers waited "
-                     f"{_pct(g['readers_stall_fraction'])} of the epoch")
+                     f"{g['readers_stalled_s']:.1f} s")
     for r in e["ranks"]:
         lines.append(f"  rank {r['rank']}: busy {r['busy_s']:.1f} s + waiting {r['waiting_s']:.1f} s "
                      f"(data {r['data_wait_s']:.1f}, sync {r['sync_wait_s']:.1f}) = "
@@ -74,11 +74,13 @@ def epoch_text(e: dict) -> List[str]:
 def header_text(run: dict) -> List[str]:
     p = run["profile"]
     source = p["source"]
+    own = p["file"] == ""  # --images-per-second
+    what = (f"{run['gpus']} accelerators" if own
+            else f"{run['model']} on {run['gpus']} x {run['accelerator']}")
     cite = f"{source['title']}, {source['date']}" if source.get("date") else source["title"]
     batch_note = (f" (profiled at batch {p['batch']})" if p["batch"] != run["batch"] else "")
-    return [f"gpufs-emulate: {run['model']} on {run['gpus']} x {run['accelerator']}, batch "
-            f"{run['batch']}: {p['images_per_second']:,.0f} images/s each{batch_note}, "
-            f"demand {run['demand_images_per_second']:,.0f} images/s",
+    return [f"gpufs-emulate: {what}, batch {run['batch']}: {p['images_per_second']:,.0f} "
+            f"images/s each{batch_note}, demand {run['demand_images_per_second']:,.0f} images/s",
             f"  profile: {cite}",
             f"  {run['path']}: {run['dataset']['images']:,} images in "
             f"{run['dataset']['classes']:,} classes; {run['workers']} workers per rank, "
