@@ -1,4 +1,5 @@
 """The emulator's findings: one dict per run (--json prints it) and its text."""
+import textwrap
 from typing import Dict, List, Optional
 
 from .stall import JobEpoch, PrepRate, job_split, prep_rate_of, split
@@ -57,7 +58,9 @@ def epoch_text(e: dict) -> List[str]:
              f"{e['images_per_second']:,.0f} images/s = {_pct(e['of_demand'])} of demand; "
              f"accelerators waited {_pct(e['waiting_fraction'])} ({split_text})"]
     g = e.get("gpufs")
-    if g:
+    if g and not any(v["reads"] for v in g["from"].values()):
+        lines.append("  gpufs: no read reached the daemon (the kernel's page cache served them)")
+    elif g:
         tiers = ", ".join(f"{t} {v['reads']:,} reads" +
                           (f" (fetch stall {_pct(v['fetch_stall_fraction'])})"
                            if v["fetch_stall_fraction"] >= 0.001 else "")
@@ -92,7 +95,8 @@ def advise_text(advice: Optional[dict]) -> List[str]:
         return []
     if "error" in advice:
         return [f"gpufs-stat --advise: {advice['error']}"]
-    return [f"gpufs-stat --advise: {advice.get('text', '')}"]
+    return textwrap.wrap(f"gpufs-stat --advise: {advice.get('text', '')}", 96,
+                         subsequent_indent="  ")
 
 
 def text(run: dict) -> str:
