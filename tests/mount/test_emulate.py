@@ -95,6 +95,18 @@ class Emulate(unittest.TestCase):
         for r in result["epochs"][0]["ranks"]:
             self.assertEqual(r["sync_wait_s"], 0.0)
 
+    def test_training_for_real_in_place_of_the_sleep_adds_up_too(self):
+        run = emulate("--train-on", "cpu", "--model", "resnet18", "--batch", "4", "--workers", "1",
+                      "--image-size", "32", "--steps", "3", "--prep-steps", "2", "--json",
+                      "--no-progress", self.tree)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        result = json.loads(run.stdout)
+        self.assertEqual(result["trained_on"], "cpu")
+        rank = result["epochs"][0]["ranks"][0]
+        self.assertEqual(rank["steps"], 3)
+        self.assertGreater(rank["busy_s"], 0)
+        self.assertAlmostEqual(rank["busy_s"] + rank["waiting_s"], rank["wall_s"], delta=1e-3)
+
     def test_the_text_report_names_the_profile_and_its_source(self):
         run = emulate("--model", "resnet50", "--gpu", "h100", "--batch", "8", "--workers", "1",
                       "--steps", "1", "--prep-steps", "0", "--transform", "raw", self.tree)

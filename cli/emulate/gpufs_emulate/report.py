@@ -78,7 +78,8 @@ def header_text(run: dict) -> List[str]:
     p = run["profile"]
     source = p["source"]
     own = p["file"] == ""  # --images-per-second
-    what = (f"{run['gpus']} accelerators" if own
+    what = (f"{run['model']} trained for real on {run['gpus']} x {run['trained_on']}"
+            if run["trained_on"] else f"{run['gpus']} accelerators" if own
             else f"{run['model']} on {run['gpus']} x {run['accelerator']}")
     cite = f"{source['title']}, {source['date']}" if source.get("date") else source["title"]
     batch_note = (f" (profiled at batch {p['batch']})" if p["batch"] != run["batch"] else "")
@@ -105,7 +106,8 @@ def text(run: dict) -> str:
         lines += epoch_text(e)
     if run.get("prep_pass"):
         p = run["prep_pass"]
-        lines.append(f"prep pass (data in memory): {p['images']:,} images, "
+        lines.append(f"prep pass (data in memory, {run['prep_steps']} steps per rank): "
+                     f"{p['images']:,} images, "
                      f"{p['images_per_second']:,.0f} images/s, accelerators waited "
                      f"{_pct(p['waiting_fraction'])}")
     lines += advise_text(run.get("advise"))
