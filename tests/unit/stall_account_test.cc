@@ -120,7 +120,7 @@ TEST(StallAccount, EveryReadOfAPassIsItsEpochsFromTheFirstHitToTheLastFile) {
     EXPECT_EQ(e.delta.reads[At(ServedFrom::kMemory)], 4u) << "pass " << pass;
     EXPECT_EQ(e.delta.bytes_served(), 40u) << "pass " << pass;
     EXPECT_EQ(e.delta.at_ns, 3 * kMs) << "pass " << pass;  // from its first read to its last
-    f.now += 100 * kMs;                                     // a pause between epochs
+    f.now += 100 * kMs;                                    // a pause between epochs
   }
 }
 
