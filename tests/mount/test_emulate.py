@@ -115,6 +115,20 @@ class Emulate(unittest.TestCase):
         self.assertIn("MLPerf Training", run.stdout)
         self.assertRegex(run.stdout, r"epoch 1: .* accelerators waited [0-9.]+% \(fetch and prep")
 
+    def test_an_image_that_does_not_decode_stops_the_job_naming_it(self):
+        tree = os.path.join(self.work, "broken-tree")
+        shutil.copytree(self.tree, tree)
+        victim = sorted(lib.files_below(tree))[5]
+        with open(os.path.join(tree, victim), "r+b") as f:
+            f.write(b"not a JPEG at all")
+        # Two ranks all-reducing each step: the other rank must not keep the job waiting.
+        run = emulate("--gpus", "2", "--batch", "4", "--workers", "1", "--images-per-second",
+                      "1000", "--transform", "decode", "--image-size", "32", "--no-progress",
+                      tree)
+        self.assertEqual(run.returncode, 2, run.stdout)
+        self.assertIn("failed", run.stderr)
+        self.assertIn(os.path.basename(victim), run.stderr)
+
     def test_bad_input_is_refused_naming_it(self):
         missing = os.path.join(self.work, "no-such-folder")
         for args, message in (([missing], f"{missing}: not a folder"),
