@@ -128,7 +128,7 @@ Result<CachedBytes> GroupCache::ReadSlow(NodeId file, uint64_t offset, size_t si
       if (bytes && checks_) {
         if (Status s = VerifyHit(file, *bytes, offset); !s) return s.error();
       }
-      if (bytes) wait.Served(waited_on, size);
+      if (bytes) CountServed(wait, waited_on, file, offset, size);
       return bytes;
     }
     if (entry) {  // a load is in flight: wait for the member's blocks, or its outcome
@@ -158,7 +158,7 @@ Result<CachedBytes> GroupCache::ReadSlow(NodeId file, uint64_t offset, size_t si
       lock.unlock();
       ServedFrom from = ServedFrom::kSourceMember;
       auto bytes = ReadMember(file, offset, size, &from);
-      if (bytes) wait.Served(from, bytes->size());
+      if (bytes) CountServed(wait, from, file, offset, bytes->size());
       return bytes;
     }
     ++counters_.misses;
@@ -168,6 +168,15 @@ Result<CachedBytes> GroupCache::ReadSlow(NodeId file, uint64_t offset, size_t si
     waited_on = started->from_tier ? ServedFrom::kDiskTier : ServedFrom::kSourceGroup;
     if (started->failed) return started->error;  // at once (a blob that cannot be opened)
   }
+}
+
+// Outside mu_: a read of the slow path is counted where it came from, then (at its
+// member's end) as a file done, so the read that ends an epoch is that epoch's.
+void GroupCache::CountServed(StallWait& wait, ServedFrom from, NodeId file, uint64_t offset,
+                             size_t size) {
+  wait.Served(from, size);
+  const FileExtent& f = catalog_.Extent(file);
+  if (offset + size >= f.size) FileDone(f.group, file);
 }
 
 // A member was read to its end (any caller; takes the policy's and the account's locks).
@@ -196,9 +205,9 @@ std::optional<CachedBytes> GroupCache::ServeHot(NodeId file, uint64_t offset, si
       slot.unused_prefetch.exchange(false, std::memory_order_relaxed)) {
     ++counters_.prefetch_used;
   }
-  if (offset + size >= f.size) FileDone(f.group, file);
   counters_.bytes_served += size;
-  stall_.Served(ServedFrom::kMemory, size, 0);
+  stall_.Served(ServedFrom::kMemory, size, 0);  // before the file's end: its epoch's read
+  if (offset + size >= f.size) FileDone(f.group, file);
   CachedBytes bytes;
   bytes.data_ = arena_.base() + slot.arena_offset + (f.offset + offset - slot.data_start);
   bytes.size_ = size;
@@ -233,7 +242,6 @@ Result<CachedBytes> GroupCache::ServeHit(uint32_t group, NodeId file, uint64_t o
   entry.used = true;
   ++entry.pins;
   busy_[group] = true;
-  if (offset + size >= f.size) FileDone(group, file);
   counters_.bytes_served += size;
   CachedBytes bytes;
   bytes.data_ = arena_.base() + entry.arena_offset + (f.offset + offset - entry.data_start);
@@ -257,7 +265,6 @@ Status GroupCache::VerifyHit(NodeId file, const CachedBytes& bytes, uint64_t off
 // `from` says whether the disk tier (or its staging, the source's) served it.
 Result<CachedBytes> GroupCache::ReadMember(NodeId file, uint64_t offset, size_t size,
                                            ServedFrom* from) {
-  const FileExtent& f = catalog_.Extent(file);
   *from = ServedFrom::kSourceMember;
   if (tier_) {
     if (auto from_tier = ReadMemberFromTier(file, offset, size, from)) return std::move(*from_tier);
@@ -271,7 +278,6 @@ Result<CachedBytes> GroupCache::ReadMember(NodeId file, uint64_t offset, size_t 
   counters_.bytes_from_disk += bytes->size();
   counters_.member_bytes_from_source += bytes->size();
   counters_.bytes_served += bytes->size();
-  if (offset + bytes->size() >= f.size) FileDone(f.group, file);
   return bytes;
 }
 

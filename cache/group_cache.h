@@ -211,6 +211,7 @@ class GroupCache {
 
   // A member was read to its end: the policy, the stall account and the access trace.
   void FileDone(uint32_t group, NodeId file);
+  void CountServed(StallWait& wait, ServedFrom from, NodeId file, uint64_t offset, size_t size);
   Result<CachedBytes> ReadSlow(NodeId file, uint64_t offset, size_t size);
   std::optional<CachedBytes> ServeHot(NodeId file, uint64_t offset, size_t size);
   void OpenHot(Entry& entry);

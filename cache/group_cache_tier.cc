@@ -64,8 +64,6 @@ std::optional<Result<CachedBytes>> GroupCache::ReadMemberFromTier(NodeId file, u
   }
   ++counters_.member_reads;
   counters_.bytes_served += size;
-  std::lock_guard lock(mu_);
-  if (offset + size >= f.size) FileDone(f.group, file);
   return Result<CachedBytes>(CachedBytes::Owned(std::move(bytes), offset - from, size));
 }
 

@@ -75,6 +75,10 @@ uint64_t StallAccount::SteadyNs() {
 }
 
 void StallAccount::Served(ServedFrom from, uint64_t bytes, uint64_t wait_ns) {
+  if (!running_.load(std::memory_order_relaxed)) {  // a hit may be an epoch's first read
+    std::lock_guard lock(mu_);
+    Start();
+  }
   if (from == ServedFrom::kMemory && wait_ns == 0) {
     ++memory_reads_;
     memory_bytes_ += bytes;

@@ -46,3 +46,5 @@ echo "+ gpufs-stat -w $MNT, one line a second during training (a live screen on 
 cut -c1-160 "$SAMPLE/watch.log"
 echo "+ gpufs-stat --advise $MNT    (was training waiting on data, and what would stop it)"
 build/cli/gpufs-stat --advise "$MNT"
+echo "+ gpufs-emulate --model resnet50 --gpu h100 --gpus 2 --batch 32 --workers 2 $MNT    (would two H100s be fed?)"
+build/cli/gpufs-emulate --model resnet50 --gpu h100 --gpus 2 --batch 32 --workers 2 "$MNT"

@@ -11,6 +11,8 @@ PACKAGES=(
   libcpp-httplib-dev vmtouch libtorch-dev libjpeg-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-torchvision python3-pil
+  # The --plot of gpufs-stat --advise and gpufs-emulate.
+  python3-matplotlib
   # Test servers (tests/servers): nginx with the Lua module, and a one-node Ceph S3 store
   # (monmaptool is in ceph-base; ceph-authtool, radosgw-admin and ceph in ceph-common).
   nginx-extras radosgw ceph-mon ceph-osd ceph-base ceph-common
@@ -20,7 +22,7 @@ PACKAGES=(
   libssl-dev libarchive-tools
 )
 if [ "${1:-}" = "bench" ]; then
-  PACKAGES+=(squashfuse squashfs-tools python3-matplotlib s3fs rclone archivemount)
+  PACKAGES+=(squashfuse squashfs-tools s3fs rclone archivemount)
 fi
 
 missing=()

@@ -104,6 +104,26 @@ TEST(StallAccount, AWholePassEndsWithItsLastFileAndThePauseAfterItIsNoEpochsTime
   EXPECT_EQ(f.account.Current().distinct_files, 1u);
 }
 
+// The cache counts a read where it came from, then its file as done: the read that ends a
+// pass is that epoch's, and a hit that begins the next (before any wait) is the next's.
+TEST(StallAccount, EveryReadOfAPassIsItsEpochsFromTheFirstHitToTheLastFile) {
+  Fixture f(4);
+  for (int pass = 0; pass < 2; ++pass) {
+    for (uint32_t file = 0; file < 4; ++file) {
+      f.now += kMs;
+      f.account.Served(ServedFrom::kMemory, 10, 0);
+      f.account.FileDone(file);
+    }
+    ASSERT_TRUE(f.account.Last().has_value());
+    const StallEpoch e = *f.account.Last();
+    EXPECT_EQ(e.epoch, static_cast<uint32_t>(pass + 1));
+    EXPECT_EQ(e.delta.reads[At(ServedFrom::kMemory)], 4u) << "pass " << pass;
+    EXPECT_EQ(e.delta.bytes_served(), 40u) << "pass " << pass;
+    EXPECT_EQ(e.delta.at_ns, 3 * kMs) << "pass " << pass;  // from its first read to its last
+    f.now += 100 * kMs;                                    // a pause between epochs
+  }
+}
+
 TEST(StallAccount, AFileReadAgainAfterHalfAPassBeginsTheNextAndNamesWhatWasNeverAsked) {
   Fixture f(10);
   for (uint32_t file : {0u, 1u, 2u, 3u, 4u}) {

@@ -2,15 +2,20 @@
 ranks) and the images/s reached against the accelerators' demand."""
 
 
-def _throughput(run: dict, bin_s: float):
-    """Images completed per second of each bin of the whole run, all ranks summed."""
-    ends = [(st[3], st[4]) for e in run["epochs"] for r in e["ranks"] for st in r["timeline"]]
-    if not ends:
-        return [], []
-    bins = [0.0] * (int(max(t for t, _ in ends) / bin_s) + 1)
+def _throughput(run: dict, window_s: float):
+    """Images/s over the last `window_s` at each step's end, all ranks summed: spiky per
+    step on few steps, so a window of a fraction of the run."""
+    ends = sorted((st[3], st[4]) for e in run["epochs"] for r in e["ranks"]
+                  for st in r["timeline"])
+    x, y, first, inside = [], [], 0, 0
     for t, images in ends:
-        bins[int(t / bin_s)] += images / bin_s
-    return [(i + 0.5) * bin_s for i in range(len(bins))], bins
+        inside += images
+        while ends[first][0] <= t - window_s:
+            inside -= ends[first][1]
+            first += 1
+        x.append(t)
+        y.append(inside / min(window_s, max(t, 1e-9)))
+    return x, y
 
 
 def draw(run: dict, path: str):
@@ -39,12 +44,12 @@ def draw(run: dict, path: str):
     top.invert_yaxis()
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colors.values()]
     top.legend(handles, ["busy (emulated step)", "waiting on data", "waiting on other ranks"],
-               loc="upper right", fontsize=8, ncol=3)
-    top.set_title(f"{run['model']} on {gpus} x {run['accelerator']}, batch {run['batch']}: "
-                  f"{run['path']}")
+               loc="lower center", bbox_to_anchor=(0.5, 1.0), fontsize=8, ncol=3, frameon=False)
+    fig.suptitle(f"{run['model']} on {gpus} x {run['accelerator']}, batch {run['batch']}: "
+                 f"{run['path']}")
     wall = max(st[3] for e in run["epochs"] for r in e["ranks"] for st in r["timeline"])
-    x, y = _throughput(run, max(0.25, wall / 60))
-    bottom.step(x, y, where="mid", color="#1565c0", label="images/s reached")
+    x, y = _throughput(run, max(1e-3, wall / 15))
+    bottom.plot(x, y, color="#1565c0", label=f"images/s reached (over {wall / 15:.2g} s)")
     bottom.axhline(run["demand_images_per_second"], color="#455a64", linestyle="--",
                    label="accelerators' demand")
     bottom.set_xlabel("seconds")

@@ -35,7 +35,8 @@ class Profile:
 
 def _require(obj, key, kind, where):
     if key not in obj or not isinstance(obj[key], kind) or obj[key] in ("", None):
-        raise ProfileError(f"{where}: '{key}' is missing or not a {kind.__name__}")
+        what = "number" if kind == (int, float) else kind.__name__
+        raise ProfileError(f"{where}: '{key}' is missing or not a {what}")
     return obj[key]
 
 

@@ -25,7 +25,8 @@ class Bar:
         width = 24
         bar = "=" * int(done * width) + ">" + " " * (width - int(done * width))
         self.stream.write(f"\r{self.label} [{bar[:width]}] {100 * done:3.0f}%  "
-                          f"{images / elapsed:,.0f} images/s of {self.demand:,.0f}  "
+                          f"{images / elapsed:,.0f} images/s"
+                          + (f" of {self.demand:,.0f}  " if self.demand else "  ") +
                           f"waiting {100 * min(1.0, waiting):.0f}%   ")
         self.stream.flush()
 

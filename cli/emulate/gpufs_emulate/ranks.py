@@ -40,8 +40,8 @@ class RankFailed(Exception):
     pass
 
 
-# How long a rank waits for the parent between passes (it asks gpufs-stat there) before
-# it takes the parent for gone.
+# How long a rank waits for the start of its next pass (the parent asks gpufs-stat
+# between passes) before it takes the parent for gone.
 _PARENT_WAIT_S = 3600
 
 # Slots of the shared progress array, per rank.
@@ -81,9 +81,9 @@ def _exit_with(parent: int):
 class _Rank:
     """The body of one rank's process."""
 
-    def __init__(self, job: Job, rank: int, folder, port: int, barrier, progress, results):
+    def __init__(self, job: Job, rank: int, folder, port: int, go, progress, results):
         self.job, self.rank, self.folder = job, rank, folder
-        self.port, self.barrier, self.progress, self.results = port, barrier, progress, results
+        self.port, self.go, self.progress, self.results = port, go, progress, results
 
     def run(self):
         _exit_with(os.getppid())
@@ -93,13 +93,19 @@ class _Rank:
             self._join()
             step = self._step()
             for epoch in range(self.job.epochs):
-                self.barrier.wait(_PARENT_WAIT_S)
+                self._ready()
                 self._send("epoch", epoch, self._epoch(self._loader(self.folder, epoch), step))
             if self.job.prep_steps:
-                self.barrier.wait(_PARENT_WAIT_S)
+                self._ready()
                 self._send("prep", -1, self._resident_pass(step))
         except BaseException:  # everything reaches the parent, which stops the job
             self.results.put(("error", self.rank, traceback.format_exc()))
+
+    def _ready(self):
+        """Tells the parent this rank is ready for its next pass and waits for the start."""
+        self.results.put(("ready", self.rank))
+        if not self.go.acquire(timeout=_PARENT_WAIT_S):
+            os._exit(1)
 
     def _send(self, kind, epoch, rank_epoch):
         self.results.put((kind, self.rank, epoch, rank_epoch))
@@ -172,10 +178,11 @@ class Ranks:
         self.job = job
         ctx = multiprocessing.get_context("fork")  # the ranks share the parent's listing
         self.progress = ctx.Array("d", job.gpus * _SLOTS, lock=False)
-        self.barrier = ctx.Barrier(job.gpus + 1)
+        self.go = ctx.Semaphore(0)  # one release per rank starts a pass
+        self.early_ready = []
         self.results = ctx.Queue()
         port = free_port()
-        self.procs = [ctx.Process(target=_Rank(job, r, folder, port, self.barrier, self.progress,
+        self.procs = [ctx.Process(target=_Rank(job, r, folder, port, self.go, self.progress,
                                                self.results).run)
                       for r in range(job.gpus)]
         for p in self.procs:
@@ -186,11 +193,21 @@ class Ranks:
         return tuple(self.progress[base + i] for i in range(_SLOTS))
 
     def run(self, kind: str, tick: Callable[[], None]):
-        """Starts the ranks on their next pass and returns {rank: RankEpoch} when all have
-        sent theirs; `tick` draws the progress meanwhile. A failed or dead rank stops the
-        job with its error."""
-        self.barrier.wait()
-        got = {}
+        """Starts the ranks on their next pass once all are ready, and returns
+        {rank: RankEpoch} when all have sent theirs; `tick` draws the progress meanwhile. A
+        failed or dead rank stops the job with its error (never a wait for it)."""
+        self._collect("ready", tick)
+        for _ in range(self.job.gpus):
+            self.go.release()
+        got = self._collect(kind, tick)
+        tick()
+        return got
+
+    def _collect(self, kind: str, tick: Callable[[], None]):
+        # A fast rank says it is ready for the next pass before a slow one sends this one.
+        got = {r: None for r in self.early_ready} if kind == "ready" else {}
+        if kind == "ready":
+            self.early_ready = []
         while len(got) < self.job.gpus:
             try:
                 msg = self.results.get(timeout=0.25)
@@ -201,12 +218,15 @@ class Ranks:
                     raise RankFailed(f"rank {self.procs.index(dead[0])} died "
                                      f"(exit code {dead[0].exitcode})")
                 continue
-            if msg[0] == "error":
-                raise RankFailed(f"rank {msg[1]} failed:\n{msg[2]}")
+            if msg[0] == "error":  # the exception's own line: it names the file
+                last = [line for line in msg[2].splitlines() if line.strip()][-1]
+                raise RankFailed(f"rank {msg[1]} failed: {last}")
+            if msg[0] == "ready" and kind != "ready":
+                self.early_ready.append(msg[1])
+                continue
             if msg[0] != kind:
-                raise RankFailed(f"rank {msg[1]} sent {msg[0]} during {kind}")
-            got[msg[1]] = msg[3]
-        tick()
+                raise RankFailed(f"rank {msg[1]} sent {msg[0]} while the job waited for {kind}")
+            got[msg[1]] = msg[3] if len(msg) > 3 else None
         return got
 
     def close(self):
@@ -215,5 +235,4 @@ class Ranks:
                 p.terminate()
         for p in self.procs:
             p.join(timeout=10)
-        self.barrier.abort()
 

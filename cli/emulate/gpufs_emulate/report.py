@@ -1,4 +1,5 @@
 """The emulator's findings: one dict per run (--json prints it) and its text."""
+import textwrap
 from typing import Dict, List, Optional
 
 from .stall import JobEpoch, PrepRate, job_split, prep_rate_of, split
@@ -52,18 +53,20 @@ def _pct(x):
 def epoch_text(e: dict) -> List[str]:
     split_text = (f"fetch {_pct(e['fetch_stall_fraction'])}, prep {_pct(e['prep_stall_fraction'])}"
                   if e["prep_measured"] else
-                  f"fetch and prep together; prep was not measured")
+                  "fetch and prep together; prep was not measured")
     lines = [f"epoch {e['epoch']}: {e['wall_s']:.1f} s, {e['images']:,} images, "
              f"{e['images_per_second']:,.0f} images/s = {_pct(e['of_demand'])} of demand; "
              f"accelerators waited {_pct(e['waiting_fraction'])} ({split_text})"]
     g = e.get("gpufs")
-    if g:
+    if g and not any(v["reads"] for v in g["from"].values()):
+        lines.append("  gpufs: no read reached the daemon (the kernel's page cache served them)")
+    elif g:
         tiers = ", ".join(f"{t} {v['reads']:,} reads" +
                           (f" (fetch stall {_pct(v['fetch_stall_fraction'])})"
                            if v["fetch_stall_fraction"] >= 0.001 else "")
                           for t, v in g["from"].items() if v["reads"])
         lines.append(f"  gpufs: {tiers}; hit ratio {g['hit_ratio']:.2f}; readers waited "
-                     f"{_pct(g['readers_stall_fraction'])} of the epoch")
+                     f"{g['readers_stalled_s']:.1f} s")
     for r in e["ranks"]:
         lines.append(f"  rank {r['rank']}: busy {r['busy_s']:.1f} s + waiting {r['waiting_s']:.1f} s "
                      f"(data {r['data_wait_s']:.1f}, sync {r['sync_wait_s']:.1f}) = "
@@ -74,11 +77,14 @@ def epoch_text(e: dict) -> List[str]:
 def header_text(run: dict) -> List[str]:
     p = run["profile"]
     source = p["source"]
+    own = p["file"] == ""  # --images-per-second
+    what = (f"{run['model']} trained for real on {run['gpus']} x {run['trained_on']}"
+            if run["trained_on"] else f"{run['gpus']} accelerators" if own
+            else f"{run['model']} on {run['gpus']} x {run['accelerator']}")
     cite = f"{source['title']}, {source['date']}" if source.get("date") else source["title"]
     batch_note = (f" (profiled at batch {p['batch']})" if p["batch"] != run["batch"] else "")
-    return [f"gpufs-emulate: {run['model']} on {run['gpus']} x {run['accelerator']}, batch "
-            f"{run['batch']}: {p['images_per_second']:,.0f} images/s each{batch_note}, "
-            f"demand {run['demand_images_per_second']:,.0f} images/s",
+    return [f"gpufs-emulate: {what}, batch {run['batch']}: {p['images_per_second']:,.0f} "
+            f"images/s each{batch_note}, demand {run['demand_images_per_second']:,.0f} images/s",
             f"  profile: {cite}",
             f"  {run['path']}: {run['dataset']['images']:,} images in "
             f"{run['dataset']['classes']:,} classes; {run['workers']} workers per rank, "
@@ -90,7 +96,8 @@ def advise_text(advice: Optional[dict]) -> List[str]:
         return []
     if "error" in advice:
         return [f"gpufs-stat --advise: {advice['error']}"]
-    return [f"gpufs-stat --advise: {advice.get('text', '')}"]
+    return textwrap.wrap(f"gpufs-stat --advise: {advice.get('text', '')}", 96,
+                         subsequent_indent="  ")
 
 
 def text(run: dict) -> str:
@@ -99,7 +106,8 @@ def text(run: dict) -> str:
         lines += epoch_text(e)
     if run.get("prep_pass"):
         p = run["prep_pass"]
-        lines.append(f"prep pass (data in memory): {p['images']:,} images, "
+        lines.append(f"prep pass (data in memory, {run['prep_steps']} steps per rank): "
+                     f"{p['images']:,} images, "
                      f"{p['images_per_second']:,.0f} images/s, accelerators waited "
                      f"{_pct(p['waiting_fraction'])}")
     lines += advise_text(run.get("advise"))

@@ -1,8 +1,11 @@
 """One emulated run: the measured epochs, the mount's counters around each, the advice,
 and the pass over data in memory that tells prep stall from fetch stall."""
+import os
+import random
 import time
 
 from . import mount_stats
+from .profiles import own_profile
 from .progress import Bar
 from .ranks import Job, Ranks, RankFailed, steps_per_epoch
 from .report import epoch_json, prep_json
@@ -11,10 +14,29 @@ from .stall import JobEpoch, prep_rate_of
 
 def _job(args, profile) -> Job:
     return Job(path=args.path, gpus=args.gpus, batch=args.batch, workers=args.workers,
-               step_s=profile.step_seconds(args.batch), epochs=args.epochs,
+               step_s=profile.step_seconds(args.batch) if profile else 0.0, epochs=args.epochs,
                transform=args.transform, image_size=args.image_size,
                sync=args.sync == "step", max_steps=args.steps, prep_steps=args.prep_steps,
                seed=args.seed, train_on=args.train_on, model=args.model)
+
+
+def _available_memory() -> int:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def prep_steps_that_fit(folder, job: Job, memory: int) -> int:
+    """The resident pass holds its sample's bytes in memory: at most a quarter of what is
+    available (file sizes from stat, which reads nothing)."""
+    if not job.prep_steps:
+        return 0
+    sizes = [os.stat(folder.samples[i][0]).st_size
+             for i in random.Random(job.seed).sample(range(len(folder)), min(64, len(folder)))]
+    per_step = job.batch * job.gpus * max(1.0, sum(sizes) / len(sizes))
+    return max(1, min(job.prep_steps, int(memory / 4 // per_step)))
 
 
 def _folder(args):
@@ -38,10 +60,23 @@ def _pass(ranks: Ranks, bar: Bar, kind: str, label: str, total_steps: int) -> Jo
     return JobEpoch([got[r] for r in sorted(got)])
 
 
+def _measured_profile(args, epochs):
+    """--train-on with no profile in the table: the accelerator's rate is what its real
+    steps took in this run."""
+    ranks = [r for e in epochs for r in e.ranks]
+    busy = sum(r.busy for r in ranks)
+    rate = sum(r.images for r in ranks) / busy if busy > 0 else 0.0
+    p = own_profile(rate or 1.0, args.model, args.batch)
+    p.accelerator = args.train_on
+    p.source = dict(p.source, title=f"measured during this run (--train-on {args.train_on})")
+    return p
+
+
 def emulate(args, profile, here: str) -> dict:
     folder = _folder(args)
     job = _job(args, profile)
-    demand = args.gpus * profile.images_per_second
+    job.prep_steps = prep_steps_that_fit(folder, job, _available_memory())
+    demand = args.gpus * profile.images_per_second if profile else 0.0
     root = mount_stats.mount_root(args.path)
     bar = Bar(not args.no_progress, demand)
     epochs, counters, advice, prep = [], [], None, None
@@ -62,6 +97,9 @@ def emulate(args, profile, here: str) -> dict:
         raise RuntimeError(str(e)) from e
     finally:
         ranks.close()
+    if profile is None:
+        profile = _measured_profile(args, epochs)
+        demand = args.gpus * profile.images_per_second
     rates = {r.rank: prep_rate_of(r) for r in prep.ranks} if prep else {}
     rates = {k: v for k, v in rates.items() if v}
     t0 = epochs[0].start
@@ -74,6 +112,7 @@ def emulate(args, profile, here: str) -> dict:
                        "source": profile.source, "file": profile.path},
            "demand_images_per_second": demand,
            "dataset": {"images": len(folder), "classes": len(folder.classes)},
+           "prep_steps": job.prep_steps,
            "gpufs_mount": root, "epochs": [], "prep_pass": prep_json(prep) if prep else None,
            "advise": advice, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     for i, (job_epoch, (before, after)) in enumerate(zip(epochs, counters)):
