@@ -26,9 +26,11 @@ First the plain tree's cold rate R: the emulator with a demand no storage meets
 (--images-per-second 1e6 per accelerator) over the first plain tree. Then each tree at
 --multiples of R (0.5 and 3: total demand over --gpus accelerators), --transform raw (the
 read is the work), and a --decode row per setup. Prints a table (images/s reached, share
-of demand, the accelerators' waiting, fetch and prep stall, and on gpufs the tiers the
-fetch stall came from) and the goals: at 3 R gpufs's fetch stall under 5% where the plain
-tree's is over 50%. Writes results.json to --out.
+of demand, the accelerators' waiting, fetch and prep stall, the ranks' wait for their
+first batch, and on gpufs the tiers the fetch stall came from and how long after its first
+byte the source had delivered the whole pack) and the goals: at 3 R gpufs's fetch stall
+under 5% where that of the plain tree R was measured on is over 50%. Writes results.json
+(each row with its ranks' steps) to --out.
 """
 import argparse
 import contextlib
