@@ -251,24 +251,26 @@ def run_setup(setup, args):
 
 def goals(rows, top):
     """At the top multiple (raw): is gpufs's fetch stall under FETCH_GOAL where the plain
-    tree that R was measured on stalls over PLAIN_FLOOR? (setup, words, holds) per setup;
-    other plain trees are named beside it."""
+    tree that R was measured on stalls over PLAIN_FLOOR? For the cold epoch and, where it
+    ran, the next one. (setup, words, holds) each; other plain trees are named beside it."""
     out = []
     for setup in dict.fromkeys(r["setup"] for r in rows):
         mine = [r for r in rows if r["setup"] == setup]
-        at = {r["tree"]: r for r in mine if r["multiple"] == top and r["transform"] == "raw"
-              and "error" not in r and r.get("epoch") != 2}
         ref = mine[0]["tree"]  # the R run's
-        if "gpufs" not in at or ref not in at:
-            out.append((setup, "not measured", False))
-            continue
-        g, plain = at["gpufs"]["fetch_stall_fraction"], at[ref]["fetch_stall_fraction"]
-        others = "".join(f"; {t} {100 * r['fetch_stall_fraction']:.1f}%" for t, r in at.items()
-                         if t not in ("gpufs", ref))
-        holds = g < FETCH_GOAL and plain > PLAIN_FLOOR
-        out.append((setup, f"at {top:g} R fetch stall: gpufs {100 * g:.1f}% (goal < "
-                    f"{100 * FETCH_GOAL:.0f}%), {ref} {100 * plain:.1f}% (goal > "
-                    f"{100 * PLAIN_FLOOR:.0f}%){others}", holds))
+        for epoch, label in ((1, "cold epoch"), (2, "next epoch")):
+            at = {r["tree"]: r for r in mine if r["multiple"] == top and r["transform"] == "raw"
+                  and "error" not in r and r.get("epoch", 1) == epoch}
+            if "gpufs" not in at or ref not in at:
+                if epoch == 1:
+                    out.append((setup, "not measured", False))
+                continue
+            g, plain = at["gpufs"]["fetch_stall_fraction"], at[ref]["fetch_stall_fraction"]
+            others = "".join(f"; {t} {100 * r['fetch_stall_fraction']:.1f}%"
+                             for t, r in at.items() if t not in ("gpufs", ref))
+            holds = g < FETCH_GOAL and plain > PLAIN_FLOOR
+            out.append((setup, f"{label} at {top:g} R fetch stall: gpufs {100 * g:.1f}% (goal < "
+                        f"{100 * FETCH_GOAL:.0f}%), {ref} {100 * plain:.1f}% (goal > "
+                        f"{100 * PLAIN_FLOOR:.0f}%){others}", holds))
     return out
 
 
