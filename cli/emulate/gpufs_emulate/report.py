@@ -25,6 +25,7 @@ def epoch_json(number: int, job: JobEpoch, prep_rates: Dict[int, PrepRate], dema
                t0: float) -> dict:
     s = job_split(job, prep_rates)
     out = {"epoch": number, "wall_s": _round(job.wall), "images": job.images,
+           "start_monotonic": job.start,  # CLOCK_MONOTONIC, to line up outside samples
            "images_per_second": _round(job.images_per_second, 1),
            "of_demand": _round(job.images_per_second / demand if demand else 0.0),
            "waiting_fraction": _round(s.fraction(s.waiting)),
@@ -39,6 +40,7 @@ def prep_json(job: JobEpoch) -> dict:
     s = job_split(job, None)
     rates = {r.rank: prep_rate_of(r) for r in job.ranks}
     return {"wall_s": _round(job.wall), "images": job.images,
+            "steps_per_rank": max(len(r.steps) for r in job.ranks),
             "images_per_second": _round(job.images_per_second, 1),
             "waiting_fraction": _round(s.fraction(s.waiting)),
             "per_rank": [{"rank": r, "first_wait_s": _round(p.first_wait),
@@ -106,7 +108,7 @@ def text(run: dict) -> str:
         lines += epoch_text(e)
     if run.get("prep_pass"):
         p = run["prep_pass"]
-        lines.append(f"prep pass (data in memory, {run['prep_steps']} steps per rank): "
+        lines.append(f"prep pass (data in memory, {p['steps_per_rank']} steps per rank): "
                      f"{p['images']:,} images, "
                      f"{p['images_per_second']:,.0f} images/s, accelerators waited "
                      f"{_pct(p['waiting_fraction'])}")
