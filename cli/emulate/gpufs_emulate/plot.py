@@ -2,11 +2,10 @@
 ranks) and the images/s reached against the accelerators' demand."""
 
 
-def _throughput(run: dict, window_s: float):
-    """Images/s over the last `window_s` at each step's end, all ranks summed: spiky per
-    step on few steps, so a window of a fraction of the run."""
-    ends = sorted((st[3], st[4]) for e in run["epochs"] for r in e["ranks"]
-                  for st in r["timeline"])
+def _throughput(epoch: dict, window_s: float):
+    """Images/s over the last `window_s` at each step's end of an epoch, all ranks summed:
+    spiky per step on few steps, so a window of a fraction of the run."""
+    ends = sorted((st[3], st[4]) for r in epoch["ranks"] for st in r["timeline"])
     x, y, first, inside = [], [], 0, 0
     for t, images in ends:
         inside += images
@@ -48,8 +47,10 @@ def draw(run: dict, path: str):
     fig.suptitle(f"{run['model']} on {gpus} x {run['accelerator']}, batch {run['batch']}: "
                  f"{run['path']}")
     wall = max(st[3] for e in run["epochs"] for r in e["ranks"] for st in r["timeline"])
-    x, y = _throughput(run, max(1e-3, wall / 15))
-    bottom.plot(x, y, color="#1565c0", label=f"images/s reached (over {wall / 15:.2g} s)")
+    for i, e in enumerate(run["epochs"]):  # no line across the pause between epochs
+        x, y = _throughput(e, max(1e-3, wall / 15))
+        bottom.plot(x, y, color="#1565c0",
+                    label=f"images/s reached (over {wall / 15:.2g} s)" if i == 0 else None)
     bottom.axhline(run["demand_images_per_second"], color="#455a64", linestyle="--",
                    label="accelerators' demand")
     bottom.set_xlabel("seconds")
