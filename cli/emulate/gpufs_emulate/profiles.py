@@ -6,7 +6,8 @@ import os
 from dataclasses import dataclass
 from typing import List, Optional
 
-KINDS = ("mlperf", "nvidia-dle", "nvidia-perf-page", "seed", "paper", "measured")
+# Where a figure comes from; "measured" last (--record writes it).
+KINDS = ("mlperf", "nvidia-dle", "nvidia-perf-page", "model-zoo", "seed", "paper", "measured")
 
 
 class ProfileError(Exception):
