@@ -14,9 +14,18 @@ from .profiles import ProfileError, choose, load_table, own_profile
 from .report import text
 
 
+class _Help(argparse.HelpFormatter):
+    """Defaults where an option has one worth saying (not None, False or empty)."""
+
+    def _get_help_string(self, action):
+        if action.default in (None, False, [], argparse.SUPPRESS) or not action.option_strings:
+            return action.help
+        return f"{action.help} (default: {action.default})"
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gpufs-emulate", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=_Help)
     p.add_argument("path", nargs="?", help="an ImageFolder tree: a gpufs mount or any folder")
     p.add_argument("--model", default="resnet50", help="the profile's model")
     p.add_argument("--gpu", default="h100", help="the profile's accelerator")
@@ -41,7 +50,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--sync", choices=("step", "none"), default="step",
                    help="step: the ranks all-reduce once per step (gloo on loopback), as "
                         "data-parallel training does")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="of the samplers' shuffles")
     p.add_argument("--json", action="store_true", help="print the findings as JSON")
     p.add_argument("--plot", metavar="FILE.png",
                    help="draw each rank's busy/waiting timeline and images/s against demand")
