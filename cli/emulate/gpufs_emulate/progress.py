@@ -24,7 +24,7 @@ class Bar:
         done = min(1.0, steps / self.total)
         width = 24
         bar = "=" * int(done * width) + ">" + " " * (width - int(done * width))
-        self.stream.write(f"\r{self.label} [{bar[:width]}] {100 * done:3.0f}%  "
+        self.stream.write(f"\r\033[K{self.label} [{bar[:width]}] {100 * done:3.0f}%  "
                           f"{images / elapsed:,.0f} images/s"
                           + (f" of {self.demand:,.0f}  " if self.demand else "  ") +
                           f"waiting {100 * min(1.0, waiting):.0f}%   ")
@@ -32,5 +32,5 @@ class Bar:
 
     def end(self):
         if self.enabled:
-            self.stream.write("\r" + " " * 78 + "\r")
+            self.stream.write("\r\033[K")  # the line cleared, whatever its length
             self.stream.flush()
