@@ -138,9 +138,15 @@ bool Older(const Copy& a, const Copy& b) {
                                           : a.mtime.tv_nsec < b.mtime.tv_nsec;
 }
 
-// The files of one dataset folder (open as `dir`): their bytes in all, and the copies
-// among them. Temporary files of dead writers are deleted on the way.
+// This daemon's temporary files: what it writes now, counted by its reservations
+// (pending_) rather than by the bytes written so far, which would count them twice.
+std::string OwnTempPrefix() { return fmt::format("{}{}-", kTempPrefix, getpid()); }
+
+// The files of one dataset folder (open as `dir`): their bytes in all (but this daemon's
+// writes in progress), and the copies among them. Temporary files of dead writers are
+// deleted on the way.
 uint64_t ScanDataset(DIR* dir, const std::string& dataset, std::vector<Copy>* copies) {
+  const std::string own_temp = OwnTempPrefix();
   uint64_t used = 0;
   const auto stale_before = std::chrono::system_clock::now() - kStaleTemp;
   const int fd = dirfd(dir);
@@ -155,6 +161,7 @@ uint64_t ScanDataset(DIR* dir, const std::string& dataset, std::vector<Copy>* co
       unlinkat(fd, name.c_str(), 0);
       continue;
     }
+    if (name.starts_with(own_temp)) continue;
     used += static_cast<uint64_t>(st.st_size);
     if (copies && name.ends_with(kSuffix)) {
       copies->push_back(Copy{dataset, name, static_cast<uint64_t>(st.st_size), st.st_mtim});
@@ -525,7 +532,7 @@ bool DiskTier::Write(const std::string& name, const char* bytes, size_t length, 
     ++counters_.skipped;
     return false;
   }
-  const std::string temp = fmt::format("{}{}-{}", kTempPrefix, getpid(), temp_counter_++);
+  const std::string temp = fmt::format("{}{}", OwnTempPrefix(), temp_counter_++);
   int fd = -1;
   for (;;) {
     const bool direct = direct_;

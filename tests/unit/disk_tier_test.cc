@@ -208,6 +208,30 @@ TEST_F(DiskTierTest, WithoutEvictionItFillsAndKeeps) {
   EXPECT_EQ(tier->Stats()[tier_stat::kSkipped], 2);
 }
 
+// A copy being written is reserved (pending) and has a temporary file growing in the
+// folder: a recount while it is written counts it once, so the tier never reports more
+// than its bound.
+TEST_F(DiskTierTest, ACopyBeingWrittenIsCountedOnceWhenTheFolderIsCounted) {
+  Buffer group = Pattern(kGroup, 'w');
+  const uint64_t bound = 3 * (4096 + 303'104);
+  const std::string dataset = "pin-0123456789abcdef";
+  auto tier = Open(dataset, bound, false);
+  for (uint32_t g = 0; g < 2; ++g) {
+    ASSERT_TRUE(tier->Write(TierFileName(g, "b", "v1", 0, kGroup), group.get(), kGroup));
+  }
+  const std::string third = TierFileName(2, "b", "v1", 0, kGroup);
+  ASSERT_TRUE(tier->Claim(third, kGroup));
+  {  // its bytes so far, as Write leaves them before the rename
+    std::ofstream temp(CopyPath(dataset, ".tmp-" + std::to_string(getpid()) + "-99"));
+    temp << std::string(200'000, 'w');
+  }
+  // The tier is full: this write recounts the folder, and is refused.
+  EXPECT_FALSE(tier->Write(TierFileName(3, "b", "v1", 0, kGroup), group.get(), kGroup));
+  EXPECT_LE(tier->Stats()[tier_stat::kUsed].get<uint64_t>(), bound);
+  fs::remove(CopyPath(dataset, ".tmp-" + std::to_string(getpid()) + "-99"));
+  tier->Unclaim(third, kGroup);
+}
+
 TEST_F(DiskTierTest, LeavesFilesThatAreNotItsOwn) {
   fs::create_directories(dir_.path() / "photos");
   std::ofstream(dir_.path() / "photos" / "keep.grp") << std::string(400'000, 'k');

@@ -80,7 +80,9 @@ TEST(StallAccount, AWholePassEndsWithItsLastFileAndThePauseAfterItIsNoEpochsTime
   first.Served(ServedFrom::kSourceGroup, 1);
   for (uint32_t file = 0; file < 9; ++file) {
     EXPECT_EQ(f.account.FileDone(file), StallAccount::kSame);
-    if (file == 2) EXPECT_EQ(f.account.FileDone(0), StallAccount::kSame);  // before half
+    if (file == 2) {
+      EXPECT_EQ(f.account.FileDone(0), StallAccount::kSame);  // before half
+    }
   }
   f.fetched[At(ServedFrom::kSourceGroup)] = 1000;
   f.now += 400 * kMs;
