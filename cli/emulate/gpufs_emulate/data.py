@@ -7,15 +7,12 @@ import torch
 from PIL import Image
 from torchvision import datasets, transforms
 
-TRANSFORMS = ("raw", "decode", "train")
-
-
 def _pipeline(kind: str, size: int):
-    """What the workers do to each image's bytes. raw: nothing past reading them (a
-    tensor of the length); decode: decode and a fixed-size centre crop; train: the usual
-    ImageNet augmentation (random resized crop, flip, normalize)."""
+    """What the workers do to each image once loaded. raw: nothing past reading it (a
+    tensor of its length); decode: a fixed-size centre crop; train: the usual ImageNet
+    augmentation (random resized crop, flip, normalize)."""
     if kind == "raw":
-        return None
+        return _Raw()
     if kind == "decode":
         return transforms.Compose([transforms.Resize(size * 8 // 7), transforms.CenterCrop(size),
                                    transforms.PILToTensor()])
@@ -45,7 +42,7 @@ class _Raw:
 def image_folder(path: str, kind: str, size: int):
     """ImageFolder over `path`; raw reads the bytes instead of decoding them."""
     if kind == "raw":
-        return datasets.ImageFolder(path, loader=_read, transform=_Raw())
+        return datasets.ImageFolder(path, loader=_read, transform=_pipeline(kind, size))
     return datasets.ImageFolder(path, transform=_pipeline(kind, size))
 
 
@@ -54,7 +51,7 @@ class Resident(torch.utils.data.Dataset):
 
     def __init__(self, samples, kind: str, size: int):
         self.samples = samples  # [(bytes, target)]
-        self.kind = kind
+        self.load = (lambda data: data) if kind == "raw" else _decode  # as image_folder's
         self.transform = _pipeline(kind, size)
 
     def __len__(self):
@@ -62,9 +59,7 @@ class Resident(torch.utils.data.Dataset):
 
     def __getitem__(self, i):
         data, target = self.samples[i]
-        if self.kind == "raw":
-            return torch.tensor(len(data)), target
-        return self.transform(_decode(data)), target
+        return self.transform(self.load(data)), target
 
 
 def resident(folder, indices, kind: str, size: int, threads: int = 8) -> Resident:

@@ -8,7 +8,6 @@ import subprocess
 from typing import Optional
 
 STATS_XATTR = "user.gpufs.stats"  # on the mount's root (fs/filesystem.cc)
-TIERS = ("memory", "disk_tier", "source_group", "source_member")
 _COUNTERS = ("reads", "bytes", "wait_s", "fetched_bytes")
 
 
@@ -41,8 +40,8 @@ def epoch_of(before: dict, after: dict, wall_s: float, fetch_stall: float) -> di
     """The epoch's share of the daemon's counters, with the accelerators' fetch stall (a
     fraction of their time) laid on the tiers in proportion to the readers' waits on each."""
     tiers = {}
-    for t in TIERS:
-        a, b = after["from"][t], before["from"][t]
+    for t, a in after["from"].items():  # the daemon's own names for its tiers
+        b = before["from"].get(t, {})
         tiers[t] = {k: a.get(k, 0) - b.get(k, 0) for k in _COUNTERS}
     waits = sum(v["wait_s"] for v in tiers.values())
     for v in tiers.values():

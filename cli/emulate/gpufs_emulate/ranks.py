@@ -20,7 +20,6 @@ from .loop import run_epoch, sleeping_step
 
 @dataclass
 class Job:
-    path: str
     gpus: int
     batch: int
     workers: int
@@ -34,6 +33,11 @@ class Job:
     seed: int = 0
     train_on: Optional[str] = None  # a torch device: really train this model there
     model: str = "resnet50"
+
+    @property
+    def synced(self) -> bool:
+        """The ranks all-reduce each step (and start the resident pass together)."""
+        return self.gpus > 1 and self.sync
 
 
 class RankFailed(Exception):
@@ -111,14 +115,14 @@ class _Rank:
         self.results.put((kind, self.rank, epoch, rank_epoch))
 
     def _join(self):
-        if self.job.gpus > 1 and self.job.sync:
+        if self.job.synced:
             import torch.distributed as dist
             dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{self.port}",
                                     world_size=self.job.gpus, rank=self.rank,
                                     timeout=datetime.timedelta(minutes=30))
 
     def _sync(self):
-        if not (self.job.gpus > 1 and self.job.sync):
+        if not self.job.synced:
             return None
         import torch
         import torch.distributed as dist
@@ -165,7 +169,7 @@ class _Rank:
         from .data import resident
         indices = resident_indices(self.job, len(self.folder), self.rank)
         dataset = resident(self.folder, indices, self.job.transform, self.job.image_size)
-        if self.job.gpus > 1 and self.job.sync:
+        if self.job.synced:
             import torch.distributed as dist
             dist.barrier()  # every rank has read its share: start together
         return self._epoch(self._loader(dataset, 0, shuffle_only=True), step, 0)

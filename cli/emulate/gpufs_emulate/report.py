@@ -2,7 +2,7 @@
 import textwrap
 from typing import Dict, List, Optional
 
-from .stall import JobEpoch, PrepRate, job_split, prep_rate_of, split
+from .stall import JobEpoch, PrepRate, job_split, split
 
 
 def _round(x, digits=4):
@@ -36,16 +36,15 @@ def epoch_json(number: int, job: JobEpoch, prep_rates: Dict[int, PrepRate], dema
     return out
 
 
-def prep_json(job: JobEpoch) -> dict:
+def prep_json(job: JobEpoch, rates: Dict[int, PrepRate]) -> dict:
     s = job_split(job, None)
-    rates = {r.rank: prep_rate_of(r) for r in job.ranks}
     return {"wall_s": _round(job.wall), "images": job.images,
             "steps_per_rank": max(len(r.steps) for r in job.ranks),
             "images_per_second": _round(job.images_per_second, 1),
             "waiting_fraction": _round(s.fraction(s.waiting)),
             "per_rank": [{"rank": r, "first_wait_s": _round(p.first_wait),
                           "per_step_wait_s": _round(p.per_step_wait, 5)}
-                         for r, p in sorted(rates.items()) if p]}
+                         for r, p in sorted(rates.items())]}
 
 
 def _pct(x):

@@ -9,11 +9,11 @@ from .profiles import own_profile
 from .progress import Bar
 from .ranks import Job, Ranks, RankFailed, steps_per_epoch
 from .report import epoch_json, prep_json
-from .stall import JobEpoch, prep_rate_of
+from .stall import JobEpoch, prep_rates
 
 
 def _job(args, profile) -> Job:
-    return Job(path=args.path, gpus=args.gpus, batch=args.batch, workers=args.workers,
+    return Job(gpus=args.gpus, batch=args.batch, workers=args.workers,
                step_s=profile.step_seconds(args.batch) if profile else 0.0, epochs=args.epochs,
                transform=args.transform, image_size=args.image_size,
                sync=args.sync == "step", max_steps=args.steps, prep_steps=args.prep_steps,
@@ -100,8 +100,7 @@ def emulate(args, profile, here: str) -> dict:
     if profile is None:
         profile = _measured_profile(args, epochs)
         demand = args.gpus * profile.images_per_second
-    rates = {r.rank: prep_rate_of(r) for r in prep.ranks} if prep else {}
-    rates = {k: v for k, v in rates.items() if v}
+    rates = prep_rates(prep) if prep else {}
     t0 = epochs[0].start
     run = {"path": args.path, "model": args.model, "accelerator": profile.accelerator,
            "gpus": args.gpus, "batch": args.batch, "workers": args.workers,
@@ -113,7 +112,7 @@ def emulate(args, profile, here: str) -> dict:
            "demand_images_per_second": demand,
            "dataset": {"images": len(folder), "classes": len(folder.classes)},
            "prep_steps": job.prep_steps,
-           "gpufs_mount": root, "epochs": [], "prep_pass": prep_json(prep) if prep else None,
+           "gpufs_mount": root, "epochs": [], "prep_pass": prep_json(prep, rates) if prep else None,
            "advise": advice, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     for i, (job_epoch, (before, after)) in enumerate(zip(epochs, counters)):
         e = epoch_json(i + 1, job_epoch, rates, demand, t0)

@@ -143,6 +143,12 @@ class JobEpoch:
         return self.images / self.wall if self.wall > 0 else 0.0
 
 
+def prep_rates(resident: JobEpoch):
+    """{rank: PrepRate} of every rank of a resident pass that made a step."""
+    rates = {r.rank: prep_rate_of(r) for r in resident.ranks}
+    return {rank: rate for rank, rate in rates.items() if rate}
+
+
 def job_split(job: JobEpoch, prep_rates) -> Split:
     """The ranks' splits summed: fractions of the job are shares of all ranks' time."""
     parts = [split(r, prep_rates.get(r.rank) if prep_rates else None) for r in job.ranks]
