@@ -468,9 +468,14 @@ bool DiskTier::Settle(int fd, const std::string& name, const std::string& damage
 
 void DiskTier::Delete(const std::string& name) {
   Forget(name);
-  struct stat st {};
-  const bool there = fstatat(dir_fd_, name.c_str(), &st, 0) == 0;
-  if (there && unlinkat(dir_fd_, name.c_str(), 0) == 0) Release(static_cast<uint64_t>(st.st_size));
+  // Unlinked with the ledger locked: a count of the folder in between would already leave
+  // the copy out, and the release would then take its bytes off twice.
+  ChangeLedger([&](uint64_t& used) {
+    struct stat st {};
+    if (fstatat(dir_fd_, name.c_str(), &st, 0) == 0 && unlinkat(dir_fd_, name.c_str(), 0) == 0) {
+      used -= std::min(used, static_cast<uint64_t>(st.st_size));
+    }
+  });
 }
 
 void DiskTier::Reject(const std::string& name, std::string_view why) {
@@ -547,14 +552,20 @@ bool DiskTier::Write(const std::string& name, const char* bytes, size_t length, 
   const int error = errno;
   if (fd >= 0 && !direct_) posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
   if (fd >= 0) close(fd);
-  // A name appears only with every byte behind it; a copy another daemon put there first
-  // is as good as ours.
-  const bool renamed =
-      written && syscall(SYS_renameat2, dir_fd_, temp.c_str(), dir_fd_, name.c_str(), 1 /*
-      RENAME_NOREPLACE */) == 0;
-  const int rename_error = errno;
-  if (!renamed) unlinkat(dir_fd_, temp.c_str(), 0);
-  pending_ -= file_bytes;  // in the folder now, or gone
+  bool renamed = false;
+  int rename_error = 0;
+  {
+    // With the ledger's mutex held, a recount (which holds it too) finds this copy either
+    // reserved or in the folder, never neither.
+    std::lock_guard lock(ledger_mu_);
+    // A name appears only with every byte behind it; a copy another daemon put there
+    // first is as good as ours.
+    renamed = written && syscall(SYS_renameat2, dir_fd_, temp.c_str(), dir_fd_, name.c_str(),
+                                 1 /* RENAME_NOREPLACE */) == 0;
+    rename_error = errno;
+    if (!renamed) unlinkat(dir_fd_, temp.c_str(), 0);
+    pending_ -= file_bytes;  // in the folder now, or gone
+  }
   if (renamed) {
     ++counters_.writes;
     counters_.write_bytes += length;
@@ -662,14 +673,19 @@ bool DiskTier::Reserve(uint64_t bytes) {
 }
 
 void DiskTier::Release(uint64_t bytes) {
+  ChangeLedger([bytes](uint64_t& used) { used -= std::min(used, bytes); });
+}
+
+void DiskTier::ChangeLedger(const std::function<void(uint64_t&)>& change) {
   std::lock_guard lock(ledger_mu_);
-  if (flock(ledger_fd_, LOCK_EX) != 0) return;
+  const bool locked = flock(ledger_fd_, LOCK_EX) == 0;
   uint64_t used = 0;
-  if (pread(ledger_fd_, &used, sizeof(used), 0) == sizeof(used)) {
-    used -= std::min(used, bytes);
+  const bool read = locked && pread(ledger_fd_, &used, sizeof(used), 0) == sizeof(used);
+  change(used);
+  if (read) {
     [[maybe_unused]] ssize_t n = pwrite(ledger_fd_, &used, sizeof(used), 0);
   }
-  flock(ledger_fd_, LOCK_UN);
+  if (locked) flock(ledger_fd_, LOCK_UN);
 }
 
 nlohmann::json DiskTier::Stats() const {

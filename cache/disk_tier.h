@@ -42,6 +42,7 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -170,6 +171,9 @@ class DiskTier {
   uint64_t FileBytes(const std::string& name, size_t length) const;
   bool Reserve(uint64_t bytes);
   void Release(uint64_t bytes);
+  // Under ledger_mu_ and the flock: `change` may alter the folder and adjusts the bytes in
+  // use to match, written back where the ledger could be read.
+  void ChangeLedger(const std::function<void(uint64_t&)>& change);
   uint64_t Recount();
   // Whether `bytes` more, and `slack` besides, fit the bound and leave keep_free free.
   bool Fits(uint64_t used, uint64_t bytes, uint64_t slack = 0) const;

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -10,6 +11,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
+#include <vector>
 
 #include "cache/group_cache.h"
 #include "cache/network_fs.h"
@@ -230,6 +233,32 @@ TEST_F(DiskTierTest, ACopyBeingWrittenIsCountedOnceWhenTheFolderIsCounted) {
   EXPECT_LE(tier->Stats()[tier_stat::kUsed].get<uint64_t>(), bound);
   fs::remove(CopyPath(dataset, ".tmp-" + std::to_string(getpid()) + "-99"));
   tier->Unclaim(third, kGroup);
+}
+
+// Writers race: while some copies are renamed into place, other writes find the tier full
+// and count the folder. Each copy is counted as a reservation or as a file, never as
+// neither, so the copies kept never exceed the bound.
+TEST_F(DiskTierTest, CopiesRenamedDuringACountAreCountedSoTheBoundHolds) {
+  Buffer group = Pattern(kGroup, 'r');
+  const uint64_t copy_bytes = 4096 + 303'104;
+  for (int round = 0; round < 40; ++round) {
+    const fs::path root = dir_.path() / std::to_string(round);
+    auto opened = DiskTier::Open(
+        DiskTierOptions{root, "race-0123456789abcdef", 3 * copy_bytes + copy_bytes / 2, 0, false});
+    ASSERT_TRUE(opened.ok()) << opened.error().message;
+    DiskTier* tier = opened->get();
+    std::vector<std::thread> writers;
+    for (uint32_t t = 0; t < 6; ++t) {
+      writers.emplace_back([&, t] {
+        for (uint32_t g = t; g < 48; g += 6)
+          tier->Write(TierFileName(g, "b", "v1", 0, kGroup), group.get(), kGroup);
+      });
+    }
+    for (auto& w : writers) w.join();
+    ASSERT_LE(BytesBelow(root), 3 * copy_bytes) << "round " << round;
+    ASSERT_EQ(tier->Stats()[tier_stat::kUsed].get<uint64_t>(), BytesBelow(root))
+        << "round " << round;
+  }
 }
 
 TEST_F(DiskTierTest, LeavesFilesThatAreNotItsOwn) {
