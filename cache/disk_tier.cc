@@ -505,8 +505,16 @@ bool DiskTier::Claim(const std::string& name, size_t length) {
 }
 
 void DiskTier::Unclaim(const std::string& name, size_t length) {
-  pending_ -= FileBytes(name, length);
-  Release(FileBytes(name, length));
+  ReleaseReservation(FileBytes(name, length));
+}
+
+// The reservation is dropped and its bytes taken off the ledger at once: a count of the
+// folder in between would already leave them out, and they would be taken off twice.
+void DiskTier::ReleaseReservation(uint64_t bytes) {
+  ChangeLedger([&](uint64_t& used) {
+    pending_ -= bytes;
+    used -= std::min(used, bytes);
+  });
 }
 
 bool DiskTier::Write(const std::string& name, const char* bytes, size_t length, bool claimed) {
@@ -552,26 +560,26 @@ bool DiskTier::Write(const std::string& name, const char* bytes, size_t length, 
   const int error = errno;
   if (fd >= 0 && !direct_) posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
   if (fd >= 0) close(fd);
+  // With the ledger locked, a count of the folder finds this copy either reserved or in the
+  // folder, and a reservation given up leaves the ledger with the count that included it.
+  // A name appears only with every byte behind it; a copy another daemon put there first
+  // is as good as ours.
   bool renamed = false;
   int rename_error = 0;
-  {
-    // With the ledger's mutex held, a recount (which holds it too) finds this copy either
-    // reserved or in the folder, never neither.
-    std::lock_guard lock(ledger_mu_);
-    // A name appears only with every byte behind it; a copy another daemon put there
-    // first is as good as ours.
+  ChangeLedger([&](uint64_t& used) {
     renamed = written && syscall(SYS_renameat2, dir_fd_, temp.c_str(), dir_fd_, name.c_str(),
                                  1 /* RENAME_NOREPLACE */) == 0;
     rename_error = errno;
-    if (!renamed) unlinkat(dir_fd_, temp.c_str(), 0);
     pending_ -= file_bytes;  // in the folder now, or gone
-  }
+    if (renamed) return;
+    unlinkat(dir_fd_, temp.c_str(), 0);
+    used -= std::min(used, file_bytes);
+  });
   if (renamed) {
     ++counters_.writes;
     counters_.write_bytes += length;
     return true;
   }
-  Release(file_bytes);
   if (written && rename_error == EEXIST) return true;
   WriteFailed(fd < 0 ? temp : name, written ? rename_error : error);
   return false;
@@ -670,10 +678,6 @@ bool DiskTier::Reserve(uint64_t bytes) {
   [[maybe_unused]] ssize_t n = pwrite(ledger_fd_, &used, sizeof(used), 0);
   flock(ledger_fd_, LOCK_UN);
   return fits;
-}
-
-void DiskTier::Release(uint64_t bytes) {
-  ChangeLedger([bytes](uint64_t& used) { used -= std::min(used, bytes); });
 }
 
 void DiskTier::ChangeLedger(const std::function<void(uint64_t&)>& change) {

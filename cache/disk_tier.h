@@ -170,7 +170,7 @@ class DiskTier {
   void Delete(const std::string& name);
   uint64_t FileBytes(const std::string& name, size_t length) const;
   bool Reserve(uint64_t bytes);
-  void Release(uint64_t bytes);
+  void ReleaseReservation(uint64_t bytes);
   // Under ledger_mu_ and the flock: `change` may alter the folder and adjusts the bytes in
   // use to match, written back where the ledger could be read.
   void ChangeLedger(const std::function<void(uint64_t&)>& change);

@@ -235,9 +235,10 @@ TEST_F(DiskTierTest, ACopyBeingWrittenIsCountedOnceWhenTheFolderIsCounted) {
   tier->Unclaim(third, kGroup);
 }
 
-// Writers race: while some copies are renamed into place, other writes find the tier full
-// and count the folder. Each copy is counted as a reservation or as a file, never as
-// neither, so the copies kept never exceed the bound.
+// Writers race: while some copies are renamed into place (or found there already, their
+// reservations given up), other writes find the tier full and count the folder. Each copy is
+// counted as a reservation or as a file, never as neither, so the copies kept never exceed the
+// bound.
 TEST_F(DiskTierTest, CopiesRenamedDuringACountAreCountedSoTheBoundHolds) {
   Buffer group = Pattern(kGroup, 'r');
   const uint64_t copy_bytes = 4096 + 303'104;
@@ -251,7 +252,7 @@ TEST_F(DiskTierTest, CopiesRenamedDuringACountAreCountedSoTheBoundHolds) {
     for (uint32_t t = 0; t < 6; ++t) {
       writers.emplace_back([&, t] {
         for (uint32_t g = t; g < 48; g += 6)
-          tier->Write(TierFileName(g, "b", "v1", 0, kGroup), group.get(), kGroup);
+          tier->Write(TierFileName(g % 20, "b", "v1", 0, kGroup), group.get(), kGroup);
       });
     }
     for (auto& w : writers) w.join();
