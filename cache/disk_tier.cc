@@ -504,13 +504,10 @@ bool DiskTier::Claim(const std::string& name, size_t length) {
   return false;
 }
 
-void DiskTier::Unclaim(const std::string& name, size_t length) {
-  ReleaseReservation(FileBytes(name, length));
-}
-
 // The reservation is dropped and its bytes taken off the ledger at once: a count of the
 // folder in between would already leave them out, and they would be taken off twice.
-void DiskTier::ReleaseReservation(uint64_t bytes) {
+void DiskTier::Unclaim(const std::string& name, size_t length) {
+  const uint64_t bytes = FileBytes(name, length);
   ChangeLedger([&](uint64_t& used) {
     pending_ -= bytes;
     used -= std::min(used, bytes);
@@ -685,8 +682,9 @@ void DiskTier::ChangeLedger(const std::function<void(uint64_t&)>& change) {
   const bool locked = flock(ledger_fd_, LOCK_EX) == 0;
   uint64_t used = 0;
   const bool read = locked && pread(ledger_fd_, &used, sizeof(used), 0) == sizeof(used);
+  const uint64_t before = used;
   change(used);
-  if (read) {
+  if (read && used != before) {  // a copy renamed into place leaves it as it was
     [[maybe_unused]] ssize_t n = pwrite(ledger_fd_, &used, sizeof(used), 0);
   }
   if (locked) flock(ledger_fd_, LOCK_UN);

@@ -170,9 +170,8 @@ class DiskTier {
   void Delete(const std::string& name);
   uint64_t FileBytes(const std::string& name, size_t length) const;
   bool Reserve(uint64_t bytes);
-  void ReleaseReservation(uint64_t bytes);
   // Under ledger_mu_ and the flock: `change` may alter the folder and adjusts the bytes in
-  // use to match, written back where the ledger could be read.
+  // use to match, written back where the ledger could be read and they changed.
   void ChangeLedger(const std::function<void(uint64_t&)>& change);
   uint64_t Recount();
   // Whether `bytes` more, and `slack` besides, fit the bound and leave keep_free free.
