@@ -61,8 +61,8 @@ def gpufs_stat_program(here: str) -> Optional[str]:
     return beside if os.access(beside, os.X_OK) else shutil.which("gpufs-stat")
 
 
-def advise(program: Optional[str], root: str) -> Optional[dict]:
-    """`gpufs-stat --advise --json ROOT`, or None (with why) where it cannot answer."""
+def advise(program: Optional[str], root: str) -> dict:
+    """`gpufs-stat --advise --json ROOT`, or {"error": why} where it cannot answer."""
     if not program:
         return {"error": "gpufs-stat not found"}
     run = subprocess.run([program, "--advise", "--json", root], capture_output=True,
