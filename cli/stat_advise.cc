@@ -1,15 +1,21 @@
 #include "cli/stat_advise.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "cache/advice.h"
 #include "cli/stat_source.h"
+#include "dataset/format/file_io.h"
 
 namespace gpufs {
 namespace {
@@ -62,19 +68,39 @@ std::string PointTable(const nlohmann::json& a) {
   return table;
 }
 
-// Draws the curve with matplotlib (python3-matplotlib), the advice's JSON on its stdin.
+// Draws the curve with matplotlib (python3-matplotlib), the advice's JSON on its stdin. The
+// program gets its arguments as argv, never through a shell: the PNG's name is the user's.
 int Plot(const nlohmann::json& advice, const std::string& png) {
   std::string script = GPUFS_ADVICE_PLOT;
   if (!std::filesystem::exists(script)) script = GPUFS_ADVICE_PLOT_SOURCE;
-  const std::string command = fmt::format("/usr/bin/python3 '{}' '{}'", script, png);
-  FILE* pipe = popen(command.c_str(), "w");
-  if (!pipe) return fmt::print(stderr, "gpufs-stat: cannot run {}\n", command), 1;
+  const std::string python = "/usr/bin/python3";
+  int in[2];
+  if (pipe2(in, O_CLOEXEC) != 0) {
+    return fmt::print(stderr, "gpufs-stat: cannot draw {}: {}\n", png, strerror(errno)), 1;
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+  std::vector<char*> argv = {const_cast<char*>(python.c_str()), const_cast<char*>(script.c_str()),
+                             const_cast<char*>(png.c_str()), nullptr};
+  pid_t pid = 0;
+  const int spawned = posix_spawn(&pid, python.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(in[0]);
+  if (spawned != 0) {
+    close(in[1]);
+    return fmt::print(stderr, "gpufs-stat: cannot run {}: {}\n", python, strerror(spawned)), 1;
+  }
   const std::string text = advice.dump();
-  std::fwrite(text.data(), 1, text.size(), pipe);
-  const int status = pclose(pipe);
+  signal(SIGPIPE, SIG_IGN);  // a program that exits early is reported by its status
+  (void)WriteAll(in[1], text, "the plotting program's input");
+  close(in[1]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    fmt::print(stderr, "gpufs-stat: cannot draw {}: {} failed (python3-matplotlib installed?)\n",
-               png, command);
+    fmt::print(stderr, "gpufs-stat: cannot draw {}: {} {} failed (python3-matplotlib installed?)\n",
+               png, python, script);
     return 1;
   }
   fmt::print(stderr, "gpufs-stat: drew {}\n", png);

@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstring>
+#include <deque>
 #include <vector>
 
 #include "dataset/format/file_io.h"
@@ -14,20 +16,6 @@ namespace gpufs {
 namespace {
 
 constexpr mode_t kPrivateFolderMode = 0700;
-
-// Creates each missing level of `dir` 0700, the last included: a parent gpufs makes (such
-// as ~/.cache) is no more open than the folder it holds.
-void MakeMissingLevels(const std::filesystem::path& dir) {
-  std::vector<std::filesystem::path> missing;
-  struct stat st {};
-  for (std::filesystem::path p = dir; !p.empty() && stat(p.c_str(), &st) != 0 && errno == ENOENT;
-       p = p.parent_path()) {
-    missing.push_back(p);
-    if (p == p.root_path()) break;
-  }
-  for (auto it = missing.rbegin(); it != missing.rend(); ++it)
-    mkdir(it->c_str(), kPrivateFolderMode);
-}
 
 std::string RandomTail() {
   uint64_t bits = 0;
@@ -66,6 +54,104 @@ Result<PrivateFolder> CheckedFolder(int fd, const std::filesystem::path& shown,
     return Fail(EPERM, "cannot use {} {}: {}", role.what, shown.string(), problem);
   }
   return folder;
+}
+
+// Whether the folder open at `fd` may lie on the way to a private folder: owned by this
+// user or root, and written by no one else, or (`sticky_ok`) sticky, where others may add
+// names but not replace ours. Empty when it may; else why not. `trusted` says whether no
+// one else may write it at all, so that a link in it was put there by this user or root.
+std::string LevelProblem(int fd, bool& trusted) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return strerror(errno);
+  const uid_t me = geteuid();
+  if (st.st_uid != me && st.st_uid != 0) {
+    return fmt::format("it is owned by uid {}, who could replace what lies beneath it", st.st_uid);
+  }
+  trusted = (st.st_mode & 022) == 0;
+  if (!trusted && (st.st_mode & S_ISVTX) == 0) {
+    return fmt::format(
+        "others may write it (mode {:04o}) and it is not sticky, so they could replace what "
+        "lies beneath it",
+        st.st_mode & 07777);
+  }
+  return {};
+}
+
+// One folder of the walk below: its descriptor, how messages name it, and whether a link in
+// it may be followed.
+struct Level {
+  UniqueFd fd;
+  std::filesystem::path shown;
+  bool trusted = false;
+};
+
+Error LevelRefused(const FolderRole& role, const std::filesystem::path& dir,
+                   const std::filesystem::path& level, const std::string& why) {
+  return Fail(EPERM,
+              "cannot use {} {}: {}: {}; name a folder whose every level only you or root "
+              "may write",
+              role.what, dir.string(), level.string(), why);
+}
+
+// Opens `name` beneath `levels.back()`, creating it 0700 when missing, and checks it. A link
+// there is followed only in a folder no one else may write (its segments are put in front of
+// `names`); any other link is refused.
+Status NextLevel(std::vector<Level>& levels, std::deque<std::string>& names,
+                 const std::string& name, const std::filesystem::path& dir, const FolderRole& role,
+                 int& links) {
+  Level& here = levels.back();
+  const std::filesystem::path shown = here.shown / name;
+  mkdirat(here.fd.get(), name.c_str(), kPrivateFolderMode);
+  UniqueFd next(OpenFolderNoFollow(here.fd.get(), name.c_str()));
+  if (next.get() < 0 && errno == ELOOP) {
+    if (!here.trusted)
+      return LevelRefused(role, dir, shown, "a symbolic link where others may write");
+    char target[PATH_MAX];
+    const ssize_t n = readlinkat(here.fd.get(), name.c_str(), target, sizeof(target) - 1);
+    if (n < 0 || ++links > 40) return LevelRefused(role, dir, shown, "a link that leads nowhere");
+    const std::filesystem::path to(std::string(target, static_cast<size_t>(n)));
+    const std::filesystem::path segments = to.relative_path();
+    std::vector<std::string> parts;
+    for (const auto& part : segments) parts.push_back(part.string());
+    names.insert(names.begin(), parts.begin(), parts.end());
+    if (to.is_absolute()) levels.resize(1);
+    return Ok{};
+  }
+  if (next.get() < 0) {
+    return Fail(errno, "cannot use {} {}: cannot open {}: {}", role.what, dir.string(),
+                shown.string(), strerror(errno));
+  }
+  bool trusted = false;
+  const std::string problem = LevelProblem(next.get(), trusted);
+  if (!problem.empty()) return LevelRefused(role, dir, shown, problem);
+  levels.push_back(Level{std::move(next), shown, trusted});
+  return Ok{};
+}
+
+// The folder holding `dir`'s last level, opened level by level from '/' beneath each
+// descriptor, so that no level another user controls can steer where the folder is.
+Result<UniqueFd> OpenLevelsAbove(const std::filesystem::path& dir, const FolderRole& role) {
+  std::vector<Level> levels;
+  levels.push_back(Level{UniqueFd(open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)), "/", false});
+  if (std::string problem = LevelProblem(levels[0].fd.get(), levels[0].trusted); !problem.empty()) {
+    return LevelRefused(role, dir, "/", problem);
+  }
+  std::deque<std::string> names;
+  for (const auto& part : dir.parent_path().relative_path()) names.push_back(part.string());
+  int links = 0;
+  while (!names.empty()) {
+    const std::string name = std::move(names.front());
+    names.pop_front();
+    if (name.empty() || name == ".") continue;
+    if (name == "..") {
+      if (levels.size() > 1) levels.pop_back();
+      continue;
+    }
+    if (Status next = NextLevel(levels, names, name, dir, role, links); !next.ok()) {
+      return next.error();
+    }
+  }
+  return std::move(levels.back().fd);
 }
 
 }  // namespace
@@ -109,10 +195,12 @@ std::string PrivateFolderProblem(int fd, const std::filesystem::path& shown, con
 
 Result<PrivateFolder> OpenPrivateFolder(const std::filesystem::path& dir_in,
                                         const FolderRole& role) {
-  const std::filesystem::path dir = std::filesystem::absolute(dir_in).lexically_normal();
-  MakeMissingLevels(dir);
-  const int fd = OpenFolderNoFollow(AT_FDCWD, dir.c_str());
-  return CheckedFolder(fd, dir, role);
+  std::filesystem::path dir = std::filesystem::absolute(dir_in).lexically_normal();
+  if (!dir.has_filename()) dir = dir.parent_path();  // "/a/b/" names b
+  if (dir == dir.root_path()) return Fail(EINVAL, "cannot use {} /: name a folder", role.what);
+  Result<UniqueFd> parent = OpenLevelsAbove(dir, role);
+  if (!parent.ok()) return parent.error();
+  return OpenPrivateFolderAt(parent->get(), dir.filename(), dir, role);
 }
 
 Result<PrivateFolder> OpenPrivateFolderAt(int parent_fd, const std::string& name,
@@ -165,20 +253,24 @@ Status ReplaceFileAt(int dir_fd, const std::string& name, std::string_view bytes
   return Ok{};
 }
 
-Result<UniqueFd> OpenTrustedIndex(const std::filesystem::path& index, uid_t data_owner) {
-  UniqueFd fd(open(index.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+Result<UniqueFd> OpenTrustedFile(const std::filesystem::path& path, uid_t also_trusted,
+                                 bool follow_link) {
+  const int no_follow = follow_link ? 0 : O_NOFOLLOW;
+  UniqueFd fd(open(path.c_str(), O_RDONLY | no_follow | O_NONBLOCK | O_CLOEXEC));
   if (fd.get() < 0) {
-    if (errno == ELOOP) return Error{EPERM, "it is a symbolic link"};
+    if (errno == ELOOP && !follow_link) return Error{EPERM, "it is a symbolic link"};
     return Error{errno, strerror(errno)};
   }
   struct stat st {};
   if (fstat(fd.get(), &st) != 0) return Error{errno, strerror(errno)};
   if (!S_ISREG(st.st_mode)) return Error{EPERM, "it is not a regular file"};
   const uid_t me = geteuid();
-  if (st.st_uid != me && st.st_uid != data_owner) {
-    return Error{EPERM, fmt::format("it is owned by uid {}, neither you (uid {}) nor the "
-                                    "owner of the data (uid {})",
-                                    st.st_uid, me, data_owner)};
+  if (st.st_uid != me && st.st_uid != 0 && st.st_uid != also_trusted) {
+    const std::string others = also_trusted == me || also_trusted == 0
+                                   ? "root"
+                                   : fmt::format("the owner of the data (uid {})", also_trusted);
+    return Error{EPERM, fmt::format("it is owned by uid {}, neither you (uid {}) nor {}", st.st_uid,
+                                    me, others)};
   }
   if ((st.st_mode & 022) != 0) {
     return Error{EPERM, fmt::format("others may write it (mode {:04o})", st.st_mode & 07777)};

@@ -86,11 +86,19 @@ Result<UniqueFd> CreateExclusive(int dir_fd, std::string_view prefix, mode_t mod
 Status ReplaceFileAt(int dir_fd, const std::string& name, std::string_view bytes, mode_t mode,
                      const std::filesystem::path& shown);
 
-// Opens an index file found beside a dataset, for reading, when it may be trusted: a
-// regular file (not a link) owned by the mounting user or by the owner of the data it
-// describes (`data_owner`), that neither group nor others may write. Anyone else who could
-// write it could change what the mount shows without touching the data. The error's
-// message is the reason alone, for the caller to put in context.
-Result<UniqueFd> OpenTrustedIndex(const std::filesystem::path& index, uid_t data_owner);
+// Opens `path` for reading when it may be trusted to steer what gpufs does (an index found
+// beside a dataset, the AWS files, a token file): a regular file owned by this user (the
+// effective uid), by root or by `also_trusted` (the owner of the data an index describes),
+// that neither group nor others may write. Anyone else who could write it could change
+// what the mount shows, or make a daemon run as root act for them. With `follow_link`, a
+// link at its last step is followed and its target checked (a Kubernetes token is one).
+// The error's message is the reason alone, for the caller to put in context.
+Result<UniqueFd> OpenTrustedFile(const std::filesystem::path& path, uid_t also_trusted,
+                                 bool follow_link);
+
+// OpenTrustedFile for an index beside data owned by `data_owner`; a link is refused.
+inline Result<UniqueFd> OpenTrustedIndex(const std::filesystem::path& index, uid_t data_owner) {
+  return OpenTrustedFile(index, data_owner, false);
+}
 
 }  // namespace gpufs

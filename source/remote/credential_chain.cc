@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "source/remote/credential_trust.h"
 #include "source/remote/sts.h"
 
 namespace gpufs::remote {
@@ -31,12 +32,20 @@ class Chain {
  public:
   explicit Chain(const ChainInput& input) : in_(input), env_(*input.env) {}
 
-  StsTarget Sts(const std::string& profile) const {
+  // Where STS is called; its requests carry a token or a session token, so plain http
+  // only to this machine.
+  Result<StsTarget> Sts(const std::string& profile) const {
     std::string endpoint = Get(env_, "AWS_ENDPOINT_URL_STS");
-    if (endpoint.empty()) endpoint = ServiceEndpoint(in_.files, profile, "sts");
+    std::string what = "AWS_ENDPOINT_URL_STS";
+    if (endpoint.empty()) {
+      endpoint = ServiceEndpoint(in_.files, profile, "sts");
+      what =
+          fmt::format("the sts endpoint_url of profile '{}' in {}", profile, in_.files.config_path);
+    }
     if (endpoint.empty()) endpoint = fmt::format("https://sts.{}.amazonaws.com", in_.region);
     while (endpoint.ends_with('/')) endpoint.pop_back();
-    return {endpoint, in_.region, in_.ca_bundle};
+    if (Status safe = CheckSecretEndpoint(endpoint, what, false); !safe.ok()) return safe.error();
+    return StsTarget{endpoint, in_.region, in_.ca_bundle};
   }
 
   Status Active(const std::string& what) const {
@@ -91,11 +100,13 @@ class Chain {
         role_arn, Value(settings, "role_session_name"), Value(settings, "external_id"),
         Value(settings, "duration_seconds"),
         fmt::format("profile '{}' in {}", profile, FileOf(in_.files, profile, "role_arn"))};
+    Result<StsTarget> sts = Sts(profile);
+    if (!sts.ok()) return sts.error();
     if (Status active = Active("the role_arn of " + role.origin); !active.ok()) {
       return active.error();
     }
     const std::string token_file = Value(settings, "web_identity_token_file");
-    if (!token_file.empty()) return WebIdentitySource(Sts(profile), role, token_file);
+    if (!token_file.empty()) return WebIdentitySource(*sts, role, token_file);
     const std::string source_profile = Value(settings, "source_profile");
     const std::string credential_source = Value(settings, "credential_source");
     Result<SourcePtr> base = SourcePtr();
@@ -118,7 +129,7 @@ class Chain {
     if (!base.ok()) return base.error();
     if (*base == nullptr)
       return Fail(EINVAL, "cannot use {}: its credential source has no keys", role.origin);
-    return AssumeRoleSource(Sts(profile), std::move(role), std::move(*base));
+    return AssumeRoleSource(std::move(*sts), std::move(role), std::move(*base));
   }
 
   SourcePtr Imds() const {
@@ -135,8 +146,10 @@ class Chain {
       return Fail(EINVAL, "cannot use AWS_WEB_IDENTITY_TOKEN_FILE {}: AWS_ROLE_ARN is not set",
                   token_file);
     }
+    Result<StsTarget> sts = Sts(in_.profile);
+    if (!sts.ok()) return sts.error();
     if (Status active = Active("AWS_WEB_IDENTITY_TOKEN_FILE"); !active.ok()) return active.error();
-    return WebIdentitySource(Sts(in_.profile), std::move(role), token_file);
+    return WebIdentitySource(std::move(*sts), std::move(role), token_file);
   }
 
   Result<SourcePtr> FromEnv() {

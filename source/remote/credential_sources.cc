@@ -3,10 +3,9 @@
 #include <sys/stat.h>
 
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "source/remote/credential_http.h"
+#include "source/remote/credential_trust.h"
 
 namespace gpufs::remote {
 namespace {
@@ -16,14 +15,12 @@ std::string Value(const IniSection& section, const std::string& key) {
   return it == section.end() ? "" : it->second;
 }
 
-Result<IniFile> LoadIni(const std::string& path) {
+Result<IniFile> LoadIni(const std::string& path, std::string_view what) {
   if (path.empty()) return IniFile{};
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return IniFile{};  // a missing file holds no profile
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return Fail(EIO, "cannot read {}: {}", path, strerror(errno));
-  return ParseIni(text.str(), path);
+  Result<std::optional<std::string>> text = ReadTrustedFile(path, what, kMaxAwsFileBytes);
+  if (!text.ok()) return text.error();
+  if (!*text) return IniFile{};  // a missing file holds no profile
+  return ParseIni(**text, path);
 }
 
 // What identifies a file's contents without reading it.
@@ -99,25 +96,6 @@ class ProfileKeys final : public CredentialSource {
   FileStamp config_stamp_;
 };
 
-Result<std::string> ReadSmallFile(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Fail(EACCES, "cannot read {} {}: {}", what, path, strerror(errno));
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string s = text.str();
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
-  return s;
-}
-
-bool IsLoopbackOrAgent(std::string_view url) {
-  const size_t authority = url.find("//") + 2;
-  std::string_view host = url.substr(authority, url.find('/', authority) - authority);
-  if (host.starts_with("[")) return host.starts_with("[::1]");
-  host = host.substr(0, host.find(':'));
-  return host.starts_with("127.") || host == "localhost" || host == "169.254.170.2" ||
-         host == "169.254.170.23";
-}
-
 class ContainerEndpoint final : public CredentialSource {
  public:
   ContainerEndpoint(std::string url, std::string token, std::string token_file)
@@ -129,7 +107,7 @@ class ContainerEndpoint final : public CredentialSource {
     call.timeout = std::chrono::milliseconds(5000);
     std::string token = token_;
     if (!token_file_.empty()) {
-      Result<std::string> read = ReadSmallFile(token_file_, "the token file");
+      Result<std::string> read = ReadTokenFile(token_file_);
       if (!read.ok()) return Failure(read.error().message);
       token = std::move(*read);
     }
@@ -208,9 +186,9 @@ Result<AwsFiles> LoadAwsFiles(std::string credentials_path, std::string config_p
   AwsFiles files;
   files.credentials_path = std::move(credentials_path);
   files.config_path = std::move(config_path);
-  Result<IniFile> credentials = LoadIni(files.credentials_path);
+  Result<IniFile> credentials = LoadIni(files.credentials_path, "the AWS credentials file");
   if (!credentials.ok()) return credentials.error();
-  Result<IniFile> config = LoadIni(files.config_path);
+  Result<IniFile> config = LoadIni(files.config_path, "the AWS config file");
   if (!config.ok()) return config.error();
   files.credentials = std::move(*credentials);
   files.config = std::move(*config);
@@ -250,15 +228,20 @@ Result<std::unique_ptr<CredentialSource>> ContainerSource(const Env& env) {
   std::string url = get("AWS_CONTAINER_CREDENTIALS_FULL_URI");
   const std::string relative = get("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
   if (!relative.empty()) {
+    // A path on the ECS agent: anything else ("@host/", "host/") would move the request
+    // elsewhere with the container's token.
+    if (!relative.starts_with('/')) {
+      return Fail(EINVAL,
+                  "cannot use AWS_CONTAINER_CREDENTIALS_RELATIVE_URI '{}': it must be a path "
+                  "beginning with '/'",
+                  relative);
+    }
     url = "http://169.254.170.2" + relative;
   } else if (url.empty()) {
     return std::unique_ptr<CredentialSource>();
-  } else if (!url.starts_with("https://") &&
-             !(url.starts_with("http://") && IsLoopbackOrAgent(url))) {
-    return Fail(EINVAL,
-                "cannot use AWS_CONTAINER_CREDENTIALS_FULL_URI '{}': not https:// and not a "
-                "loopback or container agent address",
-                url);
+  } else if (Status safe = CheckSecretEndpoint(url, "AWS_CONTAINER_CREDENTIALS_FULL_URI", true);
+             !safe.ok()) {
+    return safe.error();
   }
   return std::unique_ptr<CredentialSource>(
       std::make_unique<ContainerEndpoint>(std::move(url), get("AWS_CONTAINER_AUTHORIZATION_TOKEN"),

@@ -9,12 +9,9 @@
 //
 // A URL ending in '/' names a folder; otherwise its last segment names an object (the
 // leaf) and the root is the folder holding it.
-#include <cstring>
-#include <fstream>
-#include <sstream>
-
 #include "source/remote/aws_config.h"
 #include "source/remote/credential_chain.h"
+#include "source/remote/credential_trust.h"
 #include "source/remote/http_url.h"
 #include "source/remote/object_store.h"
 #include "source/remote/tls.h"
@@ -49,12 +46,11 @@ Result<AwsFile> LoadAwsFile(const Env& env, const char* variable, const char* ho
     file.path = Get(env, "HOME") + "/" + home_relative;
   }
   if (file.path.empty()) return file;
-  std::ifstream in(file.path, std::ios::binary);
-  if (!in) return file;  // a missing file holds no profile; the caller says where it looked
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return Fail(EIO, "cannot read {}: {}", file.path, strerror(errno));
-  Result<IniFile> ini = ParseIni(text.str(), file.path);
+  const char* what = config_file ? "the AWS config file" : "the AWS credentials file";
+  Result<std::optional<std::string>> text = ReadTrustedFile(file.path, what, kMaxAwsFileBytes);
+  if (!text.ok()) return text.error();
+  if (!*text) return file;  // a missing file holds no profile; the caller says where it looked
+  Result<IniFile> ini = ParseIni(**text, file.path);
   if (!ini.ok()) return ini.error();
   file.ini = std::move(*ini);
   file.profile = FindProfile(file.ini, profile, config_file);

@@ -525,6 +525,7 @@ Result<std::vector<ObjectInfo>> ObjectStore::List(const std::string& prefix) {
   if (auto refused = impl_->RefuseOnLoopThread("list", object)) return *refused;
   std::vector<ObjectInfo> objects;
   std::string token;
+  unsigned pages = 0;
   for (;;) {
     Result<ListPage> page = impl_->FetchPage(Request(
         config_, object, "list",
@@ -540,6 +541,13 @@ Result<std::vector<ObjectInfo>> ObjectStore::List(const std::string& prefix) {
       objects.push_back(std::move(info));
     }
     if (!page->truncated) return objects;
+    if (++pages >= config_.list_max_pages || objects.size() >= config_.list_max_keys) {
+      impl_->counters.errors.fetch_add(1, std::memory_order_relaxed);
+      return Fail(EFBIG,
+                  "cannot list {}: the store's listing goes on past {} keys in {} pages, more "
+                  "than a dataset's folder holds; name the dataset's own folder in the URL",
+                  object, objects.size(), pages);
+    }
     if (page->next_token == token) {
       impl_->counters.errors.fetch_add(1, std::memory_order_relaxed);
       return Fail(EIO, "cannot list {}: the store sent the same continuation token twice", object);

@@ -99,6 +99,11 @@ struct StoreConfig {
   TransferDeadlines deadlines;                     // of each attempt, a peer's included
   bool verify_tls = true;                          // false only by --no-verify-tls
   unsigned list_page_size = 0;  // s3: keys per listing page; 0: the store's default (1000)
+  // s3: the most one listing takes in before it fails. A dataset's folder holds thousands of
+  // blobs; a store that keeps saying "truncated" (hostile, or a bucket's root of millions
+  // of other objects) must not keep a mount listing while its memory grows.
+  unsigned list_max_pages = 4096;
+  size_t list_max_keys = size_t{1} << 20;
   // http only: credentials (a URL's user:password@), a checked .netrc curl may take them
   // from (empty: none), and the object the URL names, asked for as typed.
   std::optional<BasicAuth> basic_auth;

@@ -1,11 +1,9 @@
 #include "source/remote/sts.h"
 
-#include <fstream>
-#include <sstream>
-
 #include <pugixml.hpp>
 
 #include "source/remote/credential_http.h"
+#include "source/remote/credential_trust.h"
 #include "source/remote/url.h"
 
 namespace gpufs::remote {
@@ -86,12 +84,9 @@ class WebIdentity final : public CredentialSource {
       : target_(std::move(target)), role_(std::move(role)), token_file_(std::move(token_file)) {}
 
   Result<CredentialSet> Fetch() override {
-    std::ifstream in(token_file_, std::ios::binary);
-    if (!in) return Failure(fmt::format("cannot read the token file: {}", strerror(errno)));
-    std::stringstream token;
-    token << in.rdbuf();
-    std::string text = token.str();
-    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+    Result<std::string> token = ReadTokenFile(token_file_);
+    if (!token.ok()) return Failure(token.error().message);
+    const std::string& text = *token;
     if (text.empty()) return Failure("the token file is empty");
     HttpCall call;
     call.body = Form({{"Action", "AssumeRoleWithWebIdentity"},

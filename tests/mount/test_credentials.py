@@ -31,6 +31,7 @@ GPUFS_STAT = os.environ.get("GPUFS_STAT", os.path.join(lib.ROOT, "build", "cli",
 STS_CONF = {"rgw_sts_key": "gpufsstskey12345", "rgw_s3_auth_use_sts": "true",
             "rgw_sts_min_session_duration": "10"}
 SESSION_S = 15
+NOBODY = 65534
 
 # A credential_process program: AssumeRole on radosgw, signed with the keys in its
 # environment; prints the keys as JSON Version 1, with their Expiration unless told not to.
@@ -348,6 +349,32 @@ class Credentials(unittest.TestCase):
         self.assertIn("cannot get credentials from credential_process of profile 'default' in "
                       f"{config}: the program exited with status 3: no keys today",
                       self.mount_error(self.env()))
+
+    def test_another_users_profile_is_refused_and_runs_nothing_as_root(self):
+        """HOME names another user's AWS files (sudo -E, su -m): their credential_process
+        would run as root. Refused naming the file and the fix; the same file of root's is
+        used."""
+        if os.geteuid() != 0:
+            self.skipTest("not root: the rule protects a daemon run as root")
+        user = self.users[0]
+        marker = os.path.join(self.home, "ran")
+        script = self.program("keys.sh", f"touch {marker}\nprintf '%s' '{{\"Version\": 1, "
+                              f'"AccessKeyId": "{user[1]}", "SecretAccessKey": "{user[2]}"}}'
+                              "'\n")
+        config = self.write_aws("config", f"[default]\ncredential_process = sh {script}\n")
+        os.chown(config, NOBODY, NOBODY)
+        self.assertIn(f"cannot use the AWS config file {config}: it is owned by uid {NOBODY}, "
+                      "neither you (uid 0) nor root; run gpufsd as the file's owner",
+                      self.mount_error(self.env()))
+        self.assertFalse(os.path.exists(marker), "root ran another user's credential_process")
+        os.chown(config, 0, 0)
+        os.chmod(config, 0o664)
+        self.assertIn(f"others may write it (mode 0664); chmod go-w {config}",
+                      self.mount_error(self.env()))
+        self.assertFalse(os.path.exists(marker))
+        os.chmod(config, 0o644)
+        self.check_mount(self.env(), ["credential_process of profile 'default'"])
+        self.assertTrue(os.path.exists(marker))
 
     def test_sts_refusing_the_web_identity_is_named(self):
         with FakeAws(self.users) as aws:

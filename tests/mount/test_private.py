@@ -178,6 +178,30 @@ class Private(unittest.TestCase):
                       f"chmod 700 {tier}", log)
         self.assertEqual(os.listdir(tier), [])
 
+    def test_a_tier_path_through_a_level_another_user_controls_is_refused(self):
+        """An earlier level of --disk-cache that nobody may write: a link planted there
+        would point root's tier at a folder of root's, which root would chmod and fill."""
+        roots = os.path.join(self.work, "roots-folder")
+        os.mkdir(roots, 0o755)
+        sticky = os.path.join(self.work, "sticky")
+        os.mkdir(sticky)
+        os.chmod(sticky, 0o1777)  # as /tmp: anyone may add a name
+        plant_link(roots, os.path.join(sticky, "cache"))
+        tier = os.path.join(sticky, "cache", "tier")
+        log = refused(self, self.mytar, "--disk-cache", tier, env=self.env)
+        self.assertIn(f"cannot use disk cache {tier}: {sticky}/cache: a symbolic link where "
+                      "others may write", log)
+        theirs = os.path.join(self.work, "theirs-level")
+        os.mkdir(theirs, 0o755)
+        os.chown(theirs, NOBODY, NOBODY)
+        tier = os.path.join(theirs, "tier")
+        log = refused(self, self.mytar, "--disk-cache", tier, env=self.env)
+        self.assertIn(f"cannot use disk cache {tier}: {theirs}: it is owned by uid {NOBODY}, "
+                      "who could replace what lies beneath it", log)
+        self.assertEqual(os.listdir(roots), [])
+        self.assertEqual(os.listdir(theirs), [])
+        self.assertEqual(stat.S_IMODE(os.stat(roots).st_mode), 0o755)
+
     def test_an_older_tier_is_made_private_and_the_log_says_so(self):
         tier = os.path.join(self.xdg, "old")
         with self.tier_mount(tier):
@@ -286,7 +310,7 @@ class Private(unittest.TestCase):
             self.assertEqual(files_below(mnt), expected, "the planted labels were served")
             log = mount.stderr()
         self.assertIn(f"not using {index}: it is owned by uid {NOBODY}, neither you (uid 0) "
-                      "nor the owner of the data (uid 0)", log)
+                      "nor root", log)
 
     def test_a_group_writable_tar_index_is_ignored(self):
         folder = os.path.join(self.work, "group-writable-index")

@@ -145,6 +145,23 @@ class StallAccounting(lib.ServedPackCase):
         self.assertEqual(ample["measured"]["from"]["source_member"]["reads"], 0)
         self.assertIn("not the bottleneck", ample["text"])
 
+    def test_a_plot_named_with_quotes_is_drawn_at_that_name_and_runs_nothing(self):
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            self.skipTest("python3-matplotlib is not installed: --plot cannot draw")
+        marker = os.path.join(self.work, "injected")  # what a shell would make, in cwd
+        png = os.path.join(self.work, "advice' \"$(touch injected)\"`touch injected`'.png")
+        with self.mount("--cache-size", "64MiB", "--no-disk-cache") as mnt:
+            self.epochs(mnt, 1)
+            out = subprocess.run([GPUFS_STAT, "--advise", "--plot", png, mnt],
+                                 capture_output=True, text=True, timeout=120, cwd=self.work)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertFalse(os.path.exists(marker), "the PNG's name ran a command")
+        with open(png, "rb") as f:
+            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+        os.unlink(png)
+
 
 if __name__ == "__main__":
     lib.exit_unless_fuse_usable()

@@ -20,6 +20,7 @@ from gpufs_testlib import files_below, stats_of
 
 sys.path.insert(0, lib.ROOT)
 from tests.servers import ceph_s3, nginx  # noqa: E402
+from tests.servers.endless_listing import EndlessListing  # noqa: E402
 from tests.servers.lying_peer import FlippingPeer  # noqa: E402
 
 GROUP_BYTES = "64KiB"
@@ -245,6 +246,40 @@ class PlantedTierCopy(unittest.TestCase):
             self.assertEqual(stats["tier"]["damaged"], 0, stats["tier"])  # the sums were valid
         finally:
             shutil.rmtree(work)
+
+
+class EndlessListingStore(unittest.TestCase):
+    """A store whose listing never stops saying "truncated" stops the mount with an error
+    naming what was listed, in bounded time and memory, rather than listing forever."""
+
+    def mount_fails(self, keys_per_page):
+        work = tempfile.mkdtemp(prefix="gpufs-endless-")
+        try:
+            os.mkdir(os.path.join(work, "mnt"))
+            with EndlessListing(keys_per_page) as store:
+                env = {"PATH": os.environ.get("PATH", ""), "HOME": work,
+                       "XDG_CACHE_HOME": os.path.join(work, "xdg")}
+                result = lib.run_gpufsd(
+                    "mount", "-f", "--no-sign-request", "--endpoint", store.url,
+                    "--cache-size", "16MiB", "--no-disk-cache", "s3://bucket/data/",
+                    os.path.join(work, "mnt"), timeout=120, env=env)
+                return result, store.pages
+        finally:
+            shutil.rmtree(work)
+
+    def test_empty_pages_stop_at_the_page_bound(self):
+        result, pages = self.mount_fails(0)
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn("cannot list s3://bucket/data/", result.stderr)
+        self.assertIn("in 4096 pages", result.stderr)
+        self.assertEqual(pages, 4096)
+
+    def test_full_pages_stop_at_the_key_bound(self):
+        result, pages = self.mount_fails(1000)
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn("cannot list s3://bucket/data/", result.stderr)
+        self.assertIn("past 1049000 keys", result.stderr)
+        self.assertEqual(pages, 1049)
 
 
 if __name__ == "__main__":

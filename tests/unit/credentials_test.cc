@@ -2,12 +2,15 @@
 // environment and the AWS files, the refresh timing rules, and the parsers of what
 // credential_process, IMDS, container endpoints and STS answer.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
 #include "source/remote/credential_chain.h"
 #include "source/remote/credential_http.h"
+#include "source/remote/credential_trust.h"
 #include "source/remote/credentials.h"
 #include "source/remote/sts.h"
 #include "tests/unit/temp_dir.h"
@@ -280,8 +283,9 @@ TEST_F(Chain_, ProfileKeysComeBeforeCredentialProcessAndTheContainer) {
 TEST_F(Chain_, TheContainerThenNothingWithWhereItLooked) {
   EXPECT_EQ(ErrorOf({{"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://127.0.0.1:1/c"}}),
             "cannot use a container endpoint: not fetched here");
-  EXPECT_NE(ErrorOf({{"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://example.com/c"}})
-                .find("not https:// and not a loopback"),
+  EXPECT_NE(ErrorOf({{"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://192.0.2.1/c"}})
+                .find("cannot use AWS_CONTAINER_CREDENTIALS_FULL_URI 'http://192.0.2.1/c': "
+                      "plain http to 192.0.2.1, which is not loopback or the container agent"),
             std::string::npos);
   auto none = Resolve({});
   ASSERT_TRUE(none.ok());
@@ -299,6 +303,109 @@ TEST(ContainerSource, ARelativeUriIsOnTheContainerAgentAndWinsOverAFullOne) {
   auto none = ContainerSource({});
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(*none, nullptr);
+}
+
+// Each way a URI could send the container's token to another host over plain http.
+TEST(ContainerSource, UrisThatLeadElsewhereAreRefusedAndLoopbackIsUsed) {
+  const auto error_of = [](const char* name, const char* value) {
+    auto source = ContainerSource({{name, value}});
+    return source.ok() ? std::string("ok") : source.error().message;
+  };
+  const char* kRelative = "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI";
+  const char* kFull = "AWS_CONTAINER_CREDENTIALS_FULL_URI";
+  EXPECT_EQ(error_of(kRelative, "@192.0.2.1:80/x"),
+            "cannot use AWS_CONTAINER_CREDENTIALS_RELATIVE_URI '@192.0.2.1:80/x': it must be a "
+            "path beginning with '/'");
+  EXPECT_NE(error_of(kFull, "http://127.0.0.1@192.0.2.1/c").find("a user:password@"),
+            std::string::npos);
+  EXPECT_NE(error_of(kFull, "http://127.0.0.1:x@192.0.2.1/c").find("a user:password@"),
+            std::string::npos);
+  // A name that merely starts like a loopback address: not resolvable here, refused anyway.
+  EXPECT_NE(error_of(kFull, "http://127.0.0.1.invalid/c")
+                .find("cannot use AWS_CONTAINER_CREDENTIALS_FULL_URI 'http://127.0.0.1.invalid/c'"),
+            std::string::npos);
+  EXPECT_NE(error_of(kFull, "http://192.0.2.1:8080/c").find("which is not loopback"),
+            std::string::npos);
+  EXPECT_NE(error_of(kFull, "ftp://127.0.0.1/c").find("not an http:// or https:// URL"),
+            std::string::npos);
+  for (const char* fine :
+       {"http://127.0.0.1:1/c", "http://127.9.9.9/c", "http://[::1]:1/c", "http://localhost:1/c",
+        "http://169.254.170.23/v1/credentials", "https://creds.example.com/c"}) {
+    EXPECT_EQ(error_of(kFull, fine), "ok") << fine;
+  }
+  EXPECT_EQ(error_of(kRelative, "/v2/credentials/abc"), "ok");
+}
+
+TEST_F(Chain_, StsOverPlainHttpToAnotherHostIsRefusedBeforeAnyTokenIsRead) {
+  Write("config",
+        "[default]\nrole_arn = arn:r\nweb_identity_token_file = /etc/shadow\nservices = s\n"
+        "[services s]\nsts =\n  endpoint_url = http://192.0.2.1:8080\n");
+  EXPECT_NE(ErrorOf({}).find("cannot use the sts endpoint_url of profile 'default' in " +
+                             (dir_.path() / "config").string() +
+                             " 'http://192.0.2.1:8080': plain http to 192.0.2.1"),
+            std::string::npos)
+      << ErrorOf({});
+  EXPECT_NE(ErrorOf({{"AWS_ENDPOINT_URL_STS", "http://192.0.2.1"},
+                     {"AWS_WEB_IDENTITY_TOKEN_FILE", "/etc/shadow"},
+                     {"AWS_ROLE_ARN", "arn:r"}})
+                .find("cannot use AWS_ENDPOINT_URL_STS 'http://192.0.2.1': plain http"),
+            std::string::npos);
+  // Loopback over http, and any host over https, are fine (refused here only for fetching).
+  for (const char* fine : {"http://127.0.0.1:9000", "https://sts.example.com"}) {
+    EXPECT_EQ(ErrorOf({{"AWS_ENDPOINT_URL_STS", fine},
+                       {"AWS_WEB_IDENTITY_TOKEN_FILE", "/token"},
+                       {"AWS_ROLE_ARN", "arn:r"}}),
+              "cannot use AWS_WEB_IDENTITY_TOKEN_FILE: not fetched here");
+  }
+}
+
+TEST_F(Chain_, AwsFilesOthersMayWriteAreRefusedWithTheFix) {
+  Write("config", "[default]\ncredential_process = /bin/keys\n");
+  const std::string config = (dir_.path() / "config").string();
+  ASSERT_EQ(chmod(config.c_str(), 0664), 0);
+  Result<AwsFiles> files = LoadAwsFiles("", config);
+  ASSERT_FALSE(files.ok());
+  EXPECT_EQ(files.error().message, "cannot use the AWS config file " + config +
+                                       ": others may write it (mode 0664); chmod go-w " + config);
+  ASSERT_EQ(chmod(config.c_str(), 0644), 0);
+  EXPECT_TRUE(LoadAwsFiles("", config).ok());
+  if (geteuid() != 0) GTEST_SKIP() << "not root: cannot give the file to another user";
+  ASSERT_EQ(chown(config.c_str(), 65534, 65534), 0);
+  files = LoadAwsFiles("", config);
+  ASSERT_FALSE(files.ok());
+  EXPECT_NE(files.error().message.find("cannot use the AWS config file " + config +
+                                       ": it is owned by uid 65534, neither you (uid 0) nor "
+                                       "root; run gpufsd as the file's owner"),
+            std::string::npos)
+      << files.error().message;
+}
+
+TEST(TokenFile, IsARegularFileOfTrustedOwnerAndBounded) {
+  TempDir dir;
+  const std::string token = (dir.path() / "token").string();
+  std::ofstream(token) << "header.payload.signature\n";
+  auto read = ReadTokenFile(token);
+  ASSERT_TRUE(read.ok()) << read.error().message;
+  EXPECT_EQ(*read, "header.payload.signature");
+  std::ofstream(token) << std::string(kMaxTokenFileBytes + 1, 'x');
+  read = ReadTokenFile(token);
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.error().message, "cannot use the token file " + token + ": it holds more than " +
+                                      std::to_string(kMaxTokenFileBytes) +
+                                      " bytes, more than such a file ever needs");
+  read = ReadTokenFile("/dev/zero");  // once read whole, growing the daemon until killed
+  ASSERT_FALSE(read.ok());
+  EXPECT_NE(read.error().message.find("/dev/zero: it is not a regular file"), std::string::npos);
+  std::filesystem::create_symlink(token, dir.path() / "link");  // as Kubernetes mounts it
+  std::ofstream(token) << "rotated";
+  read = ReadTokenFile((dir.path() / "link").string());
+  ASSERT_TRUE(read.ok()) << read.error().message;
+  EXPECT_EQ(*read, "rotated");
+  if (geteuid() != 0) GTEST_SKIP() << "not root: cannot give the file to another user";
+  ASSERT_EQ(chown(token.c_str(), 65534, 65534), 0);
+  read = ReadTokenFile(token);
+  ASSERT_FALSE(read.ok());
+  EXPECT_NE(read.error().message.find("it is owned by uid 65534"), std::string::npos);
 }
 
 TEST_F(Chain_, SourceProfileLoopsAreRefused) {

@@ -53,6 +53,47 @@ TEST(PrivateFolder, CreatesEachMissingLevel0700) {
   EXPECT_TRUE(opened->note.empty());
 }
 
+// A user who may write an earlier level of the path could point it elsewhere: at a folder
+// of root's that root would then take over.
+TEST(PrivateFolder, RefusesALevelAnotherUserMayWriteOrALinkTheyCouldHavePlanted) {
+  TempDir dir;
+  const auto open = dir.path() / "open";
+  ASSERT_EQ(mkdir(open.c_str(), 0700), 0);
+  ASSERT_EQ(chmod(open.c_str(), 0777), 0);
+  auto opened = OpenPrivateFolder(open / "cache" / "tier", kRole);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.error().message,
+            "cannot use disk cache " + (open / "cache" / "tier").string() + ": " + open.string() +
+                ": others may write it (mode 0777) and it is not sticky, so they could replace "
+                "what lies beneath it; name a folder whose every level only you or root may "
+                "write");
+  EXPECT_FALSE(std::filesystem::exists(open / "cache"));  // nothing made beneath it
+  // Sticky (as /tmp): others may add names there, not replace ours; a link there is refused.
+  ASSERT_EQ(chmod(open.c_str(), 01777), 0);
+  EXPECT_TRUE(OpenPrivateFolder(open / "mine" / "tier", kRole).ok());
+  const auto target = dir.path() / "roots";
+  ASSERT_EQ(mkdir(target.c_str(), 0755), 0);
+  std::filesystem::create_directory_symlink(target, open / "planted");
+  opened = OpenPrivateFolder(open / "planted" / "tier", kRole);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_THAT(opened.error().message,
+              HasSubstr((open / "planted").string() + ": a symbolic link where others may write"));
+  EXPECT_FALSE(std::filesystem::exists(target / "tier"));
+  // A link in a folder only this user or root may write was put there by one of them.
+  std::filesystem::create_directory_symlink("roots", dir.path() / "mine");
+  opened = OpenPrivateFolder(dir.path() / "mine" / "tier", kRole);
+  ASSERT_TRUE(opened.ok()) << opened.error().message;
+  EXPECT_EQ(ModeOf(target / "tier"), 0700);
+  if (geteuid() != 0) GTEST_SKIP() << "giving a folder to another uid needs root";
+  const auto theirs = dir.path() / "theirs";
+  ASSERT_EQ(mkdir(theirs.c_str(), 0755), 0);
+  ASSERT_EQ(chown(theirs.c_str(), kNobody, kNobody), 0);
+  opened = OpenPrivateFolder(theirs / "tier", kRole);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_THAT(opened.error().message,
+              HasSubstr(theirs.string() + ": it is owned by uid 65534, who could replace"));
+}
+
 TEST(PrivateFolder, RefusesAFolderOfAnotherUidNamingTheFix) {
   if (geteuid() != 0) GTEST_SKIP() << "giving a folder to another uid needs root";
   TempDir dir;
