@@ -8,7 +8,7 @@ PACKAGES=(
   build-essential meson ninja-build pkg-config clang-format clang libclang-rt-14-dev
   libfuse3-dev fuse3 liburing-dev libcurl4-openssl-dev libpugixml-dev
   libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev libxxhash-dev
-  libcpp-httplib-dev vmtouch libtorch-dev libjpeg-dev
+  vmtouch libtorch-dev libjpeg-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-torchvision python3-pil
   # The --plot of gpufs-stat --advise and gpufs-emulate.

@@ -239,6 +239,18 @@ class Residency(unittest.TestCase):
         self.assertIn("hit ratio", visible)
 
 
+def sockets_held(pid):
+    """How many of the process's descriptors are sockets."""
+    fds = f"/proc/{pid}/fd"
+    held = 0
+    for fd in os.listdir(fds):
+        try:
+            held += os.readlink(os.path.join(fds, fd)).startswith("socket:")
+        except FileNotFoundError:  # closed meanwhile
+            pass
+    return held
+
+
 class Daemon(unittest.TestCase):
     """Metrics, and what gpufs-stat says when the daemon is gone or stopped."""
 
@@ -265,6 +277,44 @@ class Daemon(unittest.TestCase):
             files = sum(len(names) for _, _, names in os.walk(mnt))
             self.assertIn(f"\ngpufs_dataset_files {files}\n", text)
             self.assertRegex(text, r"\ngpufs_cache_misses_total [1-9]")
+
+    def test_a_flood_of_metrics_connections_fails_no_read(self):
+        """Hundreds of idle and trickling connections to the metrics port, with the daemon's
+        descriptors capped at 128: every read succeeds meanwhile, the daemon holds no more
+        than a few of them, and once they go the metrics answer."""
+        port = free_port()
+        flood = []
+        mount = lib.Mount(self.src, "--cache-size", "0", "--metrics", f"127.0.0.1:{port}")
+        with mount as mnt:
+            pid = mount.proc.pid
+            result = subprocess.run(["prlimit", f"--pid={pid}", "--nofile=128:128"],
+                                    capture_output=True, text=True)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertEqual(lib.files_below(mnt), lib.files_below(self.tree))
+            before = sockets_held(pid)
+            try:
+                for i in range(300):  # more than the daemon may hold
+                    c = socket.socket()
+                    c.setblocking(False)
+                    c.connect_ex(("127.0.0.1", port))
+                    flood.append(c)
+                deadline = time.monotonic() + 8
+                while time.monotonic() < deadline:  # a byte now and then: never a whole head
+                    for c in flood[:20]:
+                        try:
+                            c.send(b"G")
+                        except OSError:
+                            pass
+                    lib.drop_page_cache()
+                    self.assertEqual(lib.files_below(mnt), lib.files_below(self.tree))
+                    self.assertLessEqual(sockets_held(pid), before + 4,
+                                         "the flood took the daemon's descriptors")
+                    time.sleep(0.5)
+            finally:
+                for c in flood:
+                    c.close()
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
+                self.assertIn("\ngpufs_source_errors_total 0\n", r.read().decode())
 
     def test_bad_or_busy_metrics_address_refuses_the_mount(self):
         mnt = tempfile.mkdtemp(prefix="gpufs-mnt-")
