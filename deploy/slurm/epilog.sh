@@ -1,10 +1,14 @@
 #!/bin/sh
-# Slurm Epilog of gpufs: unmounts what prolog.sh mounted and stops the node's peer cache,
-# waiting until both daemons have exited. The peer's cache folder stays for the next job.
-# Nothing to undo is fine; a mount or nginx that will not go fails (Slurm drains the node).
-# The peer cache is signalled only while its pid still names the process the prolog started
-# (same start time and program, recorded by `epilog.sh --identity PID` in nginx.started):
-# a pid that has since been reused names someone else's process.
+# Slurm Epilog of gpufs: unmounts what prolog.sh mounted for this job ($SLURM_JOB_ID) and
+# stops the job's peer cache, waiting until both daemons have exited. The peer's cache
+# folder stays for the next job. Nothing to undo is fine; a mount or nginx that will not
+# go fails (Slurm drains the node). Only this job's run folder is read or removed:
+# another job's mount, peer cache and secret on a shared node are left alone.
+# The mount is unmounted only while the mount table still shows it (same id, same place,
+# recorded by the prolog in `mount`), and the peer cache is signalled only while its pid
+# still names the process the prolog started (same start time and program, recorded by
+# `epilog.sh --identity PID` in nginx.started): a pid that has since been reused names
+# someone else's process.
 set -u
 PATH=${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
@@ -23,13 +27,18 @@ if [ "${1:-}" = --identity ]; then
   identity "${2:?usage: epilog.sh --identity PID}"
   exit
 fi
+case ${SLURM_JOB_ID:-} in
+'' | *[!0-9]*)
+  echo "gpufs epilog: SLURM_JOB_ID '${SLURM_JOB_ID:-}' is not a job id" >&2
+  exit 1
+  ;;
+esac
 # shellcheck source=/dev/null # the settings: gpufs-slurm.conf
 . "${GPUFS_SLURM_CONF:-/etc/gpufs/slurm.conf}"
 GPUFSD=${GPUFSD:-gpufsd}
-run=${GPUFS_RUN_DIR:-/run/gpufs-slurm}
+run=${GPUFS_RUN_DIR:-/run/gpufs-slurm}/$SLURM_JOB_ID
 status=0
 
-mounted() { awk -v m="$1" '$5 == m { found = 1 } END { exit !found }' /proc/self/mountinfo; }
 started='' # what the prolog recorded of the nginx it started: "PID START-TIME PROGRAM"
 running() { # the process the prolog started, still there (a zombie has exited)
   stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
@@ -37,10 +46,12 @@ running() { # the process the prolog started, still there (a zombie has exited)
   [ -n "$started" ] && [ "$(identity "$1")" = "$started" ]
 }
 
-# As the mount table spells it (no stat of the mount itself: its daemon may be dead).
-mnt=$(cd "$(dirname "$GPUFS_MOUNTPOINT")" 2>/dev/null && pwd -P)/$(basename "$GPUFS_MOUNTPOINT")
 # gpufsd unmount returns once the daemon has exited.
-if mounted "$mnt" && ! "$GPUFSD" unmount "$mnt"; then
+mounted=$(cat "$run/mount" 2>/dev/null) || mounted=''
+mnt=${mounted#* }
+if [ -n "$mounted" ] &&
+  awk -v id="${mounted%% *}" -v m="$mnt" '$1 == id && $5 == m { found = 1 } END { exit !found }' \
+    /proc/self/mountinfo && ! "$GPUFSD" unmount "$mnt"; then
   echo "gpufs epilog: cannot unmount $mnt" >&2
   status=1
 fi

@@ -1,16 +1,27 @@
 #!/bin/sh
-# Slurm Prolog of gpufs: on each node of a job, starts the node's peer cache (nginx with
+# Slurm Prolog of gpufs: on each node of a job, starts the job's peer cache (nginx with
 # deploy/nginx/gpufs-peer.conf) and mounts the dataset with every node of the job as a
 # peer. epilog.sh undoes both. Settings: /etc/gpufs/slurm.conf (or $GPUFS_SLURM_CONF).
 #   slurm.conf:  Prolog=/usr/local/share/gpufs/slurm/prolog.sh
 #                Epilog=/usr/local/share/gpufs/slurm/epilog.sh
 #                PrologFlags=Alloc     (every node of the job, at allocation)
-# Run as root by slurmd, with SLURM_JOB_NODELIST and SLURMD_NODENAME set. Slurm drains a
-# node whose prolog fails: so does a node that cannot serve the dataset.
+# Run as root by slurmd, with SLURM_JOB_ID, SLURM_JOB_NODELIST and SLURMD_NODENAME set.
+# Slurm drains a node whose prolog fails: so does a node that cannot serve the dataset.
+#
+# Everything is the job's: its run folder ($GPUFS_RUN_DIR/$SLURM_JOB_ID), secret, peer
+# cache and mount. A second job on a shared node gets its own where the settings give it
+# one (a mount point and port made from $SLURM_JOB_ID), and is refused where they do not,
+# before it starts anything; a failed prolog undoes only what it started.
 set -eu
 # slurmd may give no PATH, or one without where gpufs is installed.
 PATH=${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 conf=${GPUFS_SLURM_CONF:-/etc/gpufs/slurm.conf}
+case ${SLURM_JOB_ID:-} in
+'' | *[!0-9]*)
+  echo "gpufs prolog: SLURM_JOB_ID '${SLURM_JOB_ID:-}' is not a job id" >&2
+  exit 1
+  ;;
+esac
 # shellcheck source=/dev/null # the settings: gpufs-slurm.conf
 . "$conf"
 SCONTROL=${SCONTROL:-scontrol}
@@ -19,17 +30,39 @@ GPUFSD=${GPUFSD:-gpufsd}
 nginx=${NGINX:-nginx}
 unset NGINX
 PEER_CONFIG=${PEER_CONFIG:-gpufs-peer-config}
-run=${GPUFS_RUN_DIR:-/run/gpufs-slurm}
+runs=${GPUFS_RUN_DIR:-/run/gpufs-slurm}
+run=$runs/$SLURM_JOB_ID
 port=${GPUFS_PEER_PORT:-3128}
 cache_dir=${GPUFS_PEER_CACHE_DIR:-/var/cache/gpufs-peer}
 key_file=${GPUFS_PEER_KEY_FILE:-/etc/gpufs/peer.key}
 node=${SLURMD_NODENAME:-$(hostname)}
-fail() { # clears what was started (epilog.sh), says why, and fails
+refuse() { # says why this job cannot start here; nothing was started, nothing is undone
+  echo "gpufs prolog: $*" >&2
+  exit 1
+}
+fail() { # clears what this job's prolog started (epilog.sh), says why, and fails
   [ ! -f "$run/nginx/error.log" ] || tail -n 5 "$run/nginx/error.log" >&2
   "$(dirname "$0")/epilog.sh" || true
   echo "gpufs prolog: $*" >&2
   exit 1
 }
+# As the mount table spells it (no stat of the mount itself: its daemon may be dead).
+canonical() { echo "$(cd "$(dirname "$1")" 2>/dev/null && pwd -P)/$(basename "$1")"; }
+mount_id() { awk -v m="$1" '$5 == m { id = $1 } END { if (id == "") exit 1; print id }' \
+  /proc/self/mountinfo; }
+
+# Another job's mount point or peer cache folder is left alone: this job is refused.
+mnt=$(canonical "$GPUFS_MOUNTPOINT")
+if mount_id "$mnt" >/dev/null; then
+  refuse "cannot mount at $GPUFS_MOUNTPOINT: something is mounted there already (another job's dataset?); on nodes shared by jobs, give each its own, e.g. GPUFS_MOUNTPOINT=/mnt/imagenet-\$SLURM_JOB_ID, in $conf"
+fi
+for other in "$runs"/*/cache_dir; do
+  if [ -f "$other" ] && [ "$(cat "$other")" = "$cache_dir" ]; then
+    refuse "cannot start the peer cache: job $(basename "$(dirname "$other")") on this node uses $cache_dir; on nodes shared by jobs, give each its own GPUFS_PEER_CACHE_DIR and GPUFS_PEER_PORT in $conf"
+  fi
+done
+mkdir -p "$runs"
+mkdir -m 0700 "$run" 2>/dev/null || refuse "cannot start job $SLURM_JOB_ID: $run exists (its prolog ran already?)"
 
 # The peer cache forwards to the store's endpoint, or to the web server of an http(s)://
 # source.
@@ -40,11 +73,12 @@ address=${GPUFS_PEER_ADDRESS:-$(getent ahosts "$node" | awk 'NR == 1 { print $1 
 case $address in *:*) listen="[$address]:$port" ;; *) listen="$address:$port" ;; esac
 
 # Every node of the job is a peer, at the name Slurm knows it by.
+printf '%s\n' "$cache_dir" >"$run/cache_dir"
 mkdir -p "$run/nginx" "$cache_dir" "$GPUFS_MOUNTPOINT"
 "$SCONTROL" show hostnames "$SLURM_JOB_NODELIST" >"$run/hosts" ||
   fail "cannot list the nodes of $SLURM_JOB_NODELIST"
 {
-  echo "# the peer caches of job ${SLURM_JOB_ID:-?}'s nodes"
+  echo "# the peer caches of job $SLURM_JOB_ID's nodes"
   sed -n "s|^\([^ ]\{1,\}\)$|http://\1:$port|p" "$run/hosts"
 } >"$run/peers"
 
@@ -56,7 +90,7 @@ if ! { [ -r "$key_file" ] && [ -s "$key_file" ]; }; then
 fi
 (
   umask 077
-  { printf 'gpufs peer secret of job %s\n' "${SLURM_JOB_ID:?}" && cat "$key_file"; } |
+  { printf 'gpufs peer secret of job %s\n' "$SLURM_JOB_ID" && cat "$key_file"; } |
     sha256sum | cut -d' ' -f1 >"$run/secret"
 ) || fail "cannot write the job's peer secret"
 (
@@ -81,3 +115,6 @@ if ! "$GPUFSD" mount --peers-file "$run/peers" --peer-secret-file "$run/secret" 
   "$GPUFS_SOURCE" "$GPUFS_MOUNTPOINT"; then
   fail "cannot mount $GPUFS_SOURCE at $GPUFS_MOUNTPOINT"
 fi
+# What the epilog may unmount: this mount, by its id in the mount table and its place.
+id=$(mount_id "$mnt") || fail "cannot find $mnt in the mount table after mounting it"
+printf '%s %s\n' "$id" "$mnt" >"$run/mount"

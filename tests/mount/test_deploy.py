@@ -224,30 +224,43 @@ class Slurm(unittest.TestCase):
 
     def tearDown(self):
         for node in self.nodes:  # after a failure: nothing may stay mounted or running
-            if lib.is_mounted(node["mnt"]):
-                lib.run_gpufsd("unmount", node["mnt"])
-            self.script(EPILOG, node)
+            for job in os.listdir(node["run"]) if os.path.isdir(node["run"]) else []:
+                self.script(EPILOG, node, job)
+            for mnt in [os.path.join(node["dir"], n) for n in os.listdir(node["dir"])]:
+                if os.path.basename(mnt).startswith("mnt") and lib.is_mounted(mnt):
+                    lib.run_gpufsd("unmount", mnt)
             shutil.rmtree(node["dir"])
 
-    def node(self, name, source, options="--cache-size 16MiB --no-disk-cache"):
-        """The folders and the settings file (/etc/gpufs/slurm.conf) of one node."""
+    @staticmethod
+    def job_run(node, job="42"):
+        """The job's run folder on `node`."""
+        return os.path.join(node["run"], job)
+
+    def node(self, name, source, options="--cache-size 16MiB --no-disk-cache", per_job=False):
+        """The folders and the settings file (/etc/gpufs/slurm.conf) of one node. With
+        `per_job`, each job gets its own mount point, port and peer cache folder, made
+        from $SLURM_JOB_ID as a site with shared nodes would write it."""
         d = tempfile.mkdtemp(prefix=f"node-{name}-", dir=self.work)
         os.chmod(d, 0o755)
         node = {"name": name, "dir": d, "mnt": os.path.join(d, "mnt"),
                 "run": os.path.join(d, "run"), "cache": os.path.join(d, "peer-cache"),
                 "conf": os.path.join(d, "slurm.conf")}
+        mnt, port, cache = node["mnt"], str(self.port), node["cache"]
+        if per_job:
+            mnt, port = mnt + "-$SLURM_JOB_ID", f"$(({self.port} + SLURM_JOB_ID - 42))"
+            cache += "-$SLURM_JOB_ID"
         with open(node["conf"], "w") as f:
-            f.write(f"GPUFS_SOURCE={source}\nGPUFS_MOUNTPOINT={node['mnt']}\n"
-                    f"GPUFS_MOUNT_OPTIONS='{options}'\nGPUFS_PEER_PORT={self.port}\n"
-                    f"GPUFS_PEER_CACHE_DIR={node['cache']}\nGPUFS_PEER_CACHE_SIZE=1g\n"
+            f.write(f"GPUFS_SOURCE={source}\nGPUFS_MOUNTPOINT={mnt}\n"
+                    f"GPUFS_MOUNT_OPTIONS='{options}'\nGPUFS_PEER_PORT={port}\n"
+                    f"GPUFS_PEER_CACHE_DIR={cache}\nGPUFS_PEER_CACHE_SIZE=1g\n"
                     f"GPUFS_RUN_DIR={node['run']}\nGPUFS_PEER_KEY_FILE={self.key_file}\n")
         self.nodes.append(node)
         return node
 
-    def script(self, path, node, **env):
-        """Runs the prolog or epilog as slurmd would on `node`."""
+    def script(self, path, node, job="42", **env):
+        """Runs the prolog or epilog of `job` as slurmd would on `node`."""
         return run([path], env={
-            "GPUFS_SLURM_CONF": node["conf"], "SLURM_JOB_ID": "42",
+            "GPUFS_SLURM_CONF": node["conf"], "SLURM_JOB_ID": job,
             "SLURM_JOB_NODELIST": self.NODELIST, "SLURMD_NODENAME": node["name"],
             "SCONTROL": self.scontrol, "NGINX": nginx.nginx_binary(),
             "PEER_CONFIG": PEER_CONFIG,
@@ -269,10 +282,10 @@ class Slurm(unittest.TestCase):
 
     def check_rendered(self, node):
         peers = [f"http://{n}:{self.port}" for n in self.NODES]
-        with open(os.path.join(node["run"], "peers")) as f:
+        with open(os.path.join(self.job_run(node), "peers")) as f:
             self.assertEqual([ln for ln in f.read().splitlines() if not ln.startswith("#")],
                              peers)
-        with open(os.path.join(node["run"], "nginx", "nginx.conf")) as f:
+        with open(os.path.join(self.job_run(node), "nginx", "nginx.conf")) as f:
             conf = f.read()
         self.assertIn(f"listen {node['name']}:{self.port};", conf)
         self.assertIn(f"server {self.origin.url.split('//')[1]};", conf)
@@ -302,7 +315,7 @@ class Slurm(unittest.TestCase):
         for node in nodes:
             self.assertEqual(lib.files_below(node["mnt"]), self.expected)
         self.assertGreater(self.origin_slices(), 0)
-        secrets = [os.path.join(node["run"], "secret") for node in nodes]
+        secrets = [os.path.join(self.job_run(node), "secret") for node in nodes]
         with open(secrets[0]) as a, open(secrets[1]) as b:
             self.assertEqual(a.read(), b.read(), "one secret for the job's nodes")
         self.assertEqual(os.stat(secrets[0]).st_mode & 0o777, 0o600)
@@ -315,14 +328,14 @@ class Slurm(unittest.TestCase):
 
         pids = []
         for node in nodes:
-            with open(os.path.join(node["run"], "nginx", "nginx.pid")) as f:
+            with open(os.path.join(self.job_run(node), "nginx", "nginx.pid")) as f:
                 pids.append(int(f.read()))
             pids.append(daemon_pid(node["mnt"]))
         for node in nodes:
             result = self.script(EPILOG, node)
             self.assertEqual(result.returncode, 0, result.stderr)
             self.assertFalse(lib.is_mounted(node["mnt"]))
-            self.assertFalse(os.path.exists(node["run"]))
+            self.assertFalse(os.path.exists(self.job_run(node)))
             self.assertTrue(refused(node["name"], self.port))
             self.assertTrue(os.listdir(node["cache"]), "the peer's slices stay for the next job")
         self.assertEqual([p for p in pids if lib.is_running(p)], [])
@@ -334,7 +347,8 @@ class Slurm(unittest.TestCase):
         record = os.path.join(node["dir"], "record")
         with open(stub, "w") as f:
             f.write(f'#!/bin/sh\n[ "$1" = mount ] || exec {lib.GPUFSD} "$@"\n'
-                    f'{{ echo "$*"; cat "{node["run"]}/peers" "{node["run"]}/nginx/nginx.pid"; }}'
+                    f'{{ echo "$*"; cat "{self.job_run(node)}/peers" '
+                    f'"{self.job_run(node)}/nginx/nginx.pid"; }}'
                     f' > {record}\necho "gpufsd stub: cannot mount" >&2\nexit 1\n')
         os.chmod(stub, 0o755)
         result = self.script(PROLOG, node, GPUFSD=stub)
@@ -343,14 +357,74 @@ class Slurm(unittest.TestCase):
                       result.stderr)
         with open(record) as f:
             args, *peers, pid = f.read().splitlines()
-        self.assertEqual(args, f"mount --peers-file {node['run']}/peers --peer-secret-file "
-                         f"{node['run']}/secret -o allow_other "
+        self.assertEqual(args, f"mount --peers-file {self.job_run(node)}/peers "
+                         f"--peer-secret-file {self.job_run(node)}/secret -o allow_other "
                          f"--cache-size 16MiB --no-disk-cache {self.origin.url}/pack/ "
                          f"{node['mnt']}")
         self.assertEqual(peers[1:], [f"http://{n}:{self.port}" for n in self.NODES])
         self.assertFalse(lib.is_running(int(pid)))
-        self.assertFalse(os.path.exists(node["run"]))
+        self.assertFalse(os.path.exists(self.job_run(node)))
         self.assertTrue(refused(node["name"], self.port))
+
+    def job_state(self, node, job):
+        """What a job's prolog started on `node`: (its nginx's pid, its secret)."""
+        with open(os.path.join(self.job_run(node, job), "nginx", "nginx.pid")) as f:
+            pid = int(f.read())
+        with open(os.path.join(self.job_run(node, job), "secret")) as f:
+            return pid, f.read()
+
+    def assert_job_intact(self, node, job, mnt, state):
+        self.assertTrue(lib.is_mounted(mnt), f"job {job}'s mount is gone")
+        self.assertEqual(lib.files_below(mnt), self.expected)
+        self.assertEqual(self.job_state(node, job), state, f"job {job}'s state changed")
+        self.assertTrue(lib.is_running(state[0]), f"job {job}'s peer cache is gone")
+
+    def test_a_second_job_on_the_node_is_refused_and_leaves_the_first_intact(self):
+        reason = peers_missing()
+        if reason:
+            self.skipTest(reason)
+        node = self.node(self.NODES[0], f"{self.origin.url}/pack/")
+        result = self.script(PROLOG, node, "42")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        first = self.job_state(node, "42")
+        second = self.script(PROLOG, node, "43")
+        self.assertEqual(second.returncode, 1)
+        self.assertIn(f"gpufs prolog: cannot mount at {node['mnt']}: something is mounted there "
+                      "already", second.stderr)
+        self.assert_job_intact(node, "42", node["mnt"], first)
+        # slurmd runs the epilog of the refused job too.
+        result = self.script(EPILOG, node, "43")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assert_job_intact(node, "42", node["mnt"], first)
+        self.assertEqual(os.listdir(node["run"]), ["42"])
+        result = self.script(EPILOG, node, "42")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertFalse(lib.is_mounted(node["mnt"]))
+        self.assertFalse(lib.is_running(first[0]))
+
+    def test_jobs_with_their_own_mount_point_and_port_share_a_node(self):
+        reason = peers_missing()
+        if reason:
+            self.skipTest(reason)
+        node = self.node(self.NODES[0], f"{self.origin.url}/pack/", per_job=True)
+        mnts = {job: f"{node['mnt']}-{job}" for job in ("42", "43")}
+        for job in mnts:
+            result = self.script(PROLOG, node, job)
+            self.assertEqual(result.returncode, 0, result.stderr)
+        states = {job: self.job_state(node, job) for job in mnts}
+        self.assertNotEqual(states["42"][1], states["43"][1], "one secret per job")
+        for job, mnt in mnts.items():
+            self.assert_job_intact(node, job, mnt, states[job])
+        result = self.script(EPILOG, node, "42")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertFalse(lib.is_mounted(mnts["42"]))
+        self.assertFalse(lib.is_running(states["42"][0]))
+        self.assert_job_intact(node, "43", mnts["43"], states["43"])
+        result = self.script(EPILOG, node, "43")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertFalse(lib.is_mounted(mnts["43"]))
+        self.assertFalse(lib.is_running(states["43"][0]))
+        self.assertEqual(os.listdir(node["run"]), [])
 
     def test_a_job_without_the_site_key_fails_the_prolog(self):
         node = self.node(self.NODES[0], f"{self.origin.url}/mytar/")
@@ -364,8 +438,8 @@ class Slurm(unittest.TestCase):
 
     def test_the_epilog_leaves_alone_a_process_that_took_the_peers_pid(self):
         node = self.node(self.NODES[0], f"{self.origin.url}/mytar/")
-        nginx_dir = os.path.join(node["run"], "nginx")
-        started = os.path.join(node["run"], "nginx.started")
+        nginx_dir = os.path.join(self.job_run(node), "nginx")
+        started = os.path.join(self.job_run(node), "nginx.started")
 
         def leave(record):
             """The run folder as a prolog leaves it: nginx.pid, and what it recorded."""
