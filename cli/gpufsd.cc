@@ -9,6 +9,7 @@
 #include "cli/dataset_commands.h"
 #include "cli/kernel_limits.h"
 #include "cli/mount_command.h"
+#include "cli/mount_point.h"
 #include "source/remote/http_url.h"
 
 namespace {
@@ -28,6 +29,8 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
                   "path, s3://BUCKET/PREFIX/ or http(s)://HOST/PATH/")
       ->required();
   mount.add_option("MNT", args.mountpoint, "existing empty folder to mount at")->required();
+  mount.add_flag("--allow-non-empty", args.allow_non_empty,
+                 "mount over a folder that holds files, hiding them while mounted");
   mount.add_option("--group-size,-g", args.group_size,
                    "group-size folder to use when SRC holds several");
   mount.add_flag("--foreground,-f", args.foreground, "stay in the foreground, log to stderr");
@@ -248,6 +251,9 @@ int main(int argc, char** argv) {
   CLI::App* unmount =
       app.add_subcommand("unmount", "unmount a gpufs mount and wait for its daemon to exit");
   unmount->add_option("MNT", unmount_point, "the mount point")->required();
+  bool lazy = false;
+  unmount->add_flag("--lazy,-z", lazy,
+                    "detach it now, even in use; its daemon exits once the last user lets go");
 
   gpufs::PackArgs pack_args;
   pack_args.options.threads = DefaultThreads();
@@ -277,5 +283,5 @@ int main(int argc, char** argv) {
   if (pack->parsed()) return gpufs::RunPack(pack_args);
   if (index->parsed()) return gpufs::RunIndex(source, group_size, threads);
   if (verify->parsed()) return gpufs::RunVerify(source, group_size, threads);
-  return gpufs::RunUnmount(unmount_point);
+  return gpufs::RunUnmount(unmount_point, lazy);
 }

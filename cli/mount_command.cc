@@ -32,6 +32,7 @@
 #include "cli/control_server.h"
 #include "cli/kernel_limits.h"
 #include "cli/metrics_server.h"
+#include "cli/mount_point.h"
 #include "cli/stat_source.h"
 #include "dataset/catalog.h"
 #include "dataset/format/open_dataset.h"
@@ -53,29 +54,6 @@ namespace {
 int Refuse(const Error& error) {
   fmt::print(stderr, "gpufsd: {}\n", error.message);
   return 1;
-}
-
-// A second daemon mounted over a FUSE mount hides the first, which keeps running unseen.
-Status RefuseStackedMount(const std::string& path) {
-  if (FilesystemTypeOf(path) != kFuseMagic) return Ok{};
-  std::error_code ec;
-  const std::filesystem::path where = std::filesystem::canonical(path, ec);
-  auto mount = ec ? Result<MountPoint>(Error{ENOENT, ""}) : MountOf(where);
-  if (!mount || mount->path != where.string()) return Ok{};  // a folder inside one is fine
-  const std::string type = mount->is_gpufs() ? "gpufs" : mount->type;
-  return Fail(EBUSY,
-              "cannot mount at {}: it is already a mount ({} of {}); unmount it first with "
-              "`gpufsd unmount {}`",
-              path, type, mount->source, path);
-}
-
-Status CheckMountpoint(const std::string& path) {
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) {
-    return Fail(errno, "cannot mount at {}: {}", path, strerror(errno));
-  }
-  if (!S_ISDIR(st.st_mode)) return Fail(ENOTDIR, "cannot mount at {}: not a folder", path);
-  return RefuseStackedMount(path);
 }
 
 // The kernel caps a FUSE mount's read-ahead at 128 KiB during INIT; only the mount's bdi
@@ -115,9 +93,16 @@ struct Opened {
   std::vector<remote::ObjectInfo> objects;
   // With --peers: what every byte a peer sends is checked against.
   std::shared_ptr<const MemberDigests> digests;
-  // What mount tables, logs and user.gpufs.source call it: its folder, or its URL
-  // (which holds no secret).
-  std::string Label() const { return location ? location->url : dataset.dir.string(); }
+  // What mount tables, logs and user.gpufs.source call it: its URL (which holds no
+  // secret), a tar archive's own path (two archives side by side are two datasets), or
+  // its folder.
+  std::string Label() const {
+    if (location) return location->url;
+    if (dataset.format == "tar" && dataset.catalog.blobs().size() == 1) {
+      return (dataset.dir / dataset.catalog.blobs().front()).string();
+    }
+    return dataset.dir.string();
+  }
 };
 
 std::vector<std::string> FuseArgv(const MountArgs& args, const Opened& opened) {
@@ -350,7 +335,7 @@ Result<Opened> OpenForMount(const MountArgs& args) {
   }
   // Parsing freed far more than the catalog keeps; hand it back rather than sit on it.
   malloc_trim(0);
-  if (Status s = CheckMountpoint(args.mountpoint); !s) return s.error();
+  if (Status s = PrepareMountpoint(args.mountpoint, args.allow_non_empty); !s) return s.error();
   if (args.verify && !opened->dataset.catalog.has_checksums()) {
     return Fail(EINVAL, "cannot --verify {}: it has no checksums", args.source);
   }
@@ -612,67 +597,6 @@ int RunMount(const MountArgs& args_in) {
   const int rc = ServeUntilUnmounted(se, args, mountpoint);
   metrics.reset();  // its thread reads fs, which goes first otherwise
   return rc;
-}
-
-namespace {
-
-// Runs fusermount3 with `flags`; true when it succeeded.
-bool Fusermount(const std::string& mountpoint, const char* flags) {
-  const pid_t helper = fork();
-  if (helper == 0) {
-    execlp("fusermount3", "fusermount3", flags, "--", mountpoint.c_str(), nullptr);
-    _exit(127);
-  }
-  int status = 0;
-  return helper > 0 && waitpid(helper, &status, 0) == helper && WIFEXITED(status) &&
-         WEXITSTATUS(status) == 0;
-}
-
-// A mount whose daemon has died (or is stopped) answers nothing, so nobody can be waited
-// for: the mount is removed, lazily when a reader still holds it, so the folder is usable
-// again at once.
-int UnmountOrphan(const std::string& mountpoint, const Error& why) {
-  fmt::print(stderr, "gpufsd: {}; unmounting it without the daemon\n", why.message);
-  if (Fusermount(mountpoint, "-u")) return 0;
-  if (Fusermount(mountpoint, "-uz")) {
-    fmt::print(stderr, "gpufsd: {} was busy: detached; it goes once its last user lets go\n",
-               mountpoint);
-    return 0;
-  }
-  return Refuse(Fail(EIO, "cannot unmount {}: fusermount3 -u failed", mountpoint));
-}
-
-}  // namespace
-
-int RunUnmount(const std::string& mountpoint_in) {
-  // The mount table, not the mount itself, says what is there: a stat or getxattr of a
-  // mount whose daemon is stopped would never return.
-  std::string mountpoint = std::filesystem::absolute(mountpoint_in).lexically_normal().string();
-  if (mountpoint.size() > 1 && mountpoint.back() == '/') mountpoint.pop_back();
-  auto mount = MountOf(mountpoint);
-  if (!mount || mount->path != mountpoint) {
-    return Refuse(Fail(EINVAL, "cannot unmount {}: nothing is mounted there", mountpoint));
-  }
-  if (!mount->is_gpufs()) {
-    return Refuse(Fail(EINVAL, "cannot unmount {}: it is a {} mount, not a gpufs one", mountpoint,
-                       mount->type));
-  }
-  auto pid_text = RootXattr(mountpoint, "user.gpufs.pid", 5);
-  if (!pid_text) return UnmountOrphan(mountpoint, pid_text.error());
-  const pid_t pid = static_cast<pid_t>(std::atoi(pid_text->c_str()));
-  // pidfd lets us wait for a process that is not our child.
-  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-  if (!Fusermount(mountpoint, "-u")) {
-    if (pidfd >= 0) close(pidfd);
-    return Refuse(
-        Fail(EIO, "cannot unmount {}: fusermount3 -u -- '{}' failed", mountpoint, mountpoint));
-  }
-  if (pidfd >= 0) {
-    pollfd wait_exit{pidfd, POLLIN, 0};
-    poll(&wait_exit, 1, 10000);
-    close(pidfd);
-  }
-  return 0;
 }
 
 }  // namespace gpufs

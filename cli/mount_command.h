@@ -19,6 +19,7 @@ struct MountArgs {
   std::string mountpoint;
   std::optional<uint32_t> group_size;
   bool foreground = false;
+  bool allow_non_empty = false;  // mount over a folder with files in it, hiding them
   bool debug = false;
   std::vector<std::string> fuse_options;  // each a comma-separated -o list
   unsigned max_threads = 0;               // 0: from the cores (ChooseKernelLimits)
@@ -69,6 +70,4 @@ struct MountArgs {
 
 // Returns the process exit status.
 int RunMount(const MountArgs& args);
-int RunUnmount(const std::string& mountpoint);
-
 }  // namespace gpufs

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
 """Native packs, mytar indexes and tar archives, through real mounts: bytes, names, none lost."""
+import contextlib
 import io
 import os
 import shutil
@@ -207,6 +208,18 @@ class TarArchives(Work):
             with lib.Mount(archive) as mnt:  # the saved index is reused, not rebuilt
                 self.assertEqual(len(files_below(mnt)), len(self.expected))
             self.assertEqual(os.stat(archive + ".gpufs-index").st_mtime_ns, before)
+
+    def test_two_archives_side_by_side_are_each_named_as_themselves(self):
+        archives = [self.make_tar(f"{n}.tar", tarfile.GNU_FORMAT) for n in ("train", "val")]
+        with contextlib.ExitStack() as stack:
+            mnts = [stack.enter_context(lib.Mount(a)) for a in archives]
+            for archive, mnt in zip(archives, mnts):
+                self.assertEqual(os.getxattr(mnt, "user.gpufs.source").decode(), archive)
+                with open("/proc/self/mountinfo") as f:
+                    entry = next(ln.split() for ln in f if ln.split()[4] == mnt)
+                self.assertEqual(entry[entry.index("-") + 2], archive)
+            result = lib.run_gpufsd("mount", archives[1], mnts[0])
+            self.assertIn(f"it is already a mount (gpufs of {archives[0]})", result.stderr)
 
     def test_a_tar_of_per_class_tars(self):
         outer = self.path("ilsvrc.tar")

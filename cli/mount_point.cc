@@ -1,0 +1,226 @@
+#include "cli/mount_point.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <vector>
+
+#include "cache/network_fs.h"
+#include "cli/stat_source.h"
+
+namespace gpufs {
+namespace {
+
+// As the mount table spells it: no stat of the mount itself, whose daemon may be dead.
+std::string TablePath(const std::string& path) {
+  std::string shown = std::filesystem::absolute(path).lexically_normal().string();
+  if (shown.size() > 1 && shown.back() == '/') shown.pop_back();
+  return shown;
+}
+
+// Runs fusermount3 with `flags`; empty when it succeeded, else what it said.
+std::string Fusermount(const std::string& mountpoint, const char* flags) {
+  int err[2];
+  if (pipe2(err, O_CLOEXEC) != 0) return strerror(errno);
+  const pid_t helper = fork();
+  if (helper == 0) {
+    dup2(err[1], STDERR_FILENO);
+    execlp("fusermount3", "fusermount3", flags, "--", mountpoint.c_str(), nullptr);
+    _exit(127);
+  }
+  close(err[1]);
+  std::string said;
+  char buffer[512];
+  for (ssize_t n; (n = read(err[0], buffer, sizeof(buffer))) > 0;) said.append(buffer, n);
+  close(err[0]);
+  int status = 0;
+  const bool ok = helper > 0 && waitpid(helper, &status, 0) == helper && WIFEXITED(status) &&
+                  WEXITSTATUS(status) == 0;
+  if (ok) return {};
+  while (!said.empty() && said.back() == '\n') said.pop_back();
+  return said.empty() ? "fusermount3 failed" : said;
+}
+
+// Whether `link` (a /proc link's target) lies at or beneath `mountpoint`.
+bool Beneath(const std::string& link, const std::string& mountpoint) {
+  return link == mountpoint || link.starts_with(mountpoint + "/");
+}
+
+// The processes whose working folder, root or open files lie in the mount: "PID (NAME)".
+std::vector<std::string> Holders(const std::string& mountpoint) {
+  std::vector<std::string> holders;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string pid = entry.path().filename();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    bool holds = false;
+    for (const char* link : {"cwd", "root"}) {
+      holds = holds || Beneath(std::filesystem::read_symlink(entry.path() / link, ec), mountpoint);
+    }
+    for (const auto& fd : std::filesystem::directory_iterator(entry.path() / "fd", ec)) {
+      if (holds) break;
+      holds = Beneath(std::filesystem::read_symlink(fd.path(), ec), mountpoint);
+    }
+    if (!holds) continue;
+    std::string name;
+    std::getline(std::ifstream(entry.path() / "comm"), name);
+    holders.push_back(fmt::format("{} ({})", pid, name));
+  }
+  return holders;
+}
+
+int Refuse(const Error& error) {
+  fmt::print(stderr, "gpufsd: {}\n", error.message);
+  return 1;
+}
+
+// A mount whose daemon has died (or is stopped) answers nothing, so nobody can be waited
+// for: the mount is removed, lazily when a reader still holds it, so the folder is usable
+// again at once.
+int UnmountOrphan(const std::string& mountpoint, const Error& why) {
+  fmt::print(stderr, "gpufsd: {}; unmounting it without the daemon\n", why.message);
+  if (Fusermount(mountpoint, "-u").empty()) return 0;
+  if (std::string said = Fusermount(mountpoint, "-uz"); said.empty()) {
+    fmt::print(stderr, "gpufsd: {} was busy: detached; it goes once its last user lets go\n",
+               mountpoint);
+    return 0;
+  } else {
+    return Refuse(Fail(EIO, "cannot unmount {}: {}", mountpoint, said));
+  }
+}
+
+Error InUse(const std::string& mountpoint, const std::string& said) {
+  const std::vector<std::string> holders = Holders(mountpoint);
+  if (holders.empty()) return Fail(EBUSY, "cannot unmount {}: {}", mountpoint, said);
+  return Fail(EBUSY,
+              "cannot unmount {}: in use by {}; stop them, or `gpufsd unmount --lazy {}` "
+              "detaches it now and ends it once they let go",
+              mountpoint, fmt::join(holders, ", "), mountpoint);
+}
+
+// A mount at `path` whose daemon has gone: cleared when it is gpufs's, else refused. The
+// kernel may still answer a stat of it from its cache; statfs reaches the daemon.
+Status ClearDeadMount(const std::string& path) {
+  const std::string where = TablePath(path);
+  auto mount = MountOf(where);
+  struct statfs probe {};
+  if (!mount || mount->path != where || statfs(path.c_str(), &probe) == 0 ||
+      (errno != ENOTCONN && errno != ECONNABORTED)) {
+    return Ok{};
+  }
+  if (!mount->is_gpufs()) {
+    return Fail(ENOTCONN,
+                "cannot mount at {}: a mount whose daemon has gone is there; `fusermount3 -u "
+                "{}` clears it",
+                path, path);
+  }
+  if (std::string said = Fusermount(where, "-u"); !said.empty()) {
+    if (std::string lazy = Fusermount(where, "-uz"); !lazy.empty()) {
+      return Fail(ENOTCONN, "cannot mount at {}: cannot clear the dead gpufs mount there: {}", path,
+                  said);
+    }
+  }
+  fmt::print(stderr, "gpufsd: cleared a gpufs mount of {} at {} whose daemon had exited\n",
+             mount->source, where);
+  return Ok{};
+}
+
+// A second daemon mounted over a FUSE mount hides the first, which keeps running unseen.
+Status RefuseStackedMount(const std::string& path) {
+  if (FilesystemTypeOf(path) != kFuseMagic) return Ok{};
+  std::error_code ec;
+  const std::filesystem::path where = std::filesystem::canonical(path, ec);
+  auto mount = ec ? Result<MountPoint>(Error{ENOENT, ""}) : MountOf(where);
+  if (!mount || mount->path != where.string()) return Ok{};  // a folder inside one is fine
+  const std::string type = mount->is_gpufs() ? "gpufs" : mount->type;
+  return Fail(EBUSY,
+              "cannot mount at {}: it is already a mount ({} of {}); unmount it first with "
+              "`gpufsd unmount {}`",
+              path, type, mount->source, path);
+}
+
+// The first name in the folder at `path` other than . and .., or empty.
+std::string FirstEntry(const std::string& path) {
+  struct CloseDir {
+    void operator()(DIR* d) const { closedir(d); }
+  };
+  std::unique_ptr<DIR, CloseDir> dir(opendir(path.c_str()));
+  if (!dir) return {};
+  while (const dirent* entry = readdir(dir.get())) {
+    const std::string_view name = entry->d_name;
+    if (name != "." && name != "..") return std::string(name);
+  }
+  return {};
+}
+
+}  // namespace
+
+Status PrepareMountpoint(const std::string& path, bool allow_non_empty) {
+  if (Status cleared = ClearDeadMount(path); !cleared.ok()) return cleared;
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) {
+    return Fail(errno, "cannot mount at {}: {}", path, strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode)) return Fail(ENOTDIR, "cannot mount at {}: not a folder", path);
+  if (Status stacked = RefuseStackedMount(path); !stacked.ok()) return stacked;
+  const std::string entry = FirstEntry(path);
+  if (!entry.empty() && !allow_non_empty) {
+    return Fail(ENOTEMPTY,
+                "cannot mount at {}: it is not empty (it holds {}, which the mount would "
+                "hide); name an empty folder, or give --allow-non-empty (fstab: nonempty)",
+                path, entry);
+  }
+  return Ok{};
+}
+
+int RunUnmount(const std::string& mountpoint_in, bool lazy) {
+  // The mount table, not the mount itself, says what is there: a stat or getxattr of a
+  // mount whose daemon is stopped would never return.
+  const std::string mountpoint = TablePath(mountpoint_in);
+  auto mount = MountOf(mountpoint);
+  if (!mount || mount->path != mountpoint) {
+    return Refuse(Fail(EINVAL, "cannot unmount {}: nothing is mounted there", mountpoint));
+  }
+  if (!mount->is_gpufs()) {
+    return Refuse(Fail(EINVAL, "cannot unmount {}: it is a {} mount, not a gpufs one", mountpoint,
+                       mount->type));
+  }
+  auto pid_text = RootXattr(mountpoint, "user.gpufs.pid", 5);
+  if (!pid_text) return UnmountOrphan(mountpoint, pid_text.error());
+  if (lazy) {
+    std::string said = Fusermount(mountpoint, "-uz");
+    if (!said.empty()) return Refuse(Fail(EIO, "cannot unmount {}: {}", mountpoint, said));
+    fmt::print(stderr, "gpufsd: {} detached; its daemon exits once its last user lets go\n",
+               mountpoint);
+    return 0;
+  }
+  const pid_t pid = static_cast<pid_t>(std::atoi(pid_text->c_str()));
+  // pidfd lets us wait for a process that is not our child.
+  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (std::string said = Fusermount(mountpoint, "-u"); !said.empty()) {
+    if (pidfd >= 0) close(pidfd);
+    return Refuse(said.find("busy") != std::string::npos
+                      ? InUse(mountpoint, said)
+                      : Fail(EIO, "cannot unmount {}: {}", mountpoint, said));
+  }
+  if (pidfd >= 0) {
+    pollfd wait_exit{pidfd, POLLIN, 0};
+    poll(&wait_exit, 1, 10000);
+    close(pidfd);
+  }
+  return 0;
+}
+
+}  // namespace gpufs

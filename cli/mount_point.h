@@ -1,0 +1,25 @@
+// Where a mount goes and how it leaves. Nothing is hidden or left behind silently: a folder
+// with files in it is refused unless asked for (they would vanish under the mount); a gpufs
+// mount whose daemon has died is cleared, since it only answers "Transport endpoint is not
+// connected" and a new mount stacked over it would leave it behind; a live mount is never
+// stacked over; and an unmount refused because the mount is in use names who holds it.
+#pragma once
+
+#include <string>
+
+#include "dataset/error.h"
+
+namespace gpufs {
+
+// Checks that `path` may take a new mount: an existing folder, not a live mount, empty
+// unless `allow_non_empty`. A dead gpufs mount there is unmounted first (logged); a dead
+// mount of another kind is refused naming the fix.
+Status PrepareMountpoint(const std::string& path, bool allow_non_empty);
+
+// `gpufsd unmount [--lazy] MNT`: unmounts the gpufs mount at `mountpoint` and waits for
+// its daemon to exit; a mount whose daemon is gone is cleared. In use, it fails naming the
+// processes that hold it, unless `lazy`: then it is detached at once and goes when they
+// let go. The process exit status.
+int RunUnmount(const std::string& mountpoint, bool lazy);
+
+}  // namespace gpufs
