@@ -12,7 +12,7 @@ import threading
 import urllib.parse
 from xml.sax.saxutils import escape
 
-from .procs import LOOPBACK
+from .procs import ThreadServer
 
 _NOT_FOUND = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchKey</Code>'
               b"<Message>no such key</Message></Error>")
@@ -55,16 +55,12 @@ class EndlessListing:
                 if send_body:
                     self.wfile.write(body)
 
-        self.server = http.server.ThreadingHTTPServer((LOOPBACK, 0), Handler)
-        self.url = f"http://{LOOPBACK}:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.server = ThreadServer(Handler)
+        self.url = self.server.url
         return self
 
     def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join()
+        self.server.close()
 
     def page(self, prefix, number):
         contents = "".join(

@@ -17,7 +17,7 @@ import threading
 import urllib.parse
 from xml.sax.saxutils import escape
 
-from .procs import LOOPBACK
+from .procs import ThreadServer
 
 IMDS_TOKEN = "imds-session-token"
 ROLE = "gpufs-test-role"
@@ -62,15 +62,12 @@ class FakeAws:
             def do_POST(self):
                 fake._sts(self)
 
-        self.server = http.server.ThreadingHTTPServer((LOOPBACK, 0), Handler)
-        self.url = f"http://{LOOPBACK}:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.server = ThreadServer(Handler)
+        self.url = self.server.url
         return self
 
     def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.close()
         return False
 
     def rotate(self):

@@ -6,10 +6,12 @@ Every daemon is started with PR_SET_PDEATHSIG, so if the Python process that sta
 without cleaning up (SIGKILL, a crash) the kernel stops the daemon too.
 """
 import ctypes
+import http.server
 import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 
 LOOPBACK = "127.0.0.1"
@@ -57,6 +59,22 @@ def exit_on_sigterm():
     def handler(signum, frame):
         raise SystemExit(128 + signum)
     signal.signal(signal.SIGTERM, handler)
+
+
+class ThreadServer:
+    """An http.server on 127.0.0.1 at a free port, `handler` answering on a thread of this
+    process: for servers a test plays itself (fakes of AWS endpoints, hostile stores)."""
+
+    def __init__(self, handler):
+        self.server = http.server.ThreadingHTTPServer((LOOPBACK, 0), handler)
+        self.url = f"http://{LOOPBACK}:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
 
 
 class Daemon:
