@@ -4,6 +4,7 @@
 #pragma once
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -21,6 +22,9 @@ class MemFile {
       std::perror("cannot create a memfd");
       std::abort();
     }
+    // A memfd is made 0777; readers that refuse a file others may write (the AWS files)
+    // would refuse every input.
+    if (fchmod(fd_, 0600) != 0) Die("chmod");
   }
   ~MemFile() { close(fd_); }
   MemFile(const MemFile&) = delete;
