@@ -35,6 +35,12 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
                    "group-size folder to use when SRC holds several");
   mount.add_flag("--foreground,-f", args.foreground, "stay in the foreground, log to stderr");
   mount.add_flag("--debug,-d", args.debug, "log every FUSE request (implies -f)");
+  mount.add_option("--log-file", args.log.file,
+                   "append the log to this file (default: stderr with -f; else syslog, or "
+                   "gpufsd.log in $XDG_STATE_HOME/gpufs where there is no syslog)");
+  mount.add_option("--log-level", args.log.level, "least severe lines logged")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
+      ->capture_default_str();
   mount.add_option("-o", args.fuse_options,
                    "FUSE mount options, comma-separated (e.g. allow_other); repeatable");
   mount

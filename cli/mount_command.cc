@@ -11,8 +11,6 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include <spdlog/sinks/stdout_sinks.h>
-#include <spdlog/sinks/syslog_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -30,6 +28,7 @@
 #include "cache/network_fs.h"
 #include "cache/policy.h"
 #include "cli/control_server.h"
+#include "cli/daemon_log.h"
 #include "cli/kernel_limits.h"
 #include "cli/metrics_server.h"
 #include "cli/mount_point.h"
@@ -135,23 +134,6 @@ int Detach() {
   setsid();
   if (chdir("/") != 0) spdlog::warn("cannot change folder to /: {}", strerror(errno));
   return ready[1];
-}
-
-// In the foreground the log is the terminal's stderr, as the option promises (spdlog's
-// default logger writes to stdout).
-void UseForegroundLogging() {
-  auto logger =
-      std::make_shared<spdlog::logger>("gpufsd", std::make_shared<spdlog::sinks::stderr_sink_mt>());
-  spdlog::set_default_logger(logger);
-}
-
-void UseDaemonLogging() {
-  auto logger = spdlog::syslog_logger_mt("gpufsd-syslog", "gpufsd", LOG_PID);
-  // The terminal hears only of problems; the rest goes to syslog.
-  auto terminal = std::make_shared<spdlog::sinks::stderr_sink_mt>();
-  terminal->set_level(spdlog::level::warn);
-  logger->sinks().push_back(terminal);
-  spdlog::set_default_logger(logger);
 }
 
 void DropTerminal() {
@@ -532,7 +514,8 @@ int ServeUntilUnmounted(fuse_session* se, const MountArgs& args, const std::stri
 int RunMount(const MountArgs& args_in) {
   MountArgs args = args_in;
   if (args.debug) args.foreground = true;
-  if (args.foreground) UseForegroundLogging();
+  auto log = DaemonLog::Open(args.log, args.foreground);
+  if (!log) return Refuse(log.error());
   RaiseFileLimit();
   auto opened = OpenForMount(args);
   if (!opened) return Refuse(opened.error());
@@ -556,7 +539,7 @@ int RunMount(const MountArgs& args_in) {
     if (credentials) credentials->StopRefresher();  // restarted in the daemon, past the fork
     ready_fd = Detach();
     if (ready_fd < 0) return Refuse(Fail(errno, "cannot detach: {}", strerror(errno)));
-    UseDaemonLogging();
+    log->UseInDaemon();
   }
   if (credentials) credentials->StartRefresher();
   spdlog::info("kernel: {}", KernelLimitsJson(args).dump());

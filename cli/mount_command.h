@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/daemon_log.h"
 #include "fuse/fuse_ops.h"
 #include "source/remote/deadline.h"
 
@@ -20,6 +21,7 @@ struct MountArgs {
   std::optional<uint32_t> group_size;
   bool foreground = false;
   bool allow_non_empty = false;  // mount over a folder with files in it, hiding them
+  LogOptions log;
   bool debug = false;
   std::vector<std::string> fuse_options;  // each a comma-separated -o list
   unsigned max_threads = 0;               // 0: from the cores (ChooseKernelLimits)

@@ -90,7 +90,8 @@ size_t Scanner::Bucket(const std::string& mount, uint32_t id,
 
 Status Scanner::AddGpufs(const MountPoint& mount, const stdfs::path& path) {
   auto client = clients_.find(mount.path);
-  if (client == clients_.end()) {
+  const bool fresh = client == clients_.end();  // its problems are told once
+  if (fresh) {
     auto connected = DaemonClient::Connect(mount, options_.timeout_s);
     if (!connected) return connected.error();
     client = clients_.emplace(mount.path, std::move(*connected)).first;
@@ -111,6 +112,11 @@ Status Scanner::AddGpufs(const MountPoint& mount, const stdfs::path& path) {
   }
   if (header.contains("error")) {
     return Fail(ENOENT, "cannot measure {}: {}", path.string(), header["error"].get<std::string>());
+  }
+  if (fresh) {
+    for (const auto& line : header.value("problems", nlohmann::json::array())) {
+      Note(fmt::format("{}: the daemon logged: {}", mount.path, line.get<std::string>()));
+    }
   }
   report_.files += header["files"].get<uint64_t>();
   report_.dirs += header["dirs"].get<uint64_t>();

@@ -15,10 +15,14 @@
 #include "cache/disk_tier.h"
 #include "cache/stall_account.h"
 #include "dataset/format/open_dataset.h"
+#include "fs/problem_log.h"
 #include "fs/residency.h"
 
 namespace gpufs {
 namespace {
+
+// How many of the daemon's last warnings and errors a reply carries.
+constexpr size_t kProblemsShown = 8;
 
 void ReplyError(const ReplySink& reply, std::string_view message) {
   reply(nlohmann::json{{"error", message}}.dump() + "\n");
@@ -74,6 +78,7 @@ void ReplyResidency(const Filesystem& fs, const nlohmann::json& request, const R
     if (report->has_disk) buckets.back()["disk"] = CountJson(b.disk);
   }
   header["buckets"] = std::move(buckets);
+  header["problems"] = RecentProblems(kProblemsShown);
   reply(header.dump() + "\n");
   constexpr size_t kPiece = 1 << 20;
   for (size_t at = 0; at < lines.size(); at += kPiece) {
@@ -101,6 +106,7 @@ nlohmann::json StatsOf(const Filesystem& fs) {
   j["cache"] = fs.cache() ? fs.cache()->Stats() : nlohmann::json();
   j["io"] = fs.source().Stats();
   j["kernel"] = fs.options().kernel;
+  j["problems"] = RecentProblems(kProblemsShown);
   const GpuInfo& gpu = fs.options().gpu;
   j["gpu"] = {{"device", gpu.device},
               {"registered", gpu.registered},

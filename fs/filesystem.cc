@@ -153,7 +153,11 @@ Result<CachedBytes> Filesystem::Fetch(uint64_t ino, uint64_t offset, size_t size
   Result<CachedBytes> bytes =
       cache_ ? cache_->Read(*id, offset, size)
              : ReadMemberBytes(source_, catalog_, *id, offset, size, checks_.get());
-  if (!bytes) return bytes.error();
+  if (!bytes) {
+    // The reader's file first: the log line then says what failed, and why.
+    return Error{bytes.error().code,
+                 fmt::format("cannot read {}: {}", catalog_.PathOf(*id), bytes.error().message)};
+  }
   if (bytes->size() > 0) Count(offset, bytes->size(), file_size);
   return bytes;
 }

@@ -3,8 +3,11 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <exception>
+#include <mutex>
+#include <utility>
 #include <vector>
 
 namespace gpufs {
@@ -12,10 +15,48 @@ namespace {
 
 FuseContext& Ctx(fuse_req_t req) { return *static_cast<FuseContext*>(fuse_req_userdata(req)); }
 
+// At most kLinesPerSecond lines a second: a failing blob read by 40 readers at once logs
+// its cause, not 40 copies of it, and a storm of errors cannot fill the disk the log is
+// on. What was held back is counted on the next line let through.
+class ErrorLines {
+ public:
+  static constexpr unsigned kLinesPerSecond = 10;
+
+  // Whether a line may be logged now; `held_back` gets the lines not logged before it.
+  bool Allow(uint64_t& held_back) {
+    std::lock_guard lock(mu_);
+    const auto now = std::chrono::steady_clock::now();
+    if (now - window_ >= std::chrono::seconds(1)) {
+      window_ = now;
+      logged_ = 0;
+    }
+    if (logged_ >= kLinesPerSecond) {
+      ++held_back_;
+      return false;
+    }
+    ++logged_;
+    held_back = std::exchange(held_back_, 0);
+    return true;
+  }
+
+ private:
+  std::mutex mu_;
+  std::chrono::steady_clock::time_point window_;  // guarded by mu_
+  unsigned logged_ = 0;                           // guarded by mu_: in this window
+  uint64_t held_back_ = 0;                        // guarded by mu_
+};
+
 // The one place a failure becomes a reply: expected misses stay quiet, the rest are logged.
 void ReplyError(fuse_req_t req, const Error& error) {
-  if (error.code != ENOENT && error.code != ENODATA && error.code != ENOSYS) {
-    spdlog::warn("{}", error.message);
+  static ErrorLines lines;
+  uint64_t held_back = 0;
+  if (error.code != ENOENT && error.code != ENODATA && error.code != ENOSYS &&
+      lines.Allow(held_back)) {
+    if (held_back == 0) {
+      spdlog::warn("{}", error.message);
+    } else {
+      spdlog::warn("{} ({} more error lines were held back)", error.message, held_back);
+    }
   }
   fuse_reply_err(req, error.code);
 }
