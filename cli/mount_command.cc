@@ -3,8 +3,10 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -28,6 +30,7 @@
 #include "cache/network_fs.h"
 #include "cache/policy.h"
 #include "cli/control_server.h"
+#include "cli/daemon_life.h"
 #include "cli/daemon_log.h"
 #include "cli/kernel_limits.h"
 #include "cli/metrics_server.h"
@@ -53,26 +56,6 @@ namespace {
 int Refuse(const Error& error) {
   fmt::print(stderr, "gpufsd: {}\n", error.message);
   return 1;
-}
-
-// The kernel caps a FUSE mount's read-ahead at 128 KiB during INIT; only the mount's bdi
-// in sysfs can raise it, and only after INIT has been answered.
-void RaiseReadahead(const std::string& mountpoint, unsigned kib) {
-  struct stat st {};
-  if (kib == 0 || stat(mountpoint.c_str(), &st) != 0) return;
-  const std::string knob =
-      fmt::format("/sys/class/bdi/{}:{}/read_ahead_kb", major(st.st_dev), minor(st.st_dev));
-  std::ofstream out(knob);
-  out << kib;
-  out.close();
-  if (!out) spdlog::info("read-ahead left at the kernel default: cannot write {}", knob);
-}
-
-void SignalReady(int fd) {
-  if (fd < 0) return;
-  const char message[] = "ready\n";
-  [[maybe_unused]] ssize_t n = write(fd, message, sizeof(message) - 1);
-  close(fd);
 }
 
 // libfuse splits -o lists at commas; a backslash keeps one literal.
@@ -111,38 +94,6 @@ std::vector<std::string> FuseArgv(const MountArgs& args, const Opened& opened) {
   for (const std::string& option : args.fuse_options) argv.push_back("-o" + option);
   if (args.debug) argv.push_back("-d");
   return argv;
-}
-
-// Forks; the parent waits until the child reports the mount usable, then exits with
-// status 0, or with 1 when the child died first. Returns the write end in the child.
-int Detach() {
-  int ready[2];
-  if (pipe2(ready, O_CLOEXEC) != 0) return -1;
-  const pid_t child = fork();
-  if (child < 0) return -1;
-  if (child > 0) {
-    close(ready[1]);
-    char buffer[16];
-    const ssize_t n = read(ready[0], buffer, sizeof(buffer));
-    if (n > 0) _exit(0);
-    int status = 0;
-    waitpid(child, &status, 0);
-    fmt::print(stderr, "gpufsd: the daemon exited before the mount was ready\n");
-    _exit(1);
-  }
-  close(ready[0]);
-  setsid();
-  if (chdir("/") != 0) spdlog::warn("cannot change folder to /: {}", strerror(errno));
-  return ready[1];
-}
-
-void DropTerminal() {
-  const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (null_fd < 0) return;
-  dup2(null_fd, STDIN_FILENO);
-  dup2(null_fd, STDOUT_FILENO);
-  dup2(null_fd, STDERR_FILENO);
-  close(null_fd);
 }
 
 int Serve(fuse_session* se, const MountArgs& args) {
@@ -272,6 +223,22 @@ Result<Opened> OpenAnySource(const MountArgs& args, const OpenOptions& open_opti
 
 // The disk tier a mount asked for, or an s3:// or http(s):// source gets by default;
 // null when there is none. A default one that cannot be used is only a warning.
+// The bound of a tier not given one: a quarter of its file system, and no more than the
+// dataset takes on disk (its bytes, and per group a header and checked blocks' sums), so
+// that a cache nobody sized never fills the disk it shares. Says which applied.
+std::string BoundTierByDefault(DiskTierOptions& options, const Catalog& catalog) {
+  std::filesystem::path existing = options.root;
+  struct statvfs vfs {};
+  while (statvfs(existing.c_str(), &vfs) != 0 && existing.has_relative_path()) {
+    existing = existing.parent_path();
+  }
+  const uint64_t quarter = uint64_t{vfs.f_blocks} * vfs.f_frsize / 4;
+  const uint64_t dataset =
+      catalog.total_bytes() + catalog.total_bytes() / 100 + uint64_t{catalog.group_count()} * 65536;
+  options.max_bytes = std::min(quarter, dataset);
+  return quarter < dataset ? "a quarter of its file system" : "what the dataset takes";
+}
+
 Result<std::unique_ptr<DiskTier>> OpenTier(const MountArgs& args, const Opened& opened) {
   const bool asked = !args.disk_cache.empty() || args.disk_cache_bytes > 0;
   if (args.no_disk_cache || (!asked && !opened.location)) return std::unique_ptr<DiskTier>();
@@ -297,7 +264,17 @@ Result<std::unique_ptr<DiskTier>> OpenTier(const MountArgs& args, const Opened& 
       return std::unique_ptr<DiskTier>();
     }
   }
+  std::string default_bound;
+  if (options.max_bytes == 0) default_bound = BoundTierByDefault(options, opened.dataset.catalog);
+  const std::string root = options.root.string();
+  const uint64_t bound = options.max_bytes;
   auto tier = DiskTier::Open(std::move(options));
+  if (tier && *tier && !default_bound.empty()) {
+    fmt::print(stderr,
+               "gpufsd: disk cache {} holds up to {:.1f} GiB ({}); --disk-cache-size "
+               "changes it\n",
+               root, bound / 1073741824.0, default_bound);
+  }
   if (!tier && args.disk_cache.empty()) {
     spdlog::warn("no disk cache: {}", tier.error().message);
     return std::unique_ptr<DiskTier>();
@@ -425,6 +402,20 @@ bool WholeGroups(const MountArgs& args, const Dataset& dataset, const DiskTier* 
   return whole;
 }
 
+// Unlocked, the cache may be swapped out under memory pressure (a read then waits on the
+// swap device) and every transfer into it must pin pages anew.
+void WarnUnlocked(uint64_t budget) {
+  struct rlimit limit {};
+  getrlimit(RLIMIT_MEMLOCK, &limit);
+  const std::string allowed =
+      limit.rlim_cur == RLIM_INFINITY ? "unlimited" : fmt::format("{} KiB", limit.rlim_cur / 1024);
+  spdlog::warn(
+      "the cache's {:.1f} MiB are not locked in memory (locked memory allowed: {}): the "
+      "kernel may swap them out; allow it with `ulimit -l unlimited`, LimitMEMLOCK=infinity "
+      "in a systemd unit, or CAP_IPC_LOCK",
+      budget / 1048576.0, allowed);
+}
+
 Result<CacheStack> MakeCacheStack(const MountArgs& args, const Opened& opened) {
   const Dataset& dataset = opened.dataset;
   CacheStack stack;
@@ -439,6 +430,7 @@ Result<CacheStack> MakeCacheStack(const MountArgs& args, const Opened& opened) {
   auto arena = PinnedArena::Create(args.cache_bytes, std::min<uint64_t>(args.cache_bytes, fill));
   if (!arena) return arena.error();
   stack.arena = std::move(*arena);
+  if (!stack.arena->locked()) WarnUnlocked(args.cache_bytes);
   stack.gpu = RegisterWithGpu(args, stack);
   MakeSource(args, opened, stack);
   GroupSizes sizes(dataset.catalog.group_count(), 0);
@@ -469,10 +461,8 @@ Result<CacheStack> MakeCacheStack(const MountArgs& args, const Opened& opened) {
       stack.arena->huge_pages() ? ", huge pages" : "");
   if (stack.tier) {
     const nlohmann::json t = stack.tier->Stats();
-    spdlog::info("disk cache: {} ({})", t[tier_stat::kRoot].get<std::string>(),
-                 args.disk_cache_bytes
-                     ? fmt::format("{:.1f} GiB", args.disk_cache_bytes / 1073741824.0)
-                     : "bounded by free space");
+    spdlog::info("disk cache: {} (up to {:.1f} GiB)", t[tier_stat::kRoot].get<std::string>(),
+                 t[tier_stat::kBound].get<uint64_t>() / 1073741824.0);
   }
   return stack;
 }
@@ -531,7 +521,11 @@ int RunMount(const MountArgs& args_in) {
   FuseContext context;
   context.cache = args.cache;
   fuse_session* se = NewSession(args, *opened, context);
-  if (se == nullptr) return Refuse(Fail(EIO, "cannot mount at {} (see above)", args.mountpoint));
+  if (se == nullptr) {
+    const std::string hint = FuseAccessHint();
+    return Refuse(Fail(EIO, "cannot mount at {}{}", args.mountpoint,
+                       hint.empty() ? " (see above)" : ": " + hint));
+  }
 
   int ready_fd = args.ready_fd;
   const auto credentials = opened->location ? opened->location->config.credentials : nullptr;

@@ -185,6 +185,28 @@ Status PrepareMountpoint(const std::string& path, bool allow_non_empty) {
   return Ok{};
 }
 
+std::string FuseAccessHint() {
+  struct stat st {};
+  if (stat("/dev/fuse", &st) != 0 || !S_ISCHR(st.st_mode)) {
+    return "there is no /dev/fuse here: a container needs it passed in (docker run --device "
+           "/dev/fuse --cap-add SYS_ADMIN; on Kubernetes, a privileged container or a FUSE "
+           "device plugin), a VM or host the fuse module (modprobe fuse)";
+  }
+  if (geteuid() == 0) return {};
+  const std::string helper = "/usr/bin/fusermount3";
+  if (stat(helper.c_str(), &st) != 0) {
+    return "a user other than root mounts through fusermount3, which is not installed "
+           "(apt-get install fuse3)";
+  }
+  if ((st.st_mode & S_ISUID) == 0 || st.st_uid != 0) {
+    return fmt::format(
+        "{} is not setuid root, so a user other than root cannot mount: chmod "
+        "u+s {} (as the fuse3 package installs it), or mount as root",
+        helper, helper);
+  }
+  return {};
+}
+
 int RunUnmount(const std::string& mountpoint_in, bool lazy) {
   // The mount table, not the mount itself, says what is there: a stat or getxattr of a
   // mount whose daemon is stopped would never return.

@@ -16,6 +16,11 @@ namespace gpufs {
 // mount of another kind is refused naming the fix.
 Status PrepareMountpoint(const std::string& path, bool allow_non_empty);
 
+// Why the kernel mount may have failed, and the fix, from what this process can see: no
+// /dev/fuse (a container started without it), or, for a user other than root, no
+// fusermount3 that is setuid root. Empty when none of these is the case.
+std::string FuseAccessHint();
+
 // `gpufsd unmount [--lazy] MNT`: unmounts the gpufs mount at `mountpoint` and waits for
 // its daemon to exit; a mount whose daemon is gone is cleared. In use, it fails naming the
 // processes that hold it, unless `lazy`: then it is detached at once and goes when they

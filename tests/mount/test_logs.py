@@ -112,6 +112,25 @@ class DaemonLog(unittest.TestCase):
         self.assertIn(blob, text)
         self.assertEqual(os.stat(os.path.dirname(log)).st_mode & 0o777, 0o700)
 
+    def test_a_cache_that_cannot_be_locked_is_a_warning_with_the_fix(self):
+        if os.geteuid() != 0 or not (shutil.which("setpriv") and shutil.which("prlimit")):
+            self.skipTest("needs root, setpriv and prlimit to take away CAP_IPC_LOCK")
+        log = os.path.join(self.work, "unlocked.log")
+        # No CAP_IPC_LOCK and 64 KiB of locked memory: as a user's mount would be.
+        result = subprocess.run(
+            ["setpriv", "--bounding-set", "-ipc_lock", "--inh-caps", "-ipc_lock", "prlimit",
+             "--memlock=65536:65536", lib.GPUFSD, "mount", "--cache-size", "64MiB",
+             "--log-file", log, self.src, self.mnt],
+            capture_output=True, text=True, timeout=60, env=self.env)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(lib.files_below(self.mnt), lib.files_below(self.tree))
+        self.assertEqual(lib.run_gpufsd("unmount", self.mnt).returncode, 0)
+        with open(log) as f:
+            self.assertIn("warning: the cache's 64.0 MiB are not locked in memory (locked memory "
+                          "allowed: 64 KiB): the kernel may swap them out; allow it with "
+                          "`ulimit -l unlimited`, LimitMEMLOCK=infinity in a systemd unit, or "
+                          "CAP_IPC_LOCK", f.read())
+
 
 if __name__ == "__main__":
     lib.exit_unless_fuse_usable()

@@ -121,6 +121,20 @@ class MountPoints(unittest.TestCase):
             holder.wait()
         self.assertTrue(wait_gone(pid), "the daemon stayed after its last user let go")
 
+    def test_without_dev_fuse_the_cause_and_the_fix_are_named(self):
+        """As in a container started without /dev/fuse: a mount namespace whose /dev is an
+        empty tmpfs."""
+        if os.geteuid() != 0 or not shutil.which("unshare"):
+            self.skipTest("needs root and unshare(1) to hide /dev/fuse")
+        script = 'mount -t tmpfs none /dev && exec "$0" mount -f "$1" "$2"'
+        result = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script,
+                                 lib.GPUFSD, self.src, self.mnt],
+                                capture_output=True, text=True, timeout=60)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn(f"gpufsd: cannot mount at {self.mnt}: there is no /dev/fuse here: a "
+                      "container needs it passed in (docker run --device /dev/fuse", result.stderr)
+        self.assertEqual(mounts_at(self.mnt), 0)
+
 
 if __name__ == "__main__":
     lib.exit_unless_fuse_usable()
