@@ -4,6 +4,7 @@
 #include <netdb.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -55,22 +56,23 @@ Result<std::optional<std::string>> ReadTrustedFile(const std::string& path, std:
     return Fail(EPERM, "cannot use {} {}: {}; {}", what, path, fd.error().message,
                 FixFor(path, fd.error().message));
   }
-  std::string text(max_bytes + 1, '\0');
-  size_t got = 0;
-  while (got < text.size()) {
-    const ssize_t n = read(fd->get(), text.data() + got, text.size() - got);
+  // Read in pieces up to one byte past the cap: a file that grows (or never ends) costs
+  // at most the cap, and a small one no more than itself.
+  std::string text;
+  char piece[16 << 10];
+  while (text.size() <= max_bytes) {
+    const size_t want = std::min(sizeof(piece), max_bytes + 1 - text.size());
+    const ssize_t n = read(fd->get(), piece, want);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Fail(EIO, "cannot read {} {}: {}", what, path, strerror(errno));
     if (n == 0) break;
-    got += static_cast<size_t>(n);
+    text.append(piece, static_cast<size_t>(n));
   }
-  if (got > max_bytes) {
+  if (text.size() > max_bytes) {
     return Fail(EPERM,
-                "cannot use {} {}: it holds more than {} bytes, more than such a file "
-                "ever needs",
+                "cannot use {} {}: it holds more than {} bytes, more than such a file ever needs",
                 what, path, max_bytes);
   }
-  text.resize(got);
   return std::optional<std::string>(std::move(text));
 }
 
@@ -84,7 +86,7 @@ Result<std::string> ReadTokenFile(const std::string& path) {
   return token;
 }
 
-Status CheckSecretEndpoint(std::string_view url, std::string_view what, bool agent) {
+Status CheckSecretEndpoint(std::string_view url, std::string_view what, bool agent, bool resolve) {
   if (url.starts_with("https://")) return Ok{};
   const auto refuse = [&](std::string_view why) {
     return Fail(EINVAL, "cannot use {} '{}': {}", what, url, why);
@@ -98,8 +100,10 @@ Status CheckSecretEndpoint(std::string_view url, std::string_view what, bool age
   const std::string host = HostOf(parsed->origin);
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = resolve ? 0 : AI_NUMERICHOST;
   addrinfo* found = nullptr;
   if (const int err = getaddrinfo(host.c_str(), nullptr, &hints, &found); err != 0) {
+    if (!resolve && err == EAI_NONAME) return Ok{};
     return refuse(fmt::format("cannot resolve {}: {}", host, gai_strerror(err)));
   }
   std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> addresses(found, freeaddrinfo);

@@ -36,6 +36,9 @@ Result<std::string> ReadTokenFile(const std::string& path);
 // its host resolves to is loopback, or (with `agent`) the ECS or EKS container agent's
 // (169.254.170.2, 169.254.170.23, fd00:ec2::23), as the AWS SDKs decide. A user:password@
 // is refused (it hides the real host from a reader). EINVAL names `what` and the URL.
-Status CheckSecretEndpoint(std::string_view url, std::string_view what, bool agent);
+// Without `resolve` (nothing will be sent: a chain built only to be checked), a host name
+// is not looked up and passes; an address is still checked.
+Status CheckSecretEndpoint(std::string_view url, std::string_view what, bool agent,
+                           bool resolve = true);
 
 }  // namespace gpufs::remote
