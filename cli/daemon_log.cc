@@ -112,7 +112,7 @@ Result<DaemonLog> DaemonLog::Open(const LogOptions& options, bool foreground) {
     Result<UniqueFd> fd = OpenLogFile(opened->fd.get(), "gpufsd.log", log.where_);
     if (!fd.ok()) return fd.error();
     log.file_ = std::move(*fd);
-    fmt::print(stderr, "gpufsd: no syslog at /dev/log: logging to {}\n", log.where_);
+    log.fallback_ = true;
   }
   if (foreground) {
     auto logger = std::make_shared<spdlog::logger>(
@@ -124,6 +124,8 @@ Result<DaemonLog> DaemonLog::Open(const LogOptions& options, bool foreground) {
 }
 
 void DaemonLog::UseInDaemon() {
+  // Said once the mount goes ahead (the terminal is still the caller's until it is ready).
+  if (fallback_) fmt::print(stderr, "gpufsd: no syslog at /dev/log: logging to {}\n", where_);
   std::shared_ptr<spdlog::logger> logger;
   if (file_.get() >= 0) {
     logger = std::make_shared<spdlog::logger>("gpufsd", std::make_shared<FdSink>(file_.get()));

@@ -39,6 +39,7 @@ class DaemonLog {
   spdlog::level::level_enum level_ = spdlog::level::info;
   UniqueFd file_;  // open for appending; -1: syslog or stderr only
   std::string where_;
+  bool fallback_ = false;  // the default file, for want of syslog
 };
 
 // The default log file when there is no syslog: gpufsd.log in the user's state folder.

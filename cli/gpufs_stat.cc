@@ -10,6 +10,7 @@
 #include "cli/stat_report.h"
 #include "cli/stat_scan.h"
 #include "cli/stat_watch.h"
+#include "cli/usage.h"
 
 namespace {
 
@@ -62,7 +63,7 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", options.timeout_s, "seconds to wait for a daemon's answer")
       ->check(CLI::Range(0.1, 3600.0))
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  if (auto status = gpufs::ParseUsage(app, argc, argv)) return *status;
   watch_options.timeout_s = options.timeout_s;
 
   if (advise) {

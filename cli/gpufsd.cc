@@ -10,6 +10,8 @@
 #include "cli/kernel_limits.h"
 #include "cli/mount_command.h"
 #include "cli/mount_point.h"
+#include "cli/sizes.h"
+#include "cli/usage.h"
 #include "source/remote/http_url.h"
 
 namespace {
@@ -66,8 +68,7 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
       .add_option("--cache-size", args.cache_bytes,
                   "pinned group cache budget, e.g. 8GiB; 0 serves straight from the blobs "
                   "(default: a quarter of RAM)")
-      ->transform(CLI::AsSizeValue(false))
-      ->capture_default_str();
+      ->transform(gpufs::SizeValue());
   mount
       .add_option("--policy", args.policy,
                   "consume-once: drop groups served this epoch; pin: fill and keep; lru")
@@ -82,7 +83,7 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
                   "bound on the disk cache folder, e.g. 500GiB (default: a quarter of its "
                   "file system, at most what the dataset takes; a tenth of the disk, at most "
                   "10 GiB, is left free in any case)")
-      ->transform(CLI::AsSizeValue(false));
+      ->transform(gpufs::SizeValue());
   mount.add_flag("--no-disk-cache", args.no_disk_cache,
                  "no disk cache, also for s3:// and http(s):// sources");
   mount.add_flag_callback(
@@ -104,8 +105,7 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
       .add_option("--io-size", args.io_size,
                   "group loads are read as pieces of this size; 0: the largest request the "
                   "blobs' device takes whole (local), 8 MiB (S3, HTTP)")
-      ->transform(CLI::AsSizeValue(false))
-      ->capture_default_str();
+      ->transform(gpufs::SizeValue());
   mount
       .add_option("--reads-in-flight", args.reads_in_flight,
                   "prefetch reads of group loads in flight at once (a waiting reader's own read "
@@ -157,7 +157,7 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
       .add_option("--min-rate", args.min_rate,
                   "bytes per second a transfer must average, e.g. 1MiB: each attempt ends "
                   "within --connect-timeout + --deadline-allowance + its size at this rate")
-      ->transform(CLI::AsSizeValue(false))
+      ->transform(gpufs::SizeValue(1))
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40))
       ->capture_default_str();
   mount
@@ -174,7 +174,7 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
   mount
       .add_option("--peer-block", args.peer_block,
                   "bytes each peer is asked for at most, aligned: the proxies' slice size")
-      ->transform(CLI::AsSizeValue(false))
+      ->transform(gpufs::SizeValue())
       ->check(CLI::Range(uint64_t{4} << 10, uint64_t{1} << 30))
       ->capture_default_str();
   mount.add_option("--peer-secret-file", args.peer_secret_file,
@@ -234,7 +234,7 @@ void AddPackOptions(CLI::App& pack, gpufs::PackArgs& args) {
   pack.add_option("--group-size", o.group_size, "most images per group");
   pack.add_option("--group-bytes", args.group_bytes,
                   "most bytes per group, e.g. 16MiB (the default, unless --group-size alone)")
-      ->transform(CLI::AsSizeValue(false));
+      ->transform(gpufs::SizeValue());
   pack.add_option("--align", o.align, "align members to this many bytes (e.g. 4096)")
       ->capture_default_str();
   pack.add_option("--splits", args.splits, "split folders above the classes: auto, yes, no")
@@ -282,7 +282,7 @@ int main(int argc, char** argv) {
     sub->add_option("--threads", threads, "blobs read at once")->capture_default_str();
   }
 
-  CLI11_PARSE(app, argc, argv);
+  if (auto status = gpufs::ParseUsage(app, argc, argv)) return *status;
   // The options hold their own copies: ps and /proc/PID/cmdline need not show a password
   // or a presigned URL's signature.
   for (int i = 1; i < argc; ++i) gpufs::remote::HideSecretsInPlace(argv[i]);

@@ -315,6 +315,26 @@ class LifeCycle(unittest.TestCase):
         self.assertFalse(lib.is_mounted(self.mnt))
         shutil.rmtree(bad)
 
+    def test_usage_errors_exit_2_naming_the_fix_and_sizes_mean_their_unit(self):
+        cases = [(["--cache-size", "10"], "--cache-size: '10' is 10 bytes, too few to be meant; "
+                   "write the unit, e.g. 10GiB or 10MiB"),
+                 (["--cache-size", "8G"], "--cache-size: '8G' could mean either; write 8GiB "
+                   "(powers of 2) or 8GB (of 10)"),
+                 (["--cache-size", "2x"], "--cache-size: '2x' has no unit gpufs knows"),
+                 (["--cache-sise", "8GiB"], "gpufsd: unknown option --cache-sise; did you mean "
+                   "--cache-size?"),
+                 (["--policy", "fifo"], "--policy: fifo not in {consume-once,pin,lru}")]
+        for options, expected in cases:
+            result = lib.run_gpufsd("mount", *options, self.src, self.mnt)
+            self.assertEqual(result.returncode, 2, options)
+            self.assertIn(expected, result.stderr, options)
+            self.assertFalse(lib.is_mounted(self.mnt))
+        for size, budget in (("1GB", 10**9), ("1GiB", 2**30), ("65536", 65536)):
+            with lib.Mount(self.src, "--cache-size", size) as mnt:
+                # The arena rounds up to whole pages (huge pages from 2 MiB).
+                self.assertGreaterEqual(lib.stats_of(mnt)["budget_bytes"], budget)
+                self.assertLess(lib.stats_of(mnt)["budget_bytes"], budget + (2 << 20))
+
 
 if __name__ == "__main__":
     lib.exit_unless_fuse_usable()
