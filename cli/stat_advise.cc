@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <vector>
 
 #include "cache/advice.h"
@@ -61,9 +62,19 @@ std::string PointTable(const nlohmann::json& a) {
                   "policy", "hit ratio", "from source", "epoch s", "stalled");
   const std::string policy = a[kSettings].value(kPolicy, "") == "pin" ? "pin" : "consume-once";
   const nlohmann::json chosen = a.value(kAdvice, nlohmann::json());
+  std::set<std::string> shown;  // budgets that print alike (0.6 and 1.4 MiB) are one row
+  bool bounds = false;
   for (const nlohmann::json& p : a.value(kPoints, nlohmann::json::array())) {
     const bool other_tier = p[kTierBytes] != a[kSettings][kTierBytes];
-    if (p[kPolicy] == policy || other_tier || p == chosen) table += PointRow(p, chosen);
+    if (p[kPolicy] != policy && !other_tier && p != chosen) continue;
+    const std::string key = fmt::format("{} {} {}", MiB(Num(p, kCacheBytes)),
+                                        MiB(Num(p, kTierBytes)), p[kPolicy].get<std::string>());
+    if (!shown.insert(key).second && p != chosen) continue;
+    table += PointRow(p, chosen);
+    bounds = bounds || p.value(kBound, false);
+  }
+  if (bounds) {
+    table += "  <= at most this: the row uses a cost this epoch did not measure\n";
   }
   return table;
 }

@@ -46,13 +46,21 @@ double Real(const nlohmann::json& j, const char* key) {
   return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0;
 }
 
+// A figure in milliseconds, or "-" where the source does not measure it (a local folder's
+// reads are not timed): never a 0.0 that reads as "instant".
+std::string MsOrDash(const nlohmann::json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_number()
+             ? fmt::format("{:.1f}", j[key].get<double>())
+             : std::string("-");
+}
+
 // The blob source: where cache misses go (a local folder, a store, an HTTP server).
 std::string SourceLine(const nlohmann::json& io, const Rates& r) {
   using namespace source_stat;
-  return fmt::format("{:<10}{:>10} req/s   retries {}  errors {}  latency p50 {:.1f} p99 {:.1f} ms",
+  return fmt::format("{:<10}{:>10} req/s   retries {}  errors {}  latency p50 {} p99 {} ms",
                      io.value(kKind, std::string("?")), fmt::format("{:.0f}", r.requests_s),
-                     At(io, {kRetries}), At(io, {kErrors}), Real(io, kLatencyP50),
-                     Real(io, kLatencyP99));
+                     At(io, {kRetries}), At(io, {kErrors}), MsOrDash(io, kLatencyP50),
+                     MsOrDash(io, kLatencyP99));
 }
 
 // With --peers: where the bytes come from, and the peers that are skipped.
@@ -339,7 +347,7 @@ std::string WatchLine(const nlohmann::json& previous, const nlohmann::json& now,
              "pinned_hit_ratio={} read_amplification={:.2f} prefetch_in_flight={} "
              "prefetch_used={} prefetch_wasted={} cache_fill={:.3f} epoch={} epoch_progress={:.3f} "
              "source_requests_per_s={:.0f} source_retries={} source_errors={} "
-             "source_latency_ms_p50={:.1f} source_latency_ms_p99={:.1f}",
+             "source_latency_ms_p50={} source_latency_ms_p99={}",
              fmt::localtime(std::time(nullptr)), r.files_s, r.served_mb_s, r.disk_mb_s,
              r.hit_now < 0 ? std::string("-") : fmt::format("{:.3f}", r.hit_now), r.amp_total,
              At(c, {"prefetch_in_flight"}), At(c, {"prefetch_used"}), At(c, {"prefetch_wasted"}),
@@ -348,7 +356,7 @@ std::string WatchLine(const nlohmann::json& previous, const nlohmann::json& now,
              At(c, {"epoch"}),
              std::max(0.0, Ratio(static_cast<double>(At(c, {"epoch_files_served"})), files)),
              r.requests_s, At(io, {source_stat::kRetries}), At(io, {source_stat::kErrors}),
-             Real(io, source_stat::kLatencyP50), Real(io, source_stat::kLatencyP99)) +
+             MsOrDash(io, source_stat::kLatencyP50), MsOrDash(io, source_stat::kLatencyP99)) +
          TierFields(c, r) + StallFields(c) + PeerFields(io, r) + CredentialFields(io);
 }
 

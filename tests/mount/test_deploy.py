@@ -112,17 +112,17 @@ class MountHelper(unittest.TestCase):
         return super_options
 
     def test_helper_mounts_with_gpufs_and_generic_options(self):
-        result = run([HELPER, self.src, self.mnt, "-o", "cache_size=64M,ro,allow_other,_netdev"])
+        result = run([HELPER, self.src, self.mnt, "-o", "cache_size=64MiB,ro,allow_other,_netdev"])
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertIn("allow_other", self.check_mounted_and_unmount())
 
     def test_options_translate_into_gpufsd_arguments(self):
         result = run([HELPER, self.src, self.mnt, "-sfnv", "-t", "fuse.gpufs", "-o",
-                      "defaults,cache-size=1G,disk_cache_size=2G,no_disk_cache,nodev,"
+                      "defaults,cache-size=1GiB,disk_cache_size=2GiB,no_disk_cache,nodev,"
                       "x-systemd.automount,nofail,peers_file=/etc/gpufs/peers,bogus,noatime"])
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertIn("mount.gpufs: ignoring unknown option 'bogus'", result.stderr)
-        self.assertIn(f"mount.gpufs: {lib.GPUFSD} mount --cache-size 1G --disk-cache-size 2G "
+        self.assertIn(f"mount.gpufs: {lib.GPUFSD} mount --cache-size 1GiB --disk-cache-size 2GiB "
                       f"--no-disk-cache --peers-file /etc/gpufs/peers -o nodev,noatime "
                       f"{self.src} {self.mnt}\n", result.stderr)
         self.assertFalse(lib.is_mounted(self.mnt))  # -f: nothing mounted
@@ -166,7 +166,7 @@ class MountHelper(unittest.TestCase):
     def test_mount_t_fuse_gpufs_runs_the_helper(self):
         self.installed_helper()
         result = run(["mount", "-t", "fuse.gpufs", self.src, self.mnt, "-o",
-                      "cache_size=64M,allow_other,_netdev,nofail"])
+                      "cache_size=64MiB,allow_other,_netdev,nofail"])
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertIn("allow_other", self.check_mounted_and_unmount(umount=["umount", self.mnt]))
 

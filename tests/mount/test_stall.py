@@ -8,6 +8,7 @@ import concurrent.futures
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import unittest
@@ -138,6 +139,13 @@ class StallAccounting(lib.ServedPackCase):
         self.assertGreater(small["advice"]["cache_bytes"], 128 << 10)
         self.assertLess(small["advice"]["stall_fraction"], 0.05)
         self.assertIn("--cache-size", small["text"])
+        for advice in (small, ample):  # one row per budget, and every mark explained
+            rows = [tuple(t for t in ln.split() if t != "*")[:3]
+                    for ln in advice["text"].splitlines() if re.search(r"%( <=)?( |$)", ln)
+                    and re.match(r"\s+\*?\s*[\d.]+MiB", ln)]
+            self.assertEqual(len(rows), len(set(rows)), advice["text"])
+            if " <=" in advice["text"]:
+                self.assertIn("<= at most this", advice["text"])
         self.assertGreaterEqual(small["settings"]["dataset_bytes"], dataset)
         # Every file of epoch 2 from memory: nothing waited, storage is not the bottleneck.
         self.assertEqual(ample["verdict"], "fed", ample["text"])

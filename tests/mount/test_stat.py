@@ -211,6 +211,9 @@ class Residency(unittest.TestCase):
                                places=3)
         self.assertEqual(kv["files_per_s"], "0")
         self.assertEqual(kv["pinned_hit_ratio"], "-")  # nothing read during the watch
+        # A local folder's reads are not timed: not measured is "-", never 0.0.
+        self.assertEqual(kv["source_latency_ms_p50"], "-")
+        self.assertEqual(kv["source_latency_ms_p99"], "-")
 
     def test_watch_redraws_in_place_on_a_terminal(self):
         pid, fd = pty.fork()
