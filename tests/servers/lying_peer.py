@@ -7,7 +7,7 @@ import threading
 import urllib.error
 import urllib.request
 
-from .procs import LOOPBACK
+from .procs import ThreadServer
 
 
 class FlippingPeer:
@@ -52,13 +52,8 @@ class FlippingPeer:
         self.lock = threading.Lock()
         self.flipped = 0
         self.paths = []  # of every request
-        self.server = http.server.ThreadingHTTPServer((LOOPBACK, 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://{LOOPBACK}:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.server = ThreadServer(Handler)
+        self.url = self.server.url
 
     def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join()
+        self.server.close()
