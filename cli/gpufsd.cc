@@ -81,8 +81,8 @@ void AddMountOptions(CLI::App& mount, gpufs::MountArgs& args) {
   mount
       .add_option("--disk-cache-size", args.disk_cache_bytes,
                   "bound on the disk cache folder, e.g. 500GiB (default: a quarter of its "
-                  "file system, at most what the dataset takes; a tenth of the disk, at most "
-                  "10 GiB, is left free in any case)")
+                  "file system; a tenth of the disk, at most 10 GiB, is left free in any "
+                  "case)")
       ->transform(gpufs::SizeValue());
   mount.add_flag("--no-disk-cache", args.no_disk_cache,
                  "no disk cache, also for s3:// and http(s):// sources");

@@ -223,20 +223,22 @@ Result<Opened> OpenAnySource(const MountArgs& args, const OpenOptions& open_opti
 
 // The disk tier a mount asked for, or an s3:// or http(s):// source gets by default;
 // null when there is none. A default one that cannot be used is only a warning.
-// The bound of a tier not given one: a quarter of its file system, and no more than the
-// dataset takes on disk (its bytes, and per group a header and checked blocks' sums), so
-// that a cache nobody sized never fills the disk it shares. Says which applied.
+// The bound of a tier not given one: a quarter of its file system, so that a cache nobody
+// sized never fills the disk it shares. Not the dataset's size: the folder is shared by
+// every dataset and daemon that use it, and a bound of one dataset's size would evict the
+// others' copies. Says how it compares with what this dataset takes there (its bytes, and
+// per group a header and checked blocks' sums).
 std::string BoundTierByDefault(DiskTierOptions& options, const Catalog& catalog) {
   std::filesystem::path existing = options.root;
   struct statvfs vfs {};
   while (statvfs(existing.c_str(), &vfs) != 0 && existing.has_relative_path()) {
     existing = existing.parent_path();
   }
-  const uint64_t quarter = uint64_t{vfs.f_blocks} * vfs.f_frsize / 4;
+  options.max_bytes = uint64_t{vfs.f_blocks} * vfs.f_frsize / 4;
   const uint64_t dataset =
       catalog.total_bytes() + catalog.total_bytes() / 100 + uint64_t{catalog.group_count()} * 65536;
-  options.max_bytes = std::min(quarter, dataset);
-  return quarter < dataset ? "a quarter of its file system" : "what the dataset takes";
+  return fmt::format("a quarter of its file system; this dataset takes {:.1f} GiB{}",
+                     dataset / 1073741824.0, dataset > options.max_bytes ? ", more" : "");
 }
 
 Result<std::unique_ptr<DiskTier>> OpenTier(const MountArgs& args, const Opened& opened) {
