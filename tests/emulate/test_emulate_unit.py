@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+import unittest.mock
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "cli", "emulate"))
@@ -50,6 +51,26 @@ class FakeLoader:
 def epoch(clock, rank, loader, step_s, sync_s=0.0):
     return run_epoch(rank, loader, lambda _b: clock.advance(step_s),
                      (lambda: clock.advance(sync_s)) if sync_s else None, clock=clock)
+
+
+class PrepPassWarning(unittest.TestCase):
+    """A prep pass slower than an epoch it explains is said to be no bound on it."""
+
+    def run_with(self, prep_rate):
+        epoch = {"epoch": 1, "wall_s": 10.0, "images": 5000, "images_per_second": 500.0,
+                 "of_demand": 0.5, "waiting_fraction": 0.2, "fetch_stall_fraction": 0.1,
+                 "prep_stall_fraction": 0.1, "prep_measured": True, "ranks": []}
+        prep = {"wall_s": 1.0, "images": 400, "steps_per_rank": 4,
+                "images_per_second": prep_rate, "waiting_fraction": 0.1, "per_rank": []}
+        return {"epochs": [epoch], "prep_pass": prep}
+
+    def test_a_slower_prep_pass_is_warned_of_and_a_faster_one_is_not(self):
+        from gpufs_emulate import report
+        # The header needs a whole run's settings, which are not this test's.
+        with unittest.mock.patch.object(report, "header_text", lambda run: []):
+            self.assertIn("warning: the prep pass (400 images/s) ran slower than epoch 1 (500 "
+                          "images/s)", report.text(self.run_with(400.0)))
+            self.assertNotIn("warning", report.text(self.run_with(900.0)))
 
 
 class StallArithmetic(unittest.TestCase):

@@ -111,5 +111,22 @@ def text(run: dict) -> str:
                      f"{p['images']:,} images, "
                      f"{p['images_per_second']:,.0f} images/s, accelerators waited "
                      f"{_pct(p['waiting_fraction'])}")
+        lines += prep_warning(run)
     lines += advise_text(run.get("advise"))
     return "\n".join(lines) + "\n"
+
+
+def prep_warning(run: dict) -> List[str]:
+    """A warning where the prep pass ran slower than a measured epoch: with the data in
+    memory it should be the faster, so its waits are no bound on that epoch's prep (the
+    machine was busier, or the sample too small to warm the loaders), and the split of
+    that epoch's stall into fetch and prep is not to be trusted."""
+    rate = run["prep_pass"]["images_per_second"]
+    slower = [e for e in run["epochs"] if e["prep_measured"] and e["images_per_second"] > rate]
+    if not slower:
+        return []
+    worst = max(slower, key=lambda e: e["images_per_second"])
+    return [f"warning: the prep pass ({rate:,.0f} images/s) ran slower than epoch "
+            f"{worst['epoch']} ({worst['images_per_second']:,.0f} images/s), with its data in "
+            "memory: its fetch/prep split is not to be trusted; rerun with more --prep-steps "
+            "on a quieter machine"]
