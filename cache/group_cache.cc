@@ -431,12 +431,16 @@ nlohmann::json GroupCache::Stats() const {
   {
     std::lock_guard lock(mu_);
     for (const auto& e : entries_) cached_groups += e && e->ready;
-    j["epoch"] = policy_->epoch();
-    j["epoch_files_served"] = policy_->served_this_epoch();
     j["prefetch_in_flight"] = prefetch_loads_;
     j["prefetch_window"] = window_;
   }
   const double served = static_cast<double>(c.bytes_served.load());
+  // One definition of an epoch for every view: the stall account's (stall_account.h),
+  // which the -w line, /metrics and --advise all read; the policy's own detection only
+  // steers what it keeps.
+  const StallEpoch current = stall_.Current();
+  j["epoch"] = current.epoch;
+  j["epoch_files_served"] = current.distinct_files;
   j["policy"] = std::string(policy_->name());
   j["budget_bytes"] = arena_.capacity();
   j["cached_bytes"] = arena_.used();

@@ -87,6 +87,13 @@ class StallAccounting(lib.ServedPackCase):
             self.assertEqual(totals(mnt), before)
             stall = stats_of(mnt)["stall"]
             self.assertEqual((stall["epoch"], stall["current"]["files"]), (2, 0))
+            # Every view says so: one definition of an epoch.
+            self.assertEqual((stats_of(mnt)["epoch"], stats_of(mnt)["epoch_files_served"]),
+                             (2, 0))
+            watch = subprocess.run([GPUFS_STAT, "-w", "--interval", "0.1", "--count", "1", mnt],
+                                   capture_output=True, text=True, timeout=60)
+            kv = dict(item.split("=", 1) for item in watch.stdout.split())
+            self.assertEqual((kv["epoch"], kv["last_stall_fraction"] != "-"), ("2", True))
         # Streaming, so that each read reaches the daemon: an epoch that skips 3 files
         # ends when a file comes again, and counts those 3 as never asked for.
         with self.mount("--cache-size", "64MiB", "--no-disk-cache", "--streaming",
