@@ -87,8 +87,12 @@ std::filesystem::path DefaultLogFolder() {
     return std::filesystem::path(xdg) / "gpufs";
   }
   if (geteuid() == 0) return "/var/log/gpufs";
-  // Beside the cache folder's parent: ~/.cache/gpufs -> ~/.local/state/gpufs.
-  return DefaultCacheDir().parent_path().parent_path() / ".local" / "state" / "gpufs";
+  if (const char* home = std::getenv("HOME"); home && *home) {
+    return std::filesystem::path(home) / ".local" / "state" / "gpufs";
+  }
+  // No HOME (a daemon of slurmd or a system unit): beside the user's private cache folder,
+  // whose own rules find the home from the password database.
+  return DefaultCacheDir() / "log";
 }
 
 Result<DaemonLog> DaemonLog::Open(const LogOptions& options, bool foreground) {

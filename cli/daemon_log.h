@@ -2,7 +2,8 @@
 // answers, else a file, so that a node without syslog (a container, a minimal image, a
 // daemon under slurmd) still keeps the line that says why a read failed: --log-file, or
 // by default gpufsd.log in the user's state folder ($XDG_STATE_HOME/gpufs, else
-// /var/log/gpufs for root and ~/.local/state/gpufs for others), named at mount. Either way the last
+// /var/log/gpufs for root and ~/.local/state/gpufs for others; with no HOME, log/ in the
+// private cache folder), named at mount. Either way the last
 // warnings and errors are also kept for gpufs-stat (fs/problem_log.h).
 #pragma once
 
