@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
                  "mount); with -w, the mount")
       ->required();
   app.add_flag("--verbose,-v", options.verbose, "each file with its residency chart per tier");
-  app.add_option("-o", output, "output: text or kv (one key=value line)")
+  // --output as the AWS CLI spells it; -o is kept for mount options across the tools.
+  app.add_option("--output", output, "text, or kv: one key=value line")
       ->check(CLI::IsMember({"text", "kv"}));
   app.add_flag("--json", json, "output JSON");
   app.add_option("--by", by, "also summarize per class or per group")

@@ -107,10 +107,6 @@ int Serve(fuse_session* se, const MountArgs& args) {
   return rc;
 }
 
-std::chrono::milliseconds Milliseconds(double seconds) {
-  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
-}
-
 // The store an s3:// or http(s):// source names, per the options and the AWS tools'
 // conventions. A URL that does not end in ".tar" names a folder.
 Result<remote::Location> LocateRemote(const MountArgs& args) {
@@ -120,8 +116,7 @@ Result<remote::Location> LocateRemote(const MountArgs& args) {
     const size_t eq = entry.find('=');
     if (eq != std::string_view::npos) env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
   }
-  remote::LocationOptions options{args.endpoint, args.no_sign_request, args.connections};
-  options.ca_bundle = args.ca_bundle;
+  const remote::LocationOptions& options = args.location;
   // What the URL names is settled before credentials are fetched: once, for the final URL.
   remote::LocationOptions shape_only = options;
   shape_only.no_sign_request = true;
@@ -135,7 +130,7 @@ Result<remote::Location> LocateRemote(const MountArgs& args) {
   for (const std::string& warning : location->warnings) {
     fmt::print(stderr, "gpufsd: warning: {}\n", warning);
   }
-  location->config.retry_budget = Milliseconds(args.retry_seconds);
+  location->config.retry_budget = args.retry_budget;
   if (args.transfer_threads > 0) location->config.transfer_threads = args.transfer_threads;
   location->config.request_payer = !args.request_payer.empty();
   if (args.no_verify_tls) {
@@ -145,9 +140,7 @@ Result<remote::Location> LocateRemote(const MountArgs& args) {
         "read and change what is sent. For test rigs only.",
         location->config.endpoint);
   }
-  location->config.deadlines = remote::TransferDeadlines{
-      Milliseconds(args.connect_timeout_s), Milliseconds(args.idle_timeout_s),
-      Milliseconds(args.deadline_allowance_s), args.min_rate};
+  location->config.deadlines = args.deadlines;
   if (!args.peers.empty() || !args.peers_file.empty()) {
     auto peers = args.peers_file.empty() ? remote::ParsePeerList(args.peers)
                                          : remote::ReadPeerFile(args.peers_file);

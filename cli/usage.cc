@@ -43,17 +43,22 @@ void SuggestNearest(const CLI::App& app, int argc, char** argv) {
         std::find(names.begin(), names.end(), word) != names.end()) {
       continue;
     }
-    const auto nearest = std::min_element(names.begin(), names.end(), [&](auto& a, auto& b) {
-      return EditDistance(word, a) < EditDistance(word, b);
-    });
-    if (nearest != names.end() && EditDistance(word, *nearest) <= 3) {
+    const std::string nearest = NearestWord(word, names);
+    if (!nearest.empty()) {
       fmt::print(stderr, "{}: unknown option {}; did you mean {}?\n",
-                 std::filesystem::path(argv[0]).filename().string(), word, *nearest);
+                 std::filesystem::path(argv[0]).filename().string(), word, nearest);
     }
   }
 }
 
 }  // namespace
+
+std::string NearestWord(const std::string& word, const std::vector<std::string>& words) {
+  const auto nearest = std::min_element(words.begin(), words.end(), [&](auto& a, auto& b) {
+    return EditDistance(word, a) < EditDistance(word, b);
+  });
+  return nearest != words.end() && EditDistance(word, *nearest) <= 3 ? *nearest : "";
+}
 
 std::optional<int> ParseUsage(CLI::App& app, int argc, char** argv) {
   try {

@@ -6,10 +6,16 @@
 #include <CLI/CLI.hpp>
 
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace gpufs {
 
 inline constexpr int kUsageError = 2;
+
+// The word of `words` nearest to `word`, if one is near enough to be a typo of it; else
+// empty.
+std::string NearestWord(const std::string& word, const std::vector<std::string>& words);
 
 // Parses argv into `app`; nullopt to go on, else the status to exit with.
 std::optional<int> ParseUsage(CLI::App& app, int argc, char** argv);

@@ -77,6 +77,9 @@ struct TypedObject {
 // Half the cores, from 2 to 8.
 unsigned DefaultTransferThreads();
 
+// Requests in flight to a store at most, unless --connections says otherwise.
+inline constexpr unsigned kDefaultConnections = 32;
+
 struct StoreConfig {
   Scheme scheme = Scheme::kHttp;
   // s3: the endpoint, e.g. "http://127.0.0.1:7480" or "https://s3.us-east-1.amazonaws.com";
@@ -90,7 +93,7 @@ struct StoreConfig {
   bool path_style = true;  // s3: endpoint/bucket/key, else bucket.host/key
   // The keys of each attempt, refreshed as they expire; null: requests are not signed.
   std::shared_ptr<CredentialProvider> credentials;
-  unsigned connections = 16;  // requests in flight at most
+  unsigned connections = kDefaultConnections;  // requests in flight at most
   // Threads that run the transfers, the connections split between them (at most one each):
   // copying bodies is the store's CPU work, more than one core's at tens of Gbit/s.
   unsigned transfer_threads = DefaultTransferThreads();
@@ -126,7 +129,7 @@ struct StoreConfig {
 struct LocationOptions {
   std::string endpoint;          // --endpoint; wins over the environment and profile
   bool no_sign_request = false;  // --no-sign-request: public buckets
-  unsigned connections = 16;
+  unsigned connections = kDefaultConnections;
   // False: only keys written in the environment or the AWS files; no program is run and no
   // server asked for keys (the fuzzer of the AWS files).
   bool active_credential_sources = true;

@@ -17,7 +17,7 @@ from test_deploy import EPILOG, PEER_CONFIG, PROLOG, SLICE, daemon_pid, peers_mi
 
 sys.path.insert(0, lib.ROOT)
 from tests.servers import nginx  # noqa: E402
-from tests.servers.procs import free_port  # noqa: E402
+from tests.servers.procs import free_port_run  # noqa: E402
 
 
 class Slurm(unittest.TestCase):
@@ -57,7 +57,8 @@ class Slurm(unittest.TestCase):
         shutil.rmtree(cls.work)
 
     def setUp(self):
-        self.port = free_port()
+        # Two ports from here on both nodes: per-job ports are this one plus the job's offset.
+        self.port = free_port_run(2, self.NODES)
         self.nodes = []
 
     def tearDown(self):

@@ -117,7 +117,7 @@ class Residency(unittest.TestCase):
         self.assertIn("Elapsed:", result.stdout)
 
     def test_kv_line_has_each_tier(self):
-        result = stat("-o", "kv", self.mnt)
+        result = stat("--output", "kv", self.mnt)
         self.assertEqual(result.returncode, 0, result.stderr)
         kv = dict(item.split("=", 1) for item in result.stdout.split())
         total, kernel, pinned = self.expect(self.files)

@@ -8,6 +8,7 @@ without cleaning up (SIGKILL, a crash) the kernel stops the daemon too.
 import ctypes
 import http.server
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -28,6 +29,30 @@ def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((LOOPBACK, 0))
         return s.getsockname()[1]
+
+
+def free_port_run(count, hosts=(LOOPBACK,)):
+    """The first of `count` consecutive TCP ports that nothing listens on now, on each of
+    `hosts`, for a configuration that derives ports from one (a port per Slurm job).
+
+    Drawn below the kernel's ephemeral range, where connections and free_port() take
+    theirs, so that only another test doing the same can collide with them."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        low = int(f.read().split()[0])
+    for _ in range(200):
+        base = random.randrange(max(1024, low - 12000), low - count)
+        if all(_bindable(h, p) for h in hosts for p in range(base, base + count)):
+            return base
+    raise ServerError(f"no {count} consecutive free ports below {low}")
+
+
+def _bindable(host, port):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+            return True
+        except OSError:
+            return False
 
 
 def tail(path, lines=30):

@@ -1,0 +1,226 @@
+// `gpufsd mount`'s command line from the table: the CLI11 options, grouped as --help
+// shows them, and the -o keys that fstab and mount(8) pass.
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+#include "cli/kernel_limits.h"
+#include "cli/options/mount_options.h"
+#include "cli/sizes.h"
+#include "cli/usage.h"
+
+namespace gpufs {
+namespace {
+
+template <class... Fs>
+struct Overloaded : Fs... {
+  using Fs::operator()...;
+};
+
+std::string Flags(const MountOption& option) {
+  std::string flags = "--" + std::string(option.name);
+  if (option.short_name) flags += std::string(",-") + option.short_name;
+  return flags;
+}
+
+// --name for a flag: sets, clears or fixes its field.
+CLI::Option* AddFlag(CLI::App& app, const MountOption& option, MountArgs& args) {
+  const std::string help(option.help);
+  return std::visit(Overloaded{[&](FieldOf<bool> field) -> CLI::Option* {
+                                 bool& value = field(args);
+                                 const bool set = option.kind == OptionKind::kFlag;
+                                 return app.add_flag_callback(
+                                     Flags(option), [&value, set] { value = set; }, help);
+                               },
+                               [&](FieldOf<DirPlus> field) -> CLI::Option* {
+                                 DirPlus& value = field(args);
+                                 const DirPlus fixed = *ParseDirPlus(option.fixed);
+                                 return app.add_flag_callback(
+                                     Flags(option), [&value, fixed] { value = fixed; }, help);
+                               },
+                               [&](auto) -> CLI::Option* { std::abort(); }},
+                    option.field);
+}
+
+// --name VALUE, converted and checked as its kind says. The checks' own descriptions are
+// left out of --help: the type name and the help say what is taken.
+CLI::Option* AddValue(CLI::App& app, const MountOption& option, MountArgs& args) {
+  const std::string help(option.help);
+  const std::string flags = Flags(option);
+  return std::visit(
+      Overloaded{[&](FieldOf<std::chrono::milliseconds> field) {
+                   auto& value = field(args);
+                   return app.add_option_function<double>(
+                       flags,
+                       [&value](double s) {
+                         value = std::chrono::milliseconds(std::llround(s * 1000));
+                       },
+                       help);
+                 },
+                 [&](FieldOf<DirPlus> field) {
+                   auto& value = field(args);
+                   return app.add_option_function<std::string>(
+                       flags, [&value](const std::string& s) { value = *ParseDirPlus(s); }, help);
+                 },
+                 [&](FieldOf<bool>) -> CLI::Option* { std::abort(); },
+                 [&](auto field) { return app.add_option(flags, field(args), help); }},
+      option.field);
+}
+
+void Check(CLI::Option& cli, const MountOption& option) {
+  switch (option.kind) {
+    case OptionKind::kNumber:
+    case OptionKind::kSeconds:
+      cli.check(CLI::Range(option.low, option.high).description(""));
+      break;
+    case OptionKind::kSize:
+      cli.transform(SizeValue(static_cast<uint64_t>(option.low)).description(""));
+      if (option.high > 0) {
+        cli.check(CLI::Range(std::max(1.0, option.low), option.high).description(""));
+      }
+      break;
+    case OptionKind::kChoice:
+      cli.check(
+          CLI::IsMember(std::vector<std::string>(option.choices.begin(), option.choices.end()))
+              .description(""));
+      break;
+    default:
+      break;
+  }
+}
+
+const MountOption* FindByKey(std::string_view key) {
+  for (const MountOption& option : MountOptionTable()) {
+    if (FstabKey(option) == key) return &option;
+  }
+  return nullptr;
+}
+
+bool Listed(std::span<const std::string_view> list, std::string_view word) {
+  return std::find(list.begin(), list.end(), word) != list.end();
+}
+
+std::vector<std::string> EveryKey() {
+  std::vector<std::string> keys;
+  for (const MountOption& option : MountOptionTable()) {
+    if (option.fstab) keys.push_back(FstabKey(option));
+  }
+  for (std::string_view key : FuseMountOptions()) keys.emplace_back(key);
+  return keys;
+}
+
+// One item of an -o list: appended to `out` as an option, to `fuse` for libfuse, or
+// dropped. A `key` is written with '_' or '-' alike.
+Status ExpandItem(std::string_view item, bool sloppy, std::vector<std::string>& out,
+                  std::string& fuse) {
+  const size_t eq = item.find('=');
+  std::string key(item.substr(0, eq));
+  if (key.starts_with("x-") || key.starts_with("X-")) return Ok{};  // systemd's and others'
+  std::replace(key.begin(), key.end(), '-', '_');
+  if (key == "nonempty") key = "allow_non_empty";  // FUSE 2's name, which fstab lines carry
+  if (key.empty() || Listed(MountOnlyOptions(), key)) return Ok{};
+  if (Listed(FuseMountOptions(), key)) {
+    if ((key == "max_read") != (eq != item.npos)) {
+      return Fail(EINVAL, "-o {}: {} {}", item, key,
+                  key == "max_read" ? "needs a value" : "takes no value");
+    }
+    fuse += (fuse.empty() ? "" : ",") + key + std::string(eq == item.npos ? "" : item.substr(eq));
+    return Ok{};
+  }
+  const MountOption* option = FindByKey(key);
+  if (option && option->fstab) {
+    const bool flag = ValueName(*option).empty();
+    if (flag && eq != item.npos) return Fail(EINVAL, "-o {}: {} takes no value", item, key);
+    if (!flag && eq == item.npos) return Fail(EINVAL, "-o {}: {} needs a value", item, key);
+    out.push_back("--" + std::string(option->name));
+    if (!flag) out.emplace_back(item.substr(eq + 1));
+    return Ok{};
+  }
+  if (key == "peers") {
+    return Fail(EINVAL,
+                "-o {}: an -o value cannot hold commas; list the peers one a line "
+                "in a file and give peers_file=FILE",
+                item);
+  }
+  const std::string near = NearestWord(key, EveryKey());
+  if (sloppy) {
+    fmt::print(stderr, "gpufsd: ignoring unknown option '{}'\n", item);
+    return Ok{};
+  }
+  return Fail(EINVAL, "unknown option '{}' in -o{}; `gpufsd options` lists them", key,
+              near.empty() ? "" : fmt::format(" (did you mean {}?)", near));
+}
+
+}  // namespace
+
+uint64_t MountArgs::DefaultCacheBytes() {
+  const uint64_t memory = PhysicalMemory();
+  return memory > 0 ? memory / 4 : (1ull << 30);
+}
+
+std::string FstabKey(const MountOption& option) {
+  std::string key(option.name);
+  std::replace(key.begin(), key.end(), '-', '_');
+  return key;
+}
+
+void AddMountOptions(CLI::App& mount, MountArgs& args) {
+  mount
+      .add_option("SRC", args.source,
+                  "dataset: a native pack, a mytar folder (or its parent), or a .tar; a local "
+                  "path, s3://BUCKET/PREFIX/ or http(s)://HOST/PATH/")
+      ->required();
+  mount.add_option("MNT", args.mountpoint, "an existing empty folder to mount at")->required();
+  mount
+      .add_option("-o", args.fuse_options,
+                  "options, comma-separated: any below by its key (cache_size=8GiB, "
+                  "no_disk_cache) and FUSE's (allow_other, ...); repeatable")
+      ->type_name("OPTIONS")
+      ->group(std::string(MountOptionGroups().front()));
+  for (const MountOption& option : MountOptionTable()) {
+    const bool flag = ValueName(option).empty();
+    CLI::Option* cli = flag ? AddFlag(mount, option, args) : AddValue(mount, option, args);
+    const std::string shown = DefaultText(option);
+    cli->group(std::string(option.group));
+    if (!flag) {
+      cli->type_name(ValueName(option));
+      Check(*cli, option);
+    }
+    if (!shown.empty()) cli->description(cli->get_description() + " [default: " + shown + "]");
+  }
+  mount.get_option("--peers-file")->excludes(mount.get_option("--peers"));
+}
+
+Result<std::vector<std::string>> ExpandMountOptions(std::vector<std::string> args) {
+  const bool sloppy = Listed(std::vector<std::string_view>(args.begin(), args.end()), "--sloppy");
+  std::vector<std::string> out, operands;
+  std::string fuse;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--") {
+      operands.assign(args.begin() + i, args.end());
+      break;
+    }
+    if (!args[i].starts_with("-o")) {
+      out.push_back(args[i]);
+      continue;
+    }
+    std::string list = args[i].substr(2);
+    if (list.empty() && i + 1 < args.size()) list = args[++i];
+    for (size_t start = 0; start <= list.size();) {
+      const size_t end = std::min(list.find(',', start), list.size());
+      if (Status s =
+              ExpandItem(std::string_view(list).substr(start, end - start), sloppy, out, fuse);
+          !s) {
+        return s.error();
+      }
+      start = end + 1;
+    }
+  }
+  if (!fuse.empty()) out.insert(out.end(), {"-o", fuse});
+  out.insert(out.end(), operands.begin(), operands.end());
+  return out;
+}
+
+}  // namespace gpufs
