@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang, ASan+UBSan) in build-fuzz and runs each in turn.
 #
-#   tools/fuzz.sh [--jobs N] [--fork N] [SECONDS] [TARGET...] [-- LIBFUZZER-FLAGS...]
+#   tools/fuzz.sh [--build DIR] [--jobs N] [--fork N] [SECONDS] [TARGET...] [-- FLAGS...]
 #
 #   SECONDS    how long each target runs (default 30); `tools/fuzz.sh 3600` is an hour each
 #   TARGET     mytar, native_index, tar, control, s3_response, aws_config (default: all)
@@ -11,6 +11,8 @@
 #   --fork N   libFuzzer's fork mode, N child processes fuzzing in turns for SECONDS;
 #              with -- -ignore_crashes=1 -ignore_timeouts=1 it keeps going past findings
 #              and saves each, to collect several in one long run
+#   --build D  the build folder (default build-fuzz, debugoptimized); the test suite gives
+#              its clang ASan+UBSan build-san, configured with -Dfuzz=true
 #   -- ...     further libFuzzer flags, e.g. -- -max_len=65536
 #
 # Each target reads the checked-in seeds in tests/fuzz/corpus/TARGET (never written to)
@@ -26,8 +28,10 @@ ALL_TARGETS=(mytar native_index tar control s3_response aws_config)
 seconds=30
 targets=()
 extra=()
+build=build-fuzz
 while [ $# -gt 0 ]; do
   case "$1" in
+    --build) build="$2"; shift 2 ;;
     --jobs) extra+=("-jobs=$2" "-workers=$2"); shift 2 ;;
     --fork) extra+=("-fork=$2"); shift 2 ;;
     --) shift; extra+=("$@"); break ;;
@@ -43,19 +47,19 @@ done
 [ ${#targets[@]} -gt 0 ] || targets=("${ALL_TARGETS[@]}")
 
 tools/install_deps.sh
-if [ ! -f build-fuzz/build.ninja ]; then
-  CC=clang CXX=clang++ meson setup build-fuzz --buildtype=debugoptimized -Dfuzz=true \
+if [ ! -f "$build/build.ninja" ]; then
+  CC=clang CXX=clang++ meson setup "$build" --buildtype=debugoptimized -Dfuzz=true \
     -Db_sanitize=address,undefined -Db_lundef=false -Dtests=false -Dcuda=disabled \
     -Dtorch=disabled
 fi
 # Only the fuzz targets and the core they link; the daemon is not needed here.
-ninja -C build-fuzz -j"$(nproc)" "${targets[@]/#/tests/fuzz/fuzz_}"
+ninja -C "$build" -j"$(nproc)" "${targets[@]/#/tests/fuzz/fuzz_}"
 
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
 root="$PWD"
 failed=0
 for t in "${targets[@]}"; do
-  work="$root/build-fuzz/fuzz/$t"
+  work="$root/$build/fuzz/$t"
   mkdir -p "$work/corpus"
   rm -f "$work"/fuzz-*.log
   dict=()
@@ -64,7 +68,7 @@ for t in "${targets[@]}"; do
   status=0
   # From inside $work, where -jobs writes its logs; the first corpus folder is the one
   # libFuzzer adds to, the seed folder after it is only read.
-  (cd "$work" && exec "$root/build-fuzz/tests/fuzz/fuzz_$t" \
+  (cd "$work" && exec "$root/$build/tests/fuzz/fuzz_$t" \
     -max_total_time="$seconds" -timeout=10 -print_final_stats=1 \
     -artifact_prefix="$work/" "${dict[@]}" "${extra[@]}" \
     "$work/corpus" "$root/tests/fuzz/corpus/$t") >"$work/run.log" 2>&1 || status=$?
@@ -85,7 +89,7 @@ for t in "${targets[@]}"; do
     "${logs[@]}" | sed 's/^/  /' | head -20 || true
   for f in "${found[@]}"; do
     echo "  found: $f"
-    echo "  reproduce: build-fuzz/tests/fuzz/fuzz_$t $f"
+    echo "  reproduce: $build/tests/fuzz/fuzz_$t $f"
   done
 done
 exit "$failed"

@@ -1,6 +1,6 @@
 #!/bin/sh
-# Slurm Epilog of gpufs: unmounts what prolog.sh mounted for this job ($SLURM_JOB_ID) and
-# stops the job's peer cache, waiting until both daemons have exited. The peer's cache
+# Slurm Epilog of gpufs: unmounts what prolog.sh mounted for this job ($SLURM_JOB_ID), each
+# dataset in turn, and stops the job's peer caches, waiting until the daemons have exited. The peer's cache
 # folder stays for the next job. Nothing to undo is fine; a mount or nginx that will not
 # go fails (Slurm drains the node). Only this job's run folder is read or removed:
 # another job's mount, peer cache and secret on a shared node are left alone.
@@ -23,20 +23,61 @@ identity() { # PID: "PID START-TIME PROGRAM" (field 22 of /proc/PID/stat, /proc/
   shift 19
   printf '%s %s %s\n' "$id_pid" "$1" "$id_exe"
 }
-if [ "${1:-}" = --identity ]; then
+main_conf=${GPUFS_SLURM_CONF:-/etc/gpufs/slurm.conf}
+datasets() { # the settings file of each dataset, one a line
+  if [ -d "$main_conf" ]; then
+    set -- "$main_conf"/*.conf
+  else
+    set -- "$main_conf" "${main_conf%.conf}.d"/*.conf
+  fi
+  found=''
+  for f in "$@"; do
+    [ -f "$f" ] || continue
+    name=$(basename "$f" .conf)
+    case $name in *[!A-Za-z0-9_-]*)
+      echo "gpufs: cannot use $f: name a dataset's settings NAME.conf, NAME of letters, digits, - and _" >&2
+      return 1
+      ;;
+    esac
+    printf '%s\n' "$f"
+    found=1
+  done
+  [ -n "$found" ] || { echo "gpufs: no dataset settings in $main_conf (nor ${main_conf%.conf}.d/*.conf)" >&2; return 1; }
+}
+case ${1:-} in
+--identity)
   identity "${2:?usage: epilog.sh --identity PID}"
   exit
-fi
+  ;;
+--datasets)
+  datasets
+  exit
+  ;;
+--suffix) # CONF: its run folder's suffix: none for the main settings file, else .NAME
+  [ "$2" = "$main_conf" ] || printf '.%s\n' "$(basename "$2" .conf)"
+  exit
+  ;;
+esac
 case ${SLURM_JOB_ID:-} in
 '' | *[!0-9]*)
   echo "gpufs epilog: SLURM_JOB_ID '${SLURM_JOB_ID:-}' is not a job id" >&2
   exit 1
   ;;
 esac
+# Each dataset in turn, by this script with GPUFS_DATASET_CONF set; all are tried.
+if [ -z "${GPUFS_DATASET_CONF:-}" ]; then
+  confs=$(datasets) || exit 1
+  status=0
+  for dataset_conf in $confs; do
+    GPUFS_DATASET_CONF=$dataset_conf "$0" || status=1
+  done
+  exit "$status"
+fi
+conf=$GPUFS_DATASET_CONF
 # shellcheck source=/dev/null # the settings: gpufs-slurm.conf
-. "${GPUFS_SLURM_CONF:-/etc/gpufs/slurm.conf}"
+. "$conf"
 GPUFSD=${GPUFSD:-gpufsd}
-run=${GPUFS_RUN_DIR:-/run/gpufs-slurm}/$SLURM_JOB_ID
+run=${GPUFS_RUN_DIR:-/run/gpufs-slurm}/$SLURM_JOB_ID$("$0" --suffix "$conf")
 status=0
 
 started='' # what the prolog recorded of the nginx it started: "PID START-TIME PROGRAM"

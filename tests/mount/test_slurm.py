@@ -41,6 +41,7 @@ class Slurm(unittest.TestCase):
         www = os.path.join(cls.work, "www")
         # A pack: --peers needs the SHA-256 digests its index records.
         pack = lib.pack_to_serve(tree, www, "32KiB")
+        cls.pack = pack  # also a dataset on a cluster file system, as the nodes see it
         cls.blobs = sorted(n for n in os.listdir(pack) if n != "index.gpufs")
         cls.origin = nginx.NginxOrigin(www).__enter__()
         cls.scontrol = os.path.join(cls.work, "scontrol")
@@ -311,6 +312,62 @@ class Slurm(unittest.TestCase):
         finally:
             bystander.kill()
             bystander.wait()
+
+    def datasets(self, node, confs):
+        """A folder of settings, one file per dataset ({name: settings}), as the node's
+        GPUFS_SLURM_CONF; returns {name: mount point}."""
+        folder = os.path.join(node["dir"], "slurm.d")
+        os.makedirs(folder)
+        mnts = {}
+        for name, settings in confs.items():
+            mnts[name] = os.path.join(node["dir"], f"mnt-{name}")
+            with open(os.path.join(folder, f"{name}.conf"), "w") as f:
+                f.write(f"GPUFS_MOUNTPOINT={mnts[name]}\nGPUFS_RUN_DIR={node['run']}\n"
+                        "GPUFS_MOUNT_OPTIONS='--cache-size 16MiB --no-disk-cache'\n" + settings)
+        node["conf"] = folder
+        return mnts
+
+    def test_a_dataset_on_a_cluster_file_system_mounts_without_peers(self):
+        node = self.node(self.NODES[0], self.pack)
+        # No peers for a path: no site key, no nginx, no port.
+        with open(node["conf"], "a") as f:
+            f.write(f"GPUFS_PEER_KEY_FILE={node['dir']}/absent.key\n")
+        result = self.script(PROLOG, node, NGINX="/nonexistent/nginx")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(lib.files_below(node["mnt"]), self.expected)
+        self.assertEqual(sorted(os.listdir(self.job_run(node))), ["mount"])
+        self.assertTrue(refused(node["name"], self.port))
+        result = self.script(EPILOG, node)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertFalse(lib.is_mounted(node["mnt"]))
+        self.assertEqual(os.listdir(node["run"]), [])
+
+    def test_several_datasets_mount_for_each_job_and_go_with_it(self):
+        node = self.node(self.NODES[0], self.pack)
+        mnts = self.datasets(node, {
+            "train": f"GPUFS_SOURCE={self.pack}\n",
+            "val": f"GPUFS_SOURCE={self.origin.url}/pack/\nGPUFS_PEERS=no\n"})
+        result = self.script(PROLOG, node)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        for mnt in mnts.values():
+            self.assertEqual(lib.files_below(mnt), self.expected)
+        self.assertEqual(sorted(os.listdir(node["run"])), ["42.train", "42.val"])
+        result = self.script(EPILOG, node)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual([m for m in mnts.values() if lib.is_mounted(m)], [])
+        self.assertEqual(os.listdir(node["run"]), [])
+
+    def test_a_dataset_that_fails_undoes_the_jobs_others(self):
+        node = self.node(self.NODES[0], self.pack)
+        mnts = self.datasets(node, {
+            "a-train": f"GPUFS_SOURCE={self.pack}\n",
+            "b-val": f"GPUFS_SOURCE={self.work}/absent\n"})
+        result = self.script(PROLOG, node)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn(f"gpufs prolog: cannot mount {self.work}/absent at {mnts['b-val']}",
+                      result.stderr)
+        self.assertEqual([m for m in mnts.values() if lib.is_mounted(m)], [])
+        self.assertEqual(os.listdir(node["run"]), [])
 
     @staticmethod
     def start_time(pid):
