@@ -51,7 +51,8 @@ void* MapAligned(size_t capacity) {
 
 }  // namespace
 
-Result<std::unique_ptr<PinnedArena>> PinnedArena::Create(size_t bytes, size_t prefault) {
+Result<std::unique_ptr<PinnedArena>> PinnedArena::Create(size_t bytes, size_t prefault,
+                                                         size_t ahead) {
   // Budgets of a huge page or more round up to whole huge pages; small ones (tests) to 4 KiB.
   const size_t unit = bytes >= kHuge ? kHuge : kAlign;
   const size_t capacity = (std::max<size_t>(bytes, kAlign) + unit - 1) / unit * unit;
@@ -70,8 +71,10 @@ Result<std::unique_ptr<PinnedArena>> PinnedArena::Create(size_t bytes, size_t pr
   std::unique_ptr<PinnedArena> arena(
       new PinnedArena(static_cast<char*>(p), capacity, locked, huge));
   const size_t target = std::min((prefault + unit - 1) / unit * unit, capacity);
-  if (target > 0)
-    arena->prefaulter_ = std::thread([a = arena.get(), target] { a->Prefault(target); });
+  if (target > 0) {
+    arena->prefaulter_ =
+        std::thread([a = arena.get(), target, ahead] { a->Prefault(target, ahead); });
+  }
   return arena;
 }
 
@@ -81,20 +84,37 @@ PinnedArena::PinnedArena(char* base, size_t capacity, bool locked, bool huge)
 }
 
 PinnedArena::~PinnedArena() {
-  stopping_.store(true, std::memory_order_relaxed);
+  {
+    std::lock_guard lock(mu_);
+    stopping_.store(true, std::memory_order_relaxed);
+  }
+  grown_.notify_all();
   if (prefaulter_.joinable()) prefaulter_.join();
   munmap(base_, capacity_);
 }
 
-// On the prefault thread: [0, target) in chunks, counted as each is in.
-void PinnedArena::Prefault(size_t target) {
+// On the prefault thread: [0, target) in chunks, counted as each is in, staying `ahead`
+// bytes beyond the highest allocation; it sleeps while it is that far ahead.
+void PinnedArena::Prefault(size_t target, size_t ahead) {
   const size_t page = huge_ ? kHuge : kAlign;
-  for (size_t at = 0; at < target && !stopping_.load(std::memory_order_relaxed);) {
+  for (size_t at = 0; at < target;) {
+    {
+      std::unique_lock lock(mu_);
+      grown_.wait(lock, [&] {
+        return stopping_.load(std::memory_order_relaxed) || high_water_ + ahead > at;
+      });
+      if (stopping_.load(std::memory_order_relaxed)) return;
+    }
     const size_t chunk = std::min(kPrefaultChunk, target - at);
     if (!PopulateWrite(base_ + at, chunk, page)) return;
     at += chunk;
     prefaulted_.store(at, std::memory_order_relaxed);
   }
+}
+
+size_t PinnedArena::taken() const {
+  std::lock_guard lock(mu_);
+  return std::max(prefaulted(), high_water_);
 }
 
 std::optional<size_t> PinnedArena::Allocate(size_t bytes) {
@@ -107,6 +127,10 @@ std::optional<size_t> PinnedArena::Allocate(size_t bytes) {
     free_.erase(it);
     if (rest > 0) free_.emplace(offset + bytes, rest);
     used_ += bytes;
+    if (offset + bytes > high_water_) {
+      high_water_ = offset + bytes;
+      grown_.notify_one();  // no system call while the prefault thread is busy faulting
+    }
     return offset;
   }
   return std::nullopt;

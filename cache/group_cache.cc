@@ -448,6 +448,7 @@ nlohmann::json GroupCache::Stats() const {
   j["groups"] = catalog_.group_count();
   j["arena_locked"] = arena_.locked();
   j["arena_prefaulted_bytes"] = arena_.prefaulted();
+  j["arena_taken_bytes"] = arena_.taken();
   j["huge_pages"] = arena_.huge_pages();
   // Each read once: the striped ones sum their stripes.
   for (const auto& [key, value] : {std::pair<const char*, uint64_t>{"hits", c.hits},

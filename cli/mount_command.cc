@@ -418,8 +418,8 @@ Result<CacheStack> MakeCacheStack(const MountArgs& args, const Opened& opened) {
     MakeSource(args, opened, stack);
     return stack;
   }
-  // Faulted in ahead of the reads, as much as the dataset can fill (each group's start is
-  // page-aligned in the arena).
+  // Faulted in a window ahead of the reads (PinnedArena::kDefaultAhead), never past what the
+  // dataset can fill (each group's start is page-aligned in the arena).
   const uint64_t fill =
       dataset.catalog.total_bytes() + uint64_t{dataset.catalog.group_count()} * PinnedArena::kAlign;
   auto arena = PinnedArena::Create(args.cache_bytes, std::min<uint64_t>(args.cache_bytes, fill));
@@ -448,8 +448,8 @@ Result<CacheStack> MakeCacheStack(const MountArgs& args, const Opened& opened) {
   stack.cache = std::make_unique<GroupCache>(dataset.catalog, *stack.source, *stack.arena,
                                              std::move(stack.policy), options, stack.tier.get());
   spdlog::info(
-      "cache: {:.1f} MiB, {}, {} source{}, reads of {} KiB ({} in flight), memory "
-      "{}locked{}",
+      "cache: {:.1f} MiB, taken as it fills, {}, {} source{}, reads of {} KiB ({} in "
+      "flight), memory {}locked{}",
       args.cache_bytes / 1048576.0, args.policy, stack.source->kind(),
       stack.engine ? fmt::format(" ({})", stack.engine->name()) : "", options.io_piece / 1024,
       options.reads_in_flight, stack.arena->locked() ? "" : "not ",

@@ -114,6 +114,13 @@ Status Scanner::AddGpufs(const MountPoint& mount, const stdfs::path& path) {
     return Fail(ENOENT, "cannot measure {}: {}", path.string(), header["error"].get<std::string>());
   }
   if (fresh) {
+    if (header.contains("memory")) {
+      Note(
+          fmt::format("{}: pinned memory: {:.1f} MiB taken of a {:.1f} MiB budget, as the "
+                      "cache fills",
+                      mount.path, header["memory"]["taken_bytes"].get<uint64_t>() / 1048576.0,
+                      header["memory"]["budget_bytes"].get<uint64_t>() / 1048576.0));
+    }
     for (const auto& line : header.value("problems", nlohmann::json::array())) {
       Note(fmt::format("{}: the daemon logged: {}", mount.path, line.get<std::string>()));
     }

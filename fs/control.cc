@@ -79,6 +79,11 @@ void ReplyResidency(const Filesystem& fs, const nlohmann::json& request, const R
   }
   header["buckets"] = std::move(buckets);
   header["problems"] = RecentProblems(kProblemsShown);
+  if (const GroupCache* cache = fs.cache()) {
+    const nlohmann::json stats = cache->Stats();
+    header["memory"] = {{"budget_bytes", stats["budget_bytes"]},
+                        {"taken_bytes", stats["arena_taken_bytes"]}};
+  }
   reply(header.dump() + "\n");
   constexpr size_t kPiece = 1 << 20;
   for (size_t at = 0; at < lines.size(); at += kPiece) {

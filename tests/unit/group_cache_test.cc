@@ -437,6 +437,30 @@ TEST(PinnedArena, PrefaultsTheTargetWhileAllocationsGoOn) {
   EXPECT_EQ(a.Allocate(a.capacity()), 0u);
 }
 
+// Memory is taken as the cache fills: the prefault thread stays a window ahead of the
+// highest range handed out, and waits there, whatever the target.
+TEST(PinnedArena, PrefaultsOnlyAWindowAheadOfWhatIsHandedOut) {
+  constexpr size_t kMiB = 1u << 20;
+  auto arena = PinnedArena::Create(256 * kMiB, 256 * kMiB, 32 * kMiB);
+  ASSERT_TRUE(arena.ok());
+  auto& a = **arena;
+  auto settles_at = [&a](size_t expected) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (a.prefaulted() < expected && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // and goes no further
+    return a.prefaulted();
+  };
+  EXPECT_EQ(settles_at(32 * kMiB), 32 * kMiB);  // nothing handed out: one window
+  ASSERT_EQ(a.Allocate(100 * kMiB), 0u);
+  // Past 100 MiB + 32 MiB, in whole 32 MiB chunks.
+  EXPECT_EQ(settles_at(160 * kMiB), 160 * kMiB);
+  std::memset(a.base(), 1, 100 * kMiB);
+  ASSERT_EQ(a.Allocate(150 * kMiB), 100 * kMiB);
+  EXPECT_EQ(settles_at(256 * kMiB), 256 * kMiB);  // the target, never past it
+}
+
 TEST(PinnedArena, PrefaultsNoMoreThanTheCapacityAndNothingUnasked) {
   auto whole = PinnedArena::Create(64 * 1024, 1u << 30);
   ASSERT_TRUE(whole.ok());
