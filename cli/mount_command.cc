@@ -35,6 +35,7 @@
 #include "cli/kernel_limits.h"
 #include "cli/metrics_server.h"
 #include "cli/mount_point.h"
+#include "cli/progress_bar.h"
 #include "cli/stat_source.h"
 #include "dataset/catalog.h"
 #include "dataset/format/open_dataset.h"
@@ -282,7 +283,16 @@ Result<Opened> OpenForMount(const MountArgs& args) {
   OpenOptions open_options;
   open_options.group_size = args.group_size;
   open_options.cache_dir = DefaultCacheDir();
-  auto opened = OpenAnySource(args, open_options);
+  // A tar's first listing walks every header (tens of seconds at millions of members; a
+  // remote one a round trip each): shown when it takes more than a moment.
+  Progress progress;
+  open_options.progress = &progress;
+  std::optional<Result<Opened>> result;
+  {
+    ProgressBar bar("listing " + args.source, progress, std::chrono::seconds(2));
+    result.emplace(OpenAnySource(args, open_options));
+  }
+  Result<Opened>& opened = *result;
   if (!opened) return opened.error();
   for (const std::string& note : opened->dataset.notes) {
     fmt::print(stderr, "gpufsd: note: {}\n", note);

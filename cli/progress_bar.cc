@@ -23,15 +23,20 @@ void OnSignal(int) {
 
 }  // namespace
 
-ProgressBar::ProgressBar(std::string verb, const Progress& progress)
+ProgressBar::ProgressBar(std::string verb, const Progress& progress,
+                         std::chrono::milliseconds delay)
     : verb_(std::move(verb)),
       progress_(progress),
       terminal_(isatty(STDERR_FILENO) != 0),
+      delayed_(delay.count() > 0),
       start_(std::chrono::steady_clock::now()) {
-  thread_ = std::thread([this] {
+  thread_ = std::thread([this, delay] {
     const auto period = terminal_ ? std::chrono::milliseconds(500) : std::chrono::seconds(10);
     std::unique_lock lock(mu_);
-    while (!wake_.wait_for(lock, period, [this] { return stop_; })) Draw(false);
+    if (wake_.wait_for(lock, delay, [this] { return stop_; })) return;
+    do {
+      if (progress_.total_bytes.load() > 0) Draw(false);
+    } while (!wake_.wait_for(lock, period, [this] { return stop_; }));
   });
 }
 
@@ -42,7 +47,8 @@ ProgressBar::~ProgressBar() {
   }
   wake_.notify_all();
   thread_.join();
-  if (progress_.files.load() > 0) Draw(true);  // a job refused at once leaves no bar
+  // A job refused at once leaves no bar, nor one done within its delay.
+  if (delayed_ ? drawn_ : progress_.files.load() > 0) Draw(true);
 }
 
 double ProgressBar::elapsed_s() const {
@@ -50,6 +56,7 @@ double ProgressBar::elapsed_s() const {
 }
 
 void ProgressBar::Draw(bool last) {
+  drawn_ = true;
   const double files = static_cast<double>(progress_.files.load());
   const double bytes = static_cast<double>(progress_.bytes.load());
   const double total_files = static_cast<double>(progress_.total_files.load());
@@ -60,10 +67,11 @@ void ProgressBar::Draw(bool last) {
   const int filled = static_cast<int>(share * kWidth);
   const std::string bar = std::string(filled, '#') + std::string(kWidth - filled, '.');
   const std::string line = fmt::format(
-      "{} [{}] {:3.0f}%  {:.0f}/{:.0f} files  {:.1f}/{:.1f} MB  {:.0f} files/s  {:.1f} MB/s  "
+      "{} [{}] {:3.0f}%  {:.0f}{} files  {:.1f}/{:.1f} MB  {:.0f} files/s  {:.1f} MB/s  "
       "ETA {}",
-      verb_, bar, share * 100, files, total_files, bytes / 1e6, total_bytes / 1e6, files / t,
-      bytes / 1e6 / t, last ? "done" : Duration(share > 0 ? t / share - t : -1));
+      verb_, bar, share * 100, files, total_files > 0 ? fmt::format("/{:.0f}", total_files) : "",
+      bytes / 1e6, total_bytes / 1e6, files / t, bytes / 1e6 / t,
+      last ? "done" : Duration(share > 0 ? t / share - t : -1));
   if (terminal_) {
     fmt::print(stderr, "\r\033[K{}{}", line, last ? "\n" : "");
   } else {

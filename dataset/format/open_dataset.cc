@@ -132,7 +132,7 @@ Result<Dataset> OpenTar(const std::filesystem::path& archive, const OpenOptions&
     saved->notes = std::move(notes);
     return std::move(*saved);
   }
-  auto listing = ListTar(archive);
+  auto listing = ListTar(archive, options.progress);
   if (!listing) return listing.error();
   auto d = TarDataset(archive, *listing, *stamp, options.tar_group_bytes);
   if (!d) return d.error();

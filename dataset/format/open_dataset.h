@@ -20,6 +20,7 @@
 #include "dataset/catalog.h"
 #include "dataset/error.h"
 #include "dataset/format/native_index.h"
+#include "dataset/format/progress.h"
 #include "dataset/format/tar.h"
 #include "dataset/format/tree_shape.h"
 
@@ -29,6 +30,7 @@ struct OpenOptions {
   std::optional<uint32_t> group_size;  // picks a mytar group-size folder
   std::filesystem::path cache_dir;     // where tar indexes go when beside is read-only
   uint64_t tar_group_bytes = 16ull << 20;
+  Progress* progress = nullptr;  // what a tar's first listing has walked, for a display
 };
 
 struct Dataset {

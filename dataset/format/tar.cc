@@ -212,14 +212,16 @@ class ChunkReader {
 
 class TarWalker {
  public:
-  TarWalker(RangeReader& reader, size_t chunk) : chunk_(reader, chunk), label_(reader.label()) {}
+  TarWalker(RangeReader& reader, size_t chunk, Progress* progress)
+      : chunk_(reader, chunk), label_(reader.label()), progress_(progress) {}
 
   // Lists the archive lying in [base, base + limit) of the file.
   Status Walk(uint64_t base, uint64_t limit, const std::string& prefix, TarListing& out) {
     Members members;
     Pending pending;
     end_ = base + limit;
-    for (uint64_t pos = base; pos < base + limit;) {
+    uint64_t pos = base;
+    while (pos < base + limit) {
       // An archive may end right after its last entry (some writers omit the end
       // marker), but not inside a header.
       if (pos + kTarBlock > base + limit)
@@ -238,12 +240,18 @@ class TarWalker {
       if (*size > base + limit - data) {
         return Bad(pos, "an entry runs past the end of the archive");
       }
-      pos = data + RoundUp(*size);
+      const uint64_t before = std::exchange(pos, data + RoundUp(*size));
+      if (progress_) {
+        progress_->bytes += pos - before;
+        if (kind == TarKind::kFile) ++progress_->files;
+      }
       Status s = IsExtended(kind)
                      ? ReadExtended(kind, data, *size, pending)
                      : AddMember(block, data, *size, prefix, std::exchange(pending, {}), members);
       if (!s) return s;
     }
+    // The end marker and the padding after it are walked too.
+    if (progress_) progress_->bytes += base + limit - std::min(pos, base + limit);
     members.Settle(out);
     return Ok{};
   }
@@ -384,6 +392,7 @@ class TarWalker {
   ChunkReader chunk_;
   uint64_t end_ = 0;  // of the archive being walked
   std::string label_;
+  Progress* const progress_;  // null: nobody watches
 };
 
 // Keeps the last entry of each path: inner archives "a.tar" holding "b/c" and "a/b.tar"
@@ -413,13 +422,20 @@ bool AllInnerTars(const std::vector<TarEntry>& entries) {
 // Lists each inner archive of `outer` into its own listing, `parallel` walks at once
 // (each with a reader of its own), and appends them in archive order.
 Status ListInnerTars(RangeReader& reader, const ReaderFactory& more, unsigned parallel,
-                     size_t chunk, const TarListing& outer, TarListing& inner) {
+                     size_t chunk, Progress* progress, const TarListing& outer, TarListing& inner) {
   const std::vector<TarEntry>& tars = outer.entries;
   std::vector<TarListing> parts(tars.size());
   std::vector<Status> results(tars.size(), Ok{});
   std::atomic<size_t> next{0};
+  if (progress) {
+    uint64_t total = 0;
+    for (const TarEntry& t : tars) total += t.size;
+    progress->files = 0;
+    progress->bytes = 0;
+    progress->total_bytes = total;
+  }
   auto walk_some = [&](RangeReader& r) {
-    TarWalker walker(r, chunk);
+    TarWalker walker(r, chunk, progress);
     for (size_t i = next++; i < tars.size(); i = next++) {
       const std::string folder = std::string(tars[i].path.substr(0, tars[i].path.size() - 4)) + "/";
       results[i] = walker.Walk(tars[i].offset, tars[i].size, folder, parts[i]);
@@ -449,8 +465,9 @@ Status ListInnerTars(RangeReader& reader, const ReaderFactory& more, unsigned pa
 }  // namespace
 
 Result<TarListing> ListTar(RangeReader& reader, const ReaderFactory& more, unsigned parallel,
-                           size_t chunk) {
-  TarWalker walker(reader, chunk);
+                           size_t chunk, Progress* progress) {
+  if (progress) progress->total_bytes = reader.size();
+  TarWalker walker(reader, chunk, progress);
   TarListing outer;
   Status s = walker.Walk(0, reader.size(), "", outer);
   if (s && AllInnerTars(outer.entries)) {
@@ -458,7 +475,7 @@ Result<TarListing> ListTar(RangeReader& reader, const ReaderFactory& more, unsig
     inner.nested = true;
     inner.skipped = outer.skipped;
     inner.replaced = outer.replaced;
-    s = ListInnerTars(reader, more, parallel, chunk, outer, inner);
+    s = ListInnerTars(reader, more, parallel, chunk, progress, outer, inner);
     DropReplaced(inner);
     outer = std::move(inner);
   }
@@ -469,10 +486,10 @@ Result<TarListing> ListTar(RangeReader& reader, const ReaderFactory& more, unsig
   return outer;
 }
 
-Result<TarListing> ListTar(const std::filesystem::path& path) {
+Result<TarListing> ListTar(const std::filesystem::path& path, Progress* progress) {
   auto reader = OpenFileReader(path);
   if (!reader) return reader.error();
-  return ListTar(**reader, {}, 1, kLocalTarChunk);
+  return ListTar(**reader, {}, 1, kLocalTarChunk, progress);
 }
 
 bool LooksLikeTar(RangeReader& reader) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "dataset/error.h"
+#include "dataset/format/progress.h"
 #include "dataset/format/range_reader.h"
 #include "dataset/path_arena.h"
 
@@ -44,7 +45,9 @@ struct TarListing {
 // Lists the archive at `path`. When every file in it is itself a tar (like
 // ILSVRC2012_img_train.tar), the inner archives are listed instead, each as a folder named
 // after it without ".tar".
-Result<TarListing> ListTar(const std::filesystem::path& path);
+// With `progress`, the walk counts the entries and archive bytes it has passed (a nested
+// archive starts over for its inner ones, total_bytes then their sum).
+Result<TarListing> ListTar(const std::filesystem::path& path, Progress* progress = nullptr);
 // Another reader of the same archive, for walks that run at once; null when none can be
 // had.
 using ReaderFactory = std::function<std::unique_ptr<RangeReader>()>;
@@ -56,7 +59,7 @@ using ReaderFactory = std::function<std::unique_ptr<RangeReader>()>;
 // (the default), each read a round trip whatever its size.
 inline constexpr size_t kLocalTarChunk = 4u << 20;
 Result<TarListing> ListTar(RangeReader& reader, const ReaderFactory& more = {},
-                           unsigned parallel = 1, size_t chunk = 512);
+                           unsigned parallel = 1, size_t chunk = 512, Progress* progress = nullptr);
 
 // True when the first block of `path` is a tar header.
 bool LooksLikeTar(const std::filesystem::path& path);

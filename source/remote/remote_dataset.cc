@@ -299,7 +299,7 @@ Result<RemoteDataset> OpenTarObject(ObjectStore& store, const ObjectInfo& archiv
   const ReaderFactory more = [&store, &archive] {
     return std::unique_ptr<RangeReader>(new ObjectReader(store, archive));
   };
-  auto listing = ListTar(reader, more, store.config().connections);
+  auto listing = ListTar(reader, more, store.config().connections, 512, options.progress);
   if (!listing) return listing.error();
   const size_t listed = listing->entries.size();  // TarDataset releases them
   auto d = TarDataset(name, *listing, stamp, options.tar_group_bytes);

@@ -319,6 +319,31 @@ class Http(Remote):
                 io = stats_of(mnt)["io"]
         self.assertGreater(io["errors"], 0)
 
+    def test_a_slow_first_listing_of_a_tar_shows_its_progress(self):
+        reason = nginx.FaultProxy.skip_reason()
+        if reason:
+            self.skipTest(reason)
+        members = len(self.datasets["tar"][1])
+        # A remote tar is listed a few headers a request, a round trip each (5 requests
+        # here): 700 ms each makes it take longer than the 2 s after which progress shows.
+        delay_ms = 700
+        env = self.env(XDG_CACHE_HOME=tempfile.mkdtemp(prefix="gpufs-xdg-", dir=self.work))
+        with nginx.FaultProxy(self.origin.url, delay_ms=delay_ms) as proxy:
+            url = f"{proxy.url}/train.tar"
+            mount = lib.Mount(url, "--cache-size", "0", env=env)
+            with mount as mnt:
+                self.assertTrue(os.listdir(mnt))  # the files are read in the other tests
+                log = mount.stderr()
+            # Off a terminal: a plain line every ten seconds, the first after 2 s, and the
+            # last when done.
+            lines = [ln for ln in log.splitlines() if ln.startswith(f"listing {url} [")]
+            self.assertGreaterEqual(len(lines), 2, log)
+            self.assertRegex(lines[-1], rf"100%  {members} files  .* ETA done$")
+            # The index is kept: a second mount lists nothing and shows no progress.
+            mount = lib.Mount(url, "--cache-size", "0", env=env)
+            with mount:
+                self.assertNotIn("listing ", mount.stderr())
+
     def test_a_folder_without_a_dataset_is_refused_naming_it(self):
         result = lib.run_gpufsd("mount", f"{self.origin.url}/nothing/",
                                 tempfile.mkdtemp(dir=self.work), env=self.env())
