@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cache/network_fs.h"
+#include "cli/refuse.h"
 #include "cli/stat_source.h"
 
 namespace gpufs {
@@ -79,11 +80,6 @@ std::vector<std::string> Holders(const std::string& mountpoint) {
     holders.push_back(fmt::format("{} ({})", pid, name));
   }
   return holders;
-}
-
-int Refuse(const Error& error) {
-  fmt::print(stderr, "gpufsd: {}\n", error.message);
-  return 1;
 }
 
 // A mount whose daemon has died (or is stopped) answers nothing, so nobody can be waited

@@ -207,9 +207,10 @@ std::string StallFields(const nlohmann::json& c) {
   const nlohmann::json& now = c[kStall][kCurrent];
   const nlohmann::json& last = c[kStall][kLast];
   std::string f = fmt::format(
-      " {0}={1:.4f} {2}={3:.1f} {4}_{0}={5}", kStallFraction, Real(now, kStallFraction),
+      " {0}={1:.4f} {2}={3:.1f} {4}_{0}={5} {6}={7:.4f}", kStallFraction, Real(now, kStallFraction),
       kDemandMbPerS, Real(now, kDemandMbPerS), kLast,
-      last.is_object() ? fmt::format("{:.4f}", Real(last, kStallFraction)) : std::string("-"));
+      last.is_object() ? fmt::format("{:.4f}", Real(last, kStallFraction)) : std::string("-"),
+      kHitRatio, Real(now, kHitRatio));
   for (const char* tier : kServedFromNames) {
     const nlohmann::json& t = now[kFrom][tier];
     f += fmt::format(" {0}_{1}={2} {0}_{3}={4:.3f}", tier, kReads, At(t, {kReads}), kWaitS,
@@ -247,8 +248,17 @@ std::string WatchFrame(const std::string& mount, const nlohmann::json& previous,
   line(fmt::format("{:<10}{:>27} MB/s   total {}, read amp {:.2f}x", "fetched",
                    fmt::format("{:.1f}", r.disk_mb_s), Bytes(static_cast<double>(r.disk_total)),
                    r.amp_total));
-  line(fmt::format("{:<10}pinned {:>6} now {:>6} overall   (kernel cache hits bypass gpufsd)",
-                   "hit ratio", Pct(r.hit_now), Pct(r.hit_total)));
+  // The hit ratio is the stall account's, as --advise, /metrics and gpufs-emulate give it:
+  // the share of this epoch's bytes that did not come from the source. Reads that found
+  // their bytes in memory, prefetched there this epoch or not, are the other figure.
+  const nlohmann::json& this_epoch =
+      c.contains(stall_stat::kStall) ? c[stall_stat::kStall][stall_stat::kCurrent] : nullptr;
+  const bool served = this_epoch.is_object() && Real(this_epoch, stall_stat::kBytesServed) > 0;
+  line(fmt::format(
+      "{:<10}{:>6} this epoch (bytes not from the source)   in memory {:>6} now "
+      "{:>6} overall",
+      "hit ratio", served ? Pct(std::max(0.0, Real(this_epoch, stall_stat::kHitRatio))) : "-",
+      Pct(r.hit_now), Pct(r.hit_total)));
   const uint64_t issued = At(c, {"prefetch_issued"}), wasted = At(c, {"prefetch_wasted"});
   line(fmt::format("{:<10}{} in flight   {} used   {} wasted ({} of issued)   {} demand reads",
                    "prefetch", At(c, {"prefetch_in_flight"}), Grouped(At(c, {"prefetch_used"})),
@@ -343,7 +353,7 @@ std::string WatchLine(const nlohmann::json& previous, const nlohmann::json& now,
   const nlohmann::json& io = now.contains("io") ? now["io"] : nlohmann::json();
   return fmt::format(
              "time={:%H:%M:%S} files_per_s={:.0f} served_mb_per_s={:.1f} disk_mb_per_s={:.1f} "
-             "pinned_hit_ratio={} read_amplification={:.2f} prefetch_in_flight={} "
+             "in_memory_ratio={} read_amplification={:.2f} prefetch_in_flight={} "
              "prefetch_used={} prefetch_wasted={} cache_fill={:.3f} epoch={} epoch_progress={:.3f} "
              "source_requests_per_s={:.0f} source_retries={} source_errors={} "
              "source_latency_ms_p50={} source_latency_ms_p99={}",

@@ -28,7 +28,7 @@ ALL_TARGETS=(mytar native_index tar control s3_response aws_config)
 seconds=30
 targets=()
 extra=()
-build=build-fuzz
+build="build-fuzz"
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build="$2"; shift 2 ;;

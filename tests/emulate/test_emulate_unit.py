@@ -176,6 +176,30 @@ class MountCounters(unittest.TestCase):
         self.assertAlmostEqual(e["readers_stall_fraction"], 0.5)
         self.assertAlmostEqual(e["hit_ratio"], 1 - 800 / 1800)
 
+    def test_fetch_stall_is_no_more_than_the_daemons_readers_waited(self):
+        # An epoch served wholly from memory: no reader waited in the daemon, so the 7%
+        # the ranks waited (their loaders' start-up) is not storage's.
+        quiet = totals({"memory": 2000}, {}, {}, 0.0)
+        e = {"wall_s": 10.0, "fetch_stall_fraction": 0.07, "prep_stall_fraction": 0.01,
+             "gpufs": mount_stats.epoch_of(totals({}, {}, {}, 0.0), quiet, 10.0, 0.07)}
+        mount_stats.bound_fetch_stall(e, ranks=2)
+        self.assertEqual(e["fetch_stall_fraction"], 0.0)
+        self.assertAlmostEqual(e["prep_stall_fraction"], 0.08)
+        self.assertTrue(e["fetch_stall_bounded_by_daemon"])
+        # Readers waited 0.5 s of a 10 s epoch: two ranks, at most 1 s of their 20 s.
+        slow = totals({"source_group": 4}, {"source_group": 0.5}, {"source_group": 400}, 0.5)
+        e = {"wall_s": 10.0, "fetch_stall_fraction": 0.2, "prep_stall_fraction": 0.0,
+             "gpufs": mount_stats.epoch_of(totals({}, {}, {}, 0.0), slow, 10.0, 0.2)}
+        mount_stats.bound_fetch_stall(e, ranks=2)
+        self.assertAlmostEqual(e["fetch_stall_fraction"], 0.05)
+        self.assertAlmostEqual(e["prep_stall_fraction"], 0.15)
+        # Within the bound: left as measured.
+        e = {"wall_s": 10.0, "fetch_stall_fraction": 0.04, "prep_stall_fraction": 0.0,
+             "gpufs": mount_stats.epoch_of(totals({}, {}, {}, 0.0), slow, 10.0, 0.04)}
+        mount_stats.bound_fetch_stall(e, ranks=2)
+        self.assertEqual(e["fetch_stall_fraction"], 0.04)
+        self.assertNotIn("fetch_stall_bounded_by_daemon", e)
+
     def test_a_plain_folder_is_no_mount(self):
         with tempfile.TemporaryDirectory() as d:
             self.assertIsNone(mount_stats.mount_root(d))

@@ -210,7 +210,7 @@ class Residency(unittest.TestCase):
         self.assertAlmostEqual(float(kv["epoch_progress"]), len(self.read) / len(self.files),
                                places=3)
         self.assertEqual(kv["files_per_s"], "0")
-        self.assertEqual(kv["pinned_hit_ratio"], "-")  # nothing read during the watch
+        self.assertEqual(kv["in_memory_ratio"], "-")  # nothing read during the watch
         # A local folder's reads are not timed: not measured is "-", never 0.0.
         self.assertEqual(kv["source_latency_ms_p50"], "-")
         self.assertEqual(kv["source_latency_ms_p99"], "-")

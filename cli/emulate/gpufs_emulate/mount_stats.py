@@ -55,6 +55,23 @@ def epoch_of(before: dict, after: dict, wall_s: float, fetch_stall: float) -> di
             "readers_stall_fraction": stalled / wall_s if wall_s > 0 else 0.0}
 
 
+def bound_fetch_stall(e: dict, ranks: int) -> None:
+    """Caps epoch `e`'s fetch stall at what the daemon measured its readers waiting: a rank
+    cannot have waited on storage longer than some reader waited in the daemon. The rest
+    of its wait (its loader's start-up, which varies between runs, and CPU work) is prep.
+    Fractions are of all ranks' time, so the bound is ranks x the daemon's waiting time."""
+    g = e.get("gpufs")
+    if not g or e["wall_s"] <= 0:
+        return
+    most = ranks * g["readers_stalled_s"] / (ranks * e["wall_s"])
+    if e["fetch_stall_fraction"] <= most:
+        return
+    moved = e["fetch_stall_fraction"] - most
+    e["fetch_stall_fraction"] = round(most, 4)
+    e["prep_stall_fraction"] = round(e["prep_stall_fraction"] + moved, 4)
+    e["fetch_stall_bounded_by_daemon"] = True
+
+
 def gpufs_stat_program(here: str) -> Optional[str]:
     """gpufs-stat beside this program (installed or built together), else on PATH."""
     beside = os.path.join(here, "gpufs-stat")

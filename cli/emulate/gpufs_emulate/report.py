@@ -55,6 +55,8 @@ def epoch_text(e: dict) -> List[str]:
     split_text = (f"fetch {_pct(e['fetch_stall_fraction'])}, prep {_pct(e['prep_stall_fraction'])}"
                   if e["prep_measured"] else
                   "fetch and prep together; prep was not measured")
+    if e.get("fetch_stall_bounded_by_daemon"):
+        split_text += "; fetch no more than gpufsd measured its readers waiting"
     lines = [f"epoch {e['epoch']}: {e['wall_s']:.1f} s, {e['images']:,} images, "
              f"{e['images_per_second']:,.0f} images/s = {_pct(e['of_demand'])} of demand; "
              f"accelerators waited {_pct(e['waiting_fraction'])} ({split_text})"]

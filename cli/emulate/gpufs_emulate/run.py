@@ -119,5 +119,10 @@ def emulate(args, profile, here: str) -> dict:
         if before and after:
             e["gpufs"] = mount_stats.epoch_of(before, after, job_epoch.wall,
                                               e["fetch_stall_fraction"])
+            mount_stats.bound_fetch_stall(e, len(job_epoch.ranks))
+            for v in e["gpufs"]["from"].values():  # laid on the tiers as bounded
+                waits = sum(t["wait_s"] for t in e["gpufs"]["from"].values())
+                v["fetch_stall_fraction"] = (e["fetch_stall_fraction"] * v["wait_s"] / waits
+                                             if waits > 0 else 0.0)
         run["epochs"].append(e)
     return run

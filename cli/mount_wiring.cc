@@ -1,0 +1,367 @@
+#include "cli/mount_wiring.h"
+
+#include <malloc.h>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+
+#include "cache/network_fs.h"
+#include "cli/mount_point.h"
+#include "cli/progress_bar.h"
+#include "cli/stat_source.h"
+#include "dataset/catalog.h"
+#include "source/local_source.h"
+#include "source/remote/credentials.h"
+#include "source/remote/region.h"
+#include "source/remote/remote_dataset.h"
+#include "source/remote/remote_source.h"
+
+namespace gpufs {
+namespace {
+
+// The store an s3:// or http(s):// source names, per the options and the AWS tools'
+// conventions. A URL that does not end in ".tar" names a folder.
+Result<remote::Location> LocateRemote(const MountArgs& args) {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e; ++e) {
+    const std::string_view entry(*e);
+    const size_t eq = entry.find('=');
+    if (eq != std::string_view::npos) env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  const remote::LocationOptions& options = args.location;
+  // What the URL names is settled before credentials are fetched: once, for the final URL.
+  remote::LocationOptions shape_only = options;
+  shape_only.no_sign_request = true;
+  auto shape = remote::ResolveLocation(args.source, shape_only, env);
+  // A URL with a query (a presigned one) names one object, whatever its name ends with.
+  const auto& typed = shape ? shape->config.typed_object : std::nullopt;
+  const bool query = typed && typed->target.find('?') != std::string::npos;
+  const bool folder = shape && !shape->leaf.empty() && !shape->leaf.ends_with(".tar") && !query;
+  auto location = remote::ResolveLocation(args.source + (folder ? "/" : ""), options, env);
+  if (!location) return location;
+  for (const std::string& warning : location->warnings) {
+    fmt::print(stderr, "gpufsd: warning: {}\n", warning);
+  }
+  location->config.retry_budget = args.retry_budget;
+  if (args.transfer_threads > 0) location->config.transfer_threads = args.transfer_threads;
+  location->config.request_payer = !args.request_payer.empty();
+  if (args.no_verify_tls) {
+    location->config.verify_tls = false;
+    spdlog::warn(
+        "--no-verify-tls: the certificate of {} is NOT checked; anyone on the path can "
+        "read and change what is sent. For test rigs only.",
+        location->config.endpoint);
+  }
+  location->config.deadlines = args.deadlines;
+  if (!args.peers.empty() || !args.peers_file.empty()) {
+    auto peers = args.peers_file.empty() ? remote::ParsePeerList(args.peers)
+                                         : remote::ReadPeerFile(args.peers_file);
+    if (!peers) return peers.error();
+    location->config.peers.urls = std::move(*peers);
+    location->config.peers.block = args.peer_block;
+    if (!args.peer_secret_file.empty()) {
+      auto secret = remote::ReadPeerSecret(args.peer_secret_file);
+      if (!secret) return secret.error();
+      location->config.peers.secret = std::move(*secret);
+    }
+  } else if (!args.peer_secret_file.empty()) {
+    return Fail(EINVAL, "cannot use --peer-secret-file {}: there are no --peers to send it to",
+                args.peer_secret_file);
+  }
+  return location;
+}
+
+// A peer writes its own headers, so only digests from the store's index can prove its
+// bytes (source/member_digests.h): a dataset without them is not read through peers.
+Error RefusePeers(const std::string& source, const std::string& why) {
+  return Error{EINVAL, fmt::format("cannot use --peers with {}: {}, so a peer's bytes could not "
+                                   "be checked; pack it with `gpufsd pack` (or add SHA-256 "
+                                   "digests to a pack or a mytar folder with `gpufsd index`)",
+                                   source, why)};
+}
+
+// A requester-pays bucket refuses anyone but its owner who does not agree to pay, with a
+// plain AccessDenied (AWS and radosgw alike): the refusal names the option that agrees.
+Error WithRequesterPaysHint(Error error, const remote::StoreConfig& config) {
+  if (error.code == EACCES && config.scheme == remote::Scheme::kS3 && !config.request_payer) {
+    error.message += "; if the bucket is requester-pays, mount with --request-payer requester";
+  }
+  return error;
+}
+
+Result<Opened> OpenAnySource(const MountArgs& args, const OpenOptions& open_options) {
+  if (!remote::IsRemoteUrl(args.source)) {
+    if (!args.peers.empty() || !args.peers_file.empty()) {
+      return Fail(EINVAL,
+                  "cannot use peers for {}: peers cache s3:// and http(s):// sources, and this "
+                  "is a local one",
+                  args.source);
+    }
+    auto dataset = OpenDataset(args.source, open_options);
+    if (!dataset) return dataset.error();
+    return Opened{std::move(*dataset), std::nullopt, {}, nullptr};
+  }
+  auto location = LocateRemote(args);
+  if (!location) return location.error();
+  const bool peers = !location->config.peers.urls.empty();
+  if (peers && !location->leaf.empty()) {  // a tar archive, refused before it is listed
+    return RefusePeers(args.source, "its index has no SHA-256 of each file");
+  }
+  // This store's thread ends here: threads do not survive the fork that detaches the
+  // daemon, which opens its own.
+  remote::ObjectStore store(location->config);
+  auto opened = remote::OpenRemoteDataset(store, location->leaf, open_options);
+  if (!opened) return WithRequesterPaysHint(opened.error(), location->config);
+  // The serving process's store starts where this one learned the bucket is.
+  if (store.Region() != location->config.region) {
+    remote::MoveToRegion(location->config, store.Region());
+  }
+  std::shared_ptr<const MemberDigests> digests;
+  if (peers) {
+    auto made = MemberDigests::FromCatalog(opened->dataset.catalog);
+    if (!made) return RefusePeers(args.source, made.error().message);
+    digests = std::move(*made);
+  }
+  return Opened{std::move(opened->dataset), std::move(*location), std::move(opened->objects),
+                std::move(digests)};
+}
+
+// The disk tier a mount asked for, or an s3:// or http(s):// source gets by default;
+// null when there is none. A default one that cannot be used is only a warning.
+// The bound of a tier not given one: a quarter of its file system, so that a cache nobody
+// sized never fills the disk it shares. Not the dataset's size: the folder is shared by
+// every dataset and daemon that use it, and a bound of one dataset's size would evict the
+// others' copies. Says how it compares with what this dataset takes there (its bytes, and
+// per group a header and checked blocks' sums).
+std::string BoundTierByDefault(DiskTierOptions& options, const Catalog& catalog) {
+  std::filesystem::path existing = options.root;
+  struct statvfs vfs {};
+  while (statvfs(existing.c_str(), &vfs) != 0 && existing.has_relative_path()) {
+    existing = existing.parent_path();
+  }
+  options.max_bytes = uint64_t{vfs.f_blocks} * vfs.f_frsize / 4;
+  const uint64_t dataset =
+      catalog.total_bytes() + catalog.total_bytes() / 100 + uint64_t{catalog.group_count()} * 65536;
+  return fmt::format("a quarter of its file system; this dataset takes {:.1f} GiB{}",
+                     dataset / 1073741824.0, dataset > options.max_bytes ? ", more" : "");
+}
+
+Result<std::unique_ptr<DiskTier>> OpenTier(const MountArgs& args, const Opened& opened) {
+  const bool asked = !args.disk_cache.empty() || args.disk_cache_bytes > 0;
+  if (args.no_disk_cache || (!asked && !opened.location)) return std::unique_ptr<DiskTier>();
+  if (args.cache_bytes == 0) {
+    if (!asked) return std::unique_ptr<DiskTier>();
+    return Fail(EINVAL,
+                "cannot use a disk cache with --cache-size 0: it lies under the pinned one");
+  }
+  DiskTierOptions options;
+  options.root = args.disk_cache.empty() ? DefaultCacheDir() / "tier"
+                                         : std::filesystem::absolute(args.disk_cache);
+  options.dataset = TierDatasetFolder(opened.Label());
+  options.max_bytes = args.disk_cache_bytes;
+  options.evict = args.policy != "pin";
+  if (args.disk_cache.empty()) {
+    const auto type = FilesystemTypeOf(options.root);
+    const auto network = type ? NetworkFilesystemName(*type) : std::nullopt;
+    if (network) {
+      spdlog::warn(
+          "no disk cache: the default folder {} is on {}, a network filesystem, where a "
+          "cache is slow and fills a quota; give --disk-cache DIR on a local disk to keep one",
+          options.root.string(), *network);
+      return std::unique_ptr<DiskTier>();
+    }
+  }
+  std::string default_bound;
+  if (options.max_bytes == 0) default_bound = BoundTierByDefault(options, opened.dataset.catalog);
+  const std::string root = options.root.string();
+  const uint64_t bound = options.max_bytes;
+  auto tier = DiskTier::Open(std::move(options));
+  if (tier && *tier && !default_bound.empty()) {
+    fmt::print(stderr,
+               "gpufsd: disk cache {} holds up to {:.1f} GiB ({}); --disk-cache-size "
+               "changes it\n",
+               root, bound / 1073741824.0, default_bound);
+  }
+  if (!tier && args.disk_cache.empty()) {
+    spdlog::warn("no disk cache: {}", tier.error().message);
+    return std::unique_ptr<DiskTier>();
+  }
+  return tier;
+}
+
+// Page-locks and maps the whole arena for the GPU once, here, so that copies from it run
+// at full speed and no batch ever pays for registration.
+GpuInfo RegisterWithGpu(const MountArgs& args, CacheStack& stack) {
+  GpuInfo info;
+  if (!args.gpu_register) return info;
+  stack.stager = gpu::MakeDeviceStager();
+  info.device = stack.stager->description();
+  if (!stack.stager->on_device()) return info;
+  const auto start = std::chrono::steady_clock::now();
+  Status s = stack.stager->RegisterHost(stack.arena->base(), stack.arena->capacity());
+  info.register_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (!s) {
+    spdlog::warn("the pinned cache stays unregistered with {}: {}", info.device, s.error().message);
+    return info;
+  }
+  info.registered = true;
+  info.bytes = stack.arena->capacity();
+  spdlog::info("registered the {:.1f} MiB pinned cache with {} for DMA in {:.1f} ms",
+               info.bytes / 1048576.0, info.device, info.register_ms);
+  return info;
+}
+
+std::unique_ptr<IoEngine> MakeEngine(const MountArgs& args, const Dataset& d, PinnedArena* a) {
+  if (args.io_engine == "io_uring" && a) {
+    UringOptions options{args.io_threads, args.queue_depth, a->base(), a->capacity(),
+                         static_cast<unsigned>(std::min<size_t>(d.catalog.blobs().size(), 65536))};
+    std::string fallback;
+    auto engine = MakeIoEngine(options, args.io_threads, &fallback);
+    if (!fallback.empty()) spdlog::warn("{}; reading with pread instead", fallback);
+    return engine;
+  }
+  return std::make_unique<PreadEngine>(args.io_threads);
+}
+
+// Remote blobs go as ranged GETs of this size, all in flight at once.
+constexpr uint64_t kRemotePart = 8 << 20;
+
+// Where misses go: the local blob files through the I/O engine (which reads into the
+// arena when there is one), or the store.
+void MakeSource(const MountArgs& args, const Opened& opened, CacheStack& stack) {
+  const Dataset& dataset = opened.dataset;
+  if (opened.location) {
+    stack.store = std::make_unique<remote::ObjectStore>(opened.location->config);
+    stack.source = std::make_unique<remote::RemoteSource>(
+        *stack.store, opened.objects, dataset.blobs, args.io_size ? args.io_size : kRemotePart,
+        opened.digests);
+    return;
+  }
+  stack.blobs = std::make_unique<BlobFiles>(dataset.dir, dataset.catalog.blobs(), dataset.blobs);
+  stack.engine = MakeEngine(args, dataset, stack.arena.get());
+  stack.source = std::make_unique<LocalSource>(*stack.blobs, *stack.engine, args.io_size);
+}
+
+// With --world-size N, each node reads about 1/N of every group per epoch. Whole groups
+// pay when the node keeps the dataset (pinned cache plus disk tier): the first epoch
+// brings N times the node's share, and every later one is local. When it cannot keep it,
+// every epoch would bring N times its share again, so members are read alone.
+bool WholeGroups(const MountArgs& args, const Dataset& dataset, const DiskTier* tier) {
+  if (args.world_size <= 1) return true;
+  const uint64_t room = args.cache_bytes + (tier ? tier->Room() : 0);
+  const uint64_t need = dataset.catalog.total_bytes();
+  const bool whole = room >= need;
+  spdlog::info(
+      "--world-size {}: this node can keep {:.1f} GiB of the {:.1f} GiB dataset, so "
+      "it reads {}",
+      args.world_size, room / 1073741824.0, need / 1073741824.0,
+      whole ? "whole groups and keeps them" : "each file alone (no group loads)");
+  return whole;
+}
+
+// Unlocked, the cache may be swapped out under memory pressure (a read then waits on the
+// swap device) and every transfer into it must pin pages anew.
+void WarnUnlocked(uint64_t budget) {
+  struct rlimit limit {};
+  getrlimit(RLIMIT_MEMLOCK, &limit);
+  const std::string allowed =
+      limit.rlim_cur == RLIM_INFINITY ? "unlimited" : fmt::format("{} KiB", limit.rlim_cur / 1024);
+  spdlog::warn(
+      "the cache's {:.1f} MiB are not locked in memory (locked memory allowed: {}): the "
+      "kernel may swap them out; allow it with `ulimit -l unlimited`, LimitMEMLOCK=infinity "
+      "in a systemd unit, or CAP_IPC_LOCK",
+      budget / 1048576.0, allowed);
+}
+
+}  // namespace
+
+Result<Opened> OpenForMount(const MountArgs& args) {
+  OpenOptions open_options;
+  open_options.group_size = args.group_size;
+  open_options.cache_dir = DefaultCacheDir();
+  // A tar's first listing walks every header (tens of seconds at millions of members; a
+  // remote one a round trip each): shown when it takes more than a moment.
+  Progress progress;
+  open_options.progress = &progress;
+  std::optional<Result<Opened>> result;
+  {
+    ProgressBar bar("listing " + args.source, progress, std::chrono::seconds(2));
+    result.emplace(OpenAnySource(args, open_options));
+  }
+  Result<Opened>& opened = *result;
+  if (!opened) return opened.error();
+  for (const std::string& note : opened->dataset.notes) {
+    fmt::print(stderr, "gpufsd: note: {}\n", note);
+  }
+  // Parsing freed far more than the catalog keeps; hand it back rather than sit on it.
+  malloc_trim(0);
+  if (Status s = PrepareMountpoint(args.mountpoint, args.allow_non_empty); !s) return s.error();
+  if (args.verify && !opened->dataset.catalog.has_checksums()) {
+    return Fail(EINVAL, "cannot --verify {}: it has no checksums", args.source);
+  }
+  if (args.cache_bytes > 0 && !MakePolicy(args.policy, {}, 0)) {
+    return Fail(EINVAL, "unknown --policy {}: use consume-once, pin or lru", args.policy);
+  }
+  if (auto tier = OpenTier(args, *opened); !tier) return tier.error();
+  return opened;
+}
+
+Result<CacheStack> MakeCacheStack(const MountArgs& args, const Opened& opened) {
+  const Dataset& dataset = opened.dataset;
+  CacheStack stack;
+  if (args.cache_bytes == 0) {  // member reads only, on the reader's thread
+    MakeSource(args, opened, stack);
+    return stack;
+  }
+  // Faulted in a window ahead of the reads (PinnedArena::kDefaultAhead), never past what the
+  // dataset can fill (each group's start is page-aligned in the arena).
+  const uint64_t fill =
+      dataset.catalog.total_bytes() + uint64_t{dataset.catalog.group_count()} * PinnedArena::kAlign;
+  auto arena = PinnedArena::Create(args.cache_bytes, std::min<uint64_t>(args.cache_bytes, fill));
+  if (!arena) return arena.error();
+  stack.arena = std::move(*arena);
+  if (!stack.arena->locked()) WarnUnlocked(args.cache_bytes);
+  stack.gpu = RegisterWithGpu(args, stack);
+  MakeSource(args, opened, stack);
+  GroupSizes sizes(dataset.catalog.group_count(), 0);
+  for (const PackedExtent& f : dataset.catalog.tables().extents) ++sizes[f.group];
+  stack.policy = MakePolicy(args.policy, std::move(sizes), dataset.catalog.file_count());
+  CacheOptions options;
+  options.policy = args.policy;
+  options.prefetch_depth = args.prefetch ? args.prefetch_depth : 0;
+  options.io_piece = stack.source->PartSize();
+  options.demand_block = stack.source->DemandSize();
+  options.reads_in_flight =
+      args.reads_in_flight ? args.reads_in_flight : stack.source->PartsInFlight();
+  options.verify = args.verify;
+  options.digests = opened.digests;
+  auto tier = OpenTier(args, opened);
+  if (!tier) return tier.error();
+  stack.tier = std::move(*tier);
+  options.whole_groups = WholeGroups(args, dataset, stack.tier.get());
+  if (!options.whole_groups) options.prefetch_depth = 0;
+  stack.cache = std::make_unique<GroupCache>(dataset.catalog, *stack.source, *stack.arena,
+                                             std::move(stack.policy), options, stack.tier.get());
+  spdlog::info(
+      "cache: {:.1f} MiB, taken as it fills, {}, {} source{}, reads of {} KiB ({} in "
+      "flight), memory {}locked{}",
+      args.cache_bytes / 1048576.0, args.policy, stack.source->kind(),
+      stack.engine ? fmt::format(" ({})", stack.engine->name()) : "", options.io_piece / 1024,
+      options.reads_in_flight, stack.arena->locked() ? "" : "not ",
+      stack.arena->huge_pages() ? ", huge pages" : "");
+  if (stack.tier) {
+    const nlohmann::json t = stack.tier->Stats();
+    spdlog::info("disk cache: {} (up to {:.1f} GiB)", t[tier_stat::kRoot].get<std::string>(),
+                 t[tier_stat::kBound].get<uint64_t>() / 1073741824.0);
+  }
+  return stack;
+}
+
+}  // namespace gpufs

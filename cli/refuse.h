@@ -1,0 +1,20 @@
+// How gpufsd's commands fail: the message on stderr, naming the tool, and exit status 1
+// (usage errors are 2, cli/usage.h).
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "dataset/error.h"
+
+namespace gpufs {
+
+inline constexpr int kFailed = 1;
+
+inline int Refuse(const Error& error) {
+  fmt::print(stderr, "gpufsd: {}\n", error.message);
+  return kFailed;
+}
+
+}  // namespace gpufs
