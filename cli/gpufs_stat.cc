@@ -37,22 +37,28 @@ int main(int argc, char** argv) {
   app.add_option("PATH", paths,
                  "files or folders (any, but tiers past the kernel's need a gpufs "
                  "mount); with -w, the mount")
-      ->required();
+      ->required()
+      ->type_name("PATH");
   app.add_flag("--verbose,-v", options.verbose, "each file with its residency chart per tier");
   // --output as the AWS CLI spells it; -o is kept for mount options across the tools.
   app.add_option("--output", output, "text, or kv: one key=value line")
-      ->check(CLI::IsMember({"text", "kv"}));
+      ->check(CLI::IsMember({"text", "kv"}).description(""))
+      ->type_name("{text,kv}");
   app.add_flag("--json", json, "output JSON");
   app.add_option("--by", by, "also summarize per class or per group")
-      ->check(CLI::IsMember({"none", "class", "group"}));
+      ->check(CLI::IsMember({"none", "class", "group"}).description(""))
+      ->type_name("{none,class,group}");
   app.add_flag("-c", per_class, "same as --by class");
   app.add_option("--threads", options.threads, "threads measuring the kernel page cache")
-      ->check(CLI::Range(1u, 256u));
+      ->check(CLI::Range(1u, 256u).description(""))
+      ->type_name("N");
   app.add_flag("--watch,-w", watch, "live view of the mount's daemon, refreshed every interval");
   app.add_option("--interval", watch_options.interval_s, "seconds between -w refreshes")
-      ->check(CLI::Range(0.05, 3600.0))
-      ->capture_default_str();
-  app.add_option("--count", watch_options.count, "stop -w after this many refreshes");
+      ->check(CLI::Range(0.05, 3600.0).description(""))
+      ->capture_default_str()
+      ->type_name("SECONDS");
+  app.add_option("--count", watch_options.count, "stop -w after this many refreshes")
+      ->type_name("N");
   gpufs::AdviseOptions advise_options;
   bool advise = false;
   app.add_flag("--advise", advise,
@@ -60,10 +66,12 @@ int main(int argc, char** argv) {
                "stop it (from the mount's last epoch)");
   app.add_option(
       "--plot", advise_options.plot,
-      "with --advise: draw the model's curve, today's budget and the advice to this PNG");
+      "with --advise: draw the model's curve, today's budget and the advice to this PNG")
+      ->type_name("FILE.png");
   app.add_option("--timeout", options.timeout_s, "seconds to wait for a daemon's answer")
-      ->check(CLI::Range(0.1, 3600.0))
-      ->capture_default_str();
+      ->check(CLI::Range(0.1, 3600.0).description(""))
+      ->capture_default_str()
+      ->type_name("SECONDS");
   if (auto status = gpufs::ParseUsage(app, argc, argv)) return *status;
   watch_options.timeout_s = options.timeout_s;
 

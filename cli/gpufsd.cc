@@ -37,25 +37,37 @@ std::optional<std::vector<std::string>> Expanded(int argc, char** argv) {
   return args;
 }
 
+// Type names as mount's table gives them (N, SIZE, {a,b}), without the checks' own words.
 void AddPackOptions(CLI::App& pack, gpufs::PackArgs& args) {
   auto& o = args.options;
   pack.add_option("SRC", args.source, "an ImageFolder tree (<class>/... or <split>/<class>/...)")
-      ->required();
-  pack.add_option("OUT", args.out, "the dataset folder to create (absent or empty)")->required();
-  pack.add_option("--seed", o.seed, "seed of the random grouping")->capture_default_str();
+      ->required()
+      ->type_name("PATH");
+  pack.add_option("OUT", args.out, "the dataset folder to create (absent or empty)")
+      ->required()
+      ->type_name("PATH");
+  pack.add_option("--seed", o.seed, "seed of the random grouping")
+      ->capture_default_str()
+      ->type_name("N");
   pack.add_option("--order", args.order, "random: groups mix classes; class: by path")
-      ->check(CLI::IsMember({"random", "class"}))
-      ->capture_default_str();
-  pack.add_option("--group-size", o.group_size, "most images per group");
+      ->check(CLI::IsMember({"random", "class"}).description(""))
+      ->capture_default_str()
+      ->type_name("{random,class}");
+  pack.add_option("--group-size", o.group_size, "most images per group")->type_name("N");
   pack.add_option("--group-bytes", args.group_bytes,
                   "most bytes per group, e.g. 16MiB (the default, unless --group-size alone)")
-      ->transform(gpufs::SizeValue());
+      ->transform(gpufs::SizeValue().description(""))
+      ->type_name("SIZE");
   pack.add_option("--align", o.align, "align members to this many bytes (e.g. 4096)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("N");
   pack.add_option("--splits", args.splits, "split folders above the classes: auto, yes, no")
-      ->check(CLI::IsMember({"auto", "yes", "no"}))
-      ->capture_default_str();
-  pack.add_option("--threads", o.threads, "blobs written at once")->capture_default_str();
+      ->check(CLI::IsMember({"auto", "yes", "no"}).description(""))
+      ->capture_default_str()
+      ->type_name("{auto,yes,no}");
+  pack.add_option("--threads", o.threads, "blobs written at once")
+      ->capture_default_str()
+      ->type_name("N");
 }
 
 }  // namespace
@@ -68,15 +80,16 @@ int main(int argc, char** argv) {
   gpufs::MountArgs mount_args;
   CLI::App* mount = app.add_subcommand("mount", "mount a dataset (returns once it is usable)");
   gpufs::AddMountOptions(*mount, mount_args);
-  bool markdown = false;
+  bool markdown = false, json = false;
   CLI::App* options =
       app.add_subcommand("options", "list mount's options with their fstab (-o) keys and defaults");
   options->add_flag("--markdown", markdown, "as a Markdown table");
+  options->add_flag("--json", json, "as JSON, for tools")->excludes("--markdown");
 
   std::string unmount_point;
   CLI::App* unmount =
       app.add_subcommand("unmount", "unmount a gpufs mount and wait for its daemon to exit");
-  unmount->add_option("MNT", unmount_point, "the mount point")->required();
+  unmount->add_option("MNT", unmount_point, "the mount point")->required()->type_name("PATH");
   bool lazy = false;
   unmount->add_flag("--lazy,-z", lazy,
                     "detach it now, even in use; its daemon exits once the last user lets go");
@@ -96,9 +109,12 @@ int main(int argc, char** argv) {
   CLI::App* verify =
       app.add_subcommand("verify", "check every member and blob against its checksum");
   for (CLI::App* sub : {index, verify}) {
-    sub->add_option("SRC", source, "the dataset")->required();
-    sub->add_option("--group-size,-g", group_size, "group-size folder of a mytar dataset");
-    sub->add_option("--threads", threads, "blobs read at once")->capture_default_str();
+    sub->add_option("SRC", source, "the dataset")->required()->type_name("PATH");
+    sub->add_option("--group-size,-g", group_size, "group-size folder of a mytar dataset")
+        ->type_name("N");
+    sub->add_option("--threads", threads, "blobs read at once")
+        ->capture_default_str()
+        ->type_name("N");
   }
 
   auto expanded = Expanded(argc, argv);
@@ -117,7 +133,7 @@ int main(int argc, char** argv) {
   }
   if (mount->parsed()) return gpufs::RunMount(mount_args);
   if (options->parsed()) {
-    fmt::print("{}", gpufs::MountOptionListing(markdown));
+    fmt::print("{}", json ? gpufs::MountOptionsJson() : gpufs::MountOptionListing(markdown));
     return 0;
   }
   if (pack->parsed()) return gpufs::RunPack(pack_args);

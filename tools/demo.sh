@@ -6,8 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-tools/install_deps.sh
-[ -d build ] || meson setup build --buildtype=release
+tools/install_deps.sh demo
+# The demo's build: no test suites (tools/run_tests.sh builds its own).
+[ -d build ] || meson setup build --buildtype=release -Dtests=false
 ninja -C build
 
 SAMPLE=sample

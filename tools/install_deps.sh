@@ -1,16 +1,28 @@
 #!/usr/bin/env bash
-# Installs what gpufs builds, tests and demos with, from Debian 12 packages; with the
-# argument "bench", also what the benchmarks compare against. Quick when everything is
-# already there: apt runs only for what is missing.
+# Installs, from Debian 12 packages, what gpufs needs for one purpose:
+#   demo     build it and run tools/demo.sh
+#   package  build the Debian package (tools/build_deb.sh)
+#   test     the whole test suite (the default)
+#   bench    the test suite and what the benchmarks compare against
+# Quick when everything is already there: apt runs only for what is missing.
 set -euo pipefail
 
-PACKAGES=(
-  build-essential meson ninja-build pkg-config clang-format clang libclang-rt-14-dev
+# What builds gpufs (the demo's build and the package's).
+BUILD=(
+  build-essential meson ninja-build pkg-config
   libfuse3-dev fuse3 liburing-dev libcurl4-openssl-dev libpugixml-dev
   libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev libxxhash-dev
-  vmtouch libtorch-dev libjpeg-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
-  python3-torchvision python3-pil
+  # Content hashes (SHA-256 from libcrypto).
+  libssl-dev
+)
+# The demo: a sample of real JPEGs, an unmodified torchvision trainer.
+DEMO=(python3-torchvision python3-pil)
+# The Debian package: debhelper, and the unit tests it runs on what it packaged.
+PACKAGE=(debhelper dpkg-dev fakeroot libgtest-dev libgmock-dev)
+# The whole test suite, beyond the above.
+TEST=(
+  clang-format clang libclang-rt-14-dev
+  vmtouch libtorch-dev libjpeg-dev libbenchmark-dev
   # The --plot of gpufs-stat --advise and gpufs-emulate.
   python3-matplotlib
   # Test servers (tests/servers): nginx with the Lua module, and a one-node Ceph S3 store
@@ -18,12 +30,24 @@ PACKAGES=(
   nginx-extras radosgw ceph-mon ceph-osd ceph-base ceph-common
   # Checks of deploy/ (tests/mount/test_deploy.py): its shell scripts and its manifest.
   shellcheck python3-yaml
-  # Content hashes (SHA-256 from libcrypto) and the tar corpus tests (bsdtar).
-  libssl-dev libarchive-tools
+  # The tar corpus tests (bsdtar).
+  libarchive-tools
+  # The package's test: lint it, read its man pages, load its completion.
+  lintian man-db bash-completion
 )
-if [ "${1:-}" = "bench" ]; then
-  PACKAGES+=(squashfuse squashfs-tools s3fs rclone archivemount)
-fi
+case "${1:-test}" in
+  demo) PACKAGES=("${BUILD[@]}" "${DEMO[@]}") ;;
+  package) PACKAGES=("${BUILD[@]}" "${PACKAGE[@]}") ;;
+  test) PACKAGES=("${BUILD[@]}" "${DEMO[@]}" "${PACKAGE[@]}" "${TEST[@]}") ;;
+  bench)
+    PACKAGES=("${BUILD[@]}" "${DEMO[@]}" "${PACKAGE[@]}" "${TEST[@]}"
+      squashfuse squashfs-tools s3fs rclone archivemount)
+    ;;
+  *)
+    echo "usage: $0 [demo|package|test|bench]" >&2
+    exit 2
+    ;;
+esac
 
 missing=()
 for p in "${PACKAGES[@]}"; do

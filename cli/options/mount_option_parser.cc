@@ -171,8 +171,11 @@ void AddMountOptions(CLI::App& mount, MountArgs& args) {
       .add_option("SRC", args.source,
                   "dataset: a native pack, a mytar folder (or its parent), or a .tar; a local "
                   "path, s3://BUCKET/PREFIX/ or http(s)://HOST/PATH/")
-      ->required();
-  mount.add_option("MNT", args.mountpoint, "an existing empty folder to mount at")->required();
+      ->required()
+      ->type_name("SRC");
+  mount.add_option("MNT", args.mountpoint, "an existing empty folder to mount at")
+      ->required()
+      ->type_name("PATH");
   mount
       .add_option("-o", args.fuse_options,
                   "options, comma-separated: any below by its key (cache_size=8GiB, "

@@ -1,7 +1,8 @@
 // `gpufsd mount`'s options as people read them: values and defaults in the units they
 // write ("8GiB", "20s"), the command line a set of options amounts to, and the listing of
-// `gpufs options` (the README's table is this listing in Markdown).
+// `gpufsd options` (the user guide's table is this listing in Markdown).
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <sstream>
 
@@ -179,6 +180,28 @@ std::string MountOptionListing(bool markdown) {
     }
   }
   return out.str();
+}
+
+std::string MountOptionsJson() {
+  nlohmann::json groups = nlohmann::json::array();
+  for (std::string_view group : MountOptionGroups()) {
+    nlohmann::json options = nlohmann::json::array();
+    for (const MountOption& option : MountOptionTable()) {
+      if (option.group != group) continue;
+      const auto [flag, key] = Spellings(option);
+      options.push_back(
+          {{"name", "--" + std::string(option.name)},
+           {"short", option.short_name ? std::string("-") + option.short_name : ""},
+           {"value", ValueName(option)},
+           {"choices", std::vector<std::string>(option.choices.begin(), option.choices.end())},
+           {"path", option.kind == OptionKind::kPath},
+           {"fstab", key},
+           {"default", DefaultText(option)},
+           {"help", std::string(option.help)}});
+    }
+    groups.push_back({{"group", std::string(group)}, {"options", std::move(options)}});
+  }
+  return groups.dump(1) + "\n";
 }
 
 }  // namespace gpufs

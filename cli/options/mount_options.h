@@ -2,7 +2,7 @@
 // its name, which is also its fstab key (`--cache-size` is `cache_size=` in -o), its
 // group in --help, its kind and range, its help and, where the default is computed at
 // mount, how a person would say it. The parser, the -o keys of fstab and mount(8), the
-// `gpufsd options` listing and the README's table are all made from it; each option's
+// `gpufsd options` listing and the user guide's table are all made from it; each option's
 // default is the one of the field it fills (MountArgs below, or the component struct
 // MountArgs holds).
 #pragma once
@@ -143,5 +143,9 @@ Result<std::vector<std::string>> ExpandMountOptions(std::vector<std::string> arg
 std::vector<std::string> MountCommandLine(const MountArgs& args);
 // Every option: name, fstab key, default and help, as text or a Markdown table.
 std::string MountOptionListing(bool markdown);
+// The same as JSON, for the man pages and the shell completion made from it: a list of
+// {"group", "options": [{"name", "short", "value", "choices", "path", "fstab", "default",
+// "help"}]}.
+std::string MountOptionsJson();
 
 }  // namespace gpufs

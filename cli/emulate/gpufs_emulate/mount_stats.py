@@ -1,5 +1,5 @@
 """What a gpufs mount's daemon counted while an epoch ran: its stall account (the
-`stall` object of the root's `user.gpufs.stats`, README.md), and
+`stall` object of the root's `user.gpufs.stats`, docs/guide.md), and
 `gpufs-stat --advise` on the same counters."""
 import json
 import os

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Writes the README's table of gpufsd mount's options from `gpufsd options --markdown`, the
-one table every option is declared in; with --check, only says whether it is up to date.
+"""Writes the user guide's table of gpufsd mount's options (docs/guide.md) from `gpufsd
+options --markdown`, the one table every option is declared in; with --check, only says
+whether it is up to date.
 
-  tools/readme_options.py [--check] [GPUFSD]    (GPUFSD: build/cli/gpufsd by default)
+  tools/doc_options.py [--check] [GPUFSD]    (GPUFSD: build/cli/gpufsd by default)
 """
 import pathlib
 import subprocess
@@ -19,14 +20,14 @@ def main(argv):
     gpufsd = rest[0] if rest else str(ROOT / "build" / "cli" / "gpufsd")
     table = subprocess.run([gpufsd, "options", "--markdown"], check=True, capture_output=True,
                            text=True).stdout
-    readme = ROOT / "README.md"
+    readme = ROOT / "docs" / "guide.md"
     text = readme.read_text()
     head, found = text.split(BEGIN)[0], text.split(BEGIN)[1].split(END)[0]
     if check:
         if found == table:
             return 0
-        print("README.md's option table differs from `gpufsd options --markdown`; run "
-              "tools/readme_options.py", file=sys.stderr)
+        print("docs/guide.md's option table differs from `gpufsd options --markdown`; run "
+              "tools/doc_options.py", file=sys.stderr)
         return 1
     readme.write_text(head + BEGIN + table + END + text.split(END, 1)[1])
     return 0
