@@ -8,16 +8,12 @@
 
 #include "cli/kernel_limits.h"
 #include "cli/options/mount_options.h"
+#include "cli/options/overloaded.h"
 #include "cli/sizes.h"
 #include "cli/usage.h"
 
 namespace gpufs {
 namespace {
-
-template <class... Fs>
-struct Overloaded : Fs... {
-  using Fs::operator()...;
-};
 
 std::string Flags(const MountOption& option) {
   std::string flags = "--" + std::string(option.name);

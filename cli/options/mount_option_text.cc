@@ -7,14 +7,10 @@
 #include <sstream>
 
 #include "cli/options/mount_options.h"
+#include "cli/options/overloaded.h"
 
 namespace gpufs {
 namespace {
-
-template <class... Fs>
-struct Overloaded : Fs... {
-  using Fs::operator()...;
-};
 
 // The largest unit that divides `bytes` whole, so that the text parses back exactly:
 // IEC ("4MiB") where one does, else SI ("1GB").
