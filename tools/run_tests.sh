@@ -12,13 +12,13 @@ export PYTHONDONTWRITEBYTECODE=1
 
 # The release build is the package's (-O2, hardened, as users install it). Its unit tests
 # run below under the sanitizers, so none are built here.
-DEB_BUILD_OPTIONS=nocheck tools/build_deb.sh build-deb
+DEB_BUILD_OPTIONS="nocheck noddebs" tools/build_deb.sh build-deb
 deb=$(ls build-deb/gpufs_*.deb)
 GPUFS_DEB=$deb /usr/bin/python3 tests/package/test_package.py
 
 # One clang build with ASan+UBSan serves the rest: unit, store and mount tests under the
 # sanitizers (at -O1, which they run several times faster at than -O0), and the libFuzzer
-# targets of the parsers of untrusted input, run briefly.
+# targets of the parsers of untrusted input, 10 s each.
 if [ ! -d build-san ]; then
   CC=clang CXX=clang++ meson setup build-san --buildtype=debug -Doptimization=1 \
     -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=true -Dtorch=disabled \
@@ -28,5 +28,5 @@ ninja -C build-san
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   meson test -C build-san --print-errorlogs --num-processes 1 --suite unit --suite remote \
   --suite mount
-bash tools/fuzz.sh --build build-san 15
+bash tools/fuzz.sh --build build-san 10
 echo "run_tests: all suites passed"

@@ -255,7 +255,8 @@ TEST_F(S3Store, ARegionLearnedOnOneThreadSignsOnEvery) {
     EXPECT_EQ(info->size, 8u);
   }
   EXPECT_EQ(Stat(store, "requests"), 2 + kHeads);
-  for (const nlohmann::json& count : store.Stats()["transfer_threads"]) {
+  const nlohmann::json stats = store.Stats();  // the loop's range lives in it
+  for (const nlohmann::json& count : stats["transfer_threads"]) {
     EXPECT_GT(count.get<uint64_t>(), 0u);
   }
 }
