@@ -64,9 +64,8 @@ int main(int argc, char** argv) {
   app.add_flag("--advise", advise,
                "is training waiting on data, and what --cache-size / --disk-cache-size would "
                "stop it (from the mount's last epoch)");
-  app.add_option(
-      "--plot", advise_options.plot,
-      "with --advise: draw the model's curve, today's budget and the advice to this PNG")
+  app.add_option("--plot", advise_options.plot,
+                 "with --advise: draw the model's curve, today's budget and the advice to this PNG")
       ->type_name("FILE.png");
   app.add_option("--timeout", options.timeout_s, "seconds to wait for a daemon's answer")
       ->check(CLI::Range(0.1, 3600.0).description(""))
