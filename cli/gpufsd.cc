@@ -25,8 +25,9 @@ unsigned DefaultThreads() { return std::max(4u, 2 * std::thread::hardware_concur
 // after printing why where an -o key is unknown.
 std::optional<std::vector<std::string>> Expanded(int argc, char** argv) {
   std::vector<std::string> args(argv, argv + argc);
-  const auto mount = std::find(args.begin(), args.end(), "mount");
-  if (mount == args.end()) return args;
+  // Only the subcommand: a path named "mount" elsewhere is left alone.
+  if (args.size() < 2 || args[1] != "mount") return args;
+  const auto mount = args.begin() + 1;
   auto expanded = gpufs::ExpandMountOptions(std::vector<std::string>(mount + 1, args.end()));
   if (!expanded) {
     fmt::print(stderr, "gpufsd mount: {}\n", expanded.error().message);
