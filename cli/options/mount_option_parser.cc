@@ -127,7 +127,7 @@ Status ExpandItem(std::string_view item, bool sloppy, std::vector<std::string>& 
   }
   const MountOption* option = FindByKey(key);
   if (option && option->fstab) {
-    const bool flag = ValueName(*option).empty();
+    const bool flag = IsFlag(*option);
     if (flag && eq != item.npos) return Fail(EINVAL, "-o {}: {} takes no value", item, key);
     if (!flag && eq == item.npos) return Fail(EINVAL, "-o {}: {} needs a value", item, key);
     out.push_back("--" + std::string(option->name));
@@ -140,11 +140,11 @@ Status ExpandItem(std::string_view item, bool sloppy, std::vector<std::string>& 
                 "in a file and give peers_file=FILE",
                 item);
   }
-  const std::string near = NearestWord(key, EveryKey());
   if (sloppy) {
     fmt::print(stderr, "gpufsd: ignoring unknown option '{}'\n", item);
     return Ok{};
   }
+  const std::string near = NearestWord(key, EveryKey());
   return Fail(EINVAL, "unknown option '{}' in -o{}; `gpufsd options` lists them", key,
               near.empty() ? "" : fmt::format(" (did you mean {}?)", near));
 }
@@ -179,7 +179,7 @@ void AddMountOptions(CLI::App& mount, MountArgs& args) {
       ->type_name("OPTIONS")
       ->group(std::string(MountOptionGroups().front()));
   for (const MountOption& option : MountOptionTable()) {
-    const bool flag = ValueName(option).empty();
+    const bool flag = IsFlag(option);
     CLI::Option* cli = flag ? AddFlag(mount, option, args) : AddValue(mount, option, args);
     const std::string shown = DefaultText(option);
     cli->group(std::string(option.group));

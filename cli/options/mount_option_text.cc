@@ -63,11 +63,6 @@ std::string Text(const MountOption& option, MountArgs& args) {
                     option.field);
 }
 
-bool IsFlag(const MountOption& option) {
-  return option.kind == OptionKind::kFlag || option.kind == OptionKind::kClear ||
-         option.kind == OptionKind::kFixed;
-}
-
 std::string Escaped(std::string_view text) {
   std::string out;
   for (char c : text) out += c == '|' ? std::string("\\|") : std::string(1, c);
@@ -90,6 +85,11 @@ std::string Wrapped(std::string_view text, size_t indent, size_t width) {
 }
 
 }  // namespace
+
+bool IsFlag(const MountOption& option) {
+  return option.kind == OptionKind::kFlag || option.kind == OptionKind::kClear ||
+         option.kind == OptionKind::kFixed;
+}
 
 std::string ValueName(const MountOption& option) {
   switch (option.kind) {
@@ -125,9 +125,10 @@ std::string DefaultText(const MountOption& option) {
 
 std::vector<std::string> MountCommandLine(const MountArgs& args_in) {
   MountArgs args = args_in, defaults;
+  // What the options amount to once read: how they were read is not part of it.
+  args.dry_run = args.sloppy = false;
   std::vector<std::string> line;
   for (const MountOption& option : MountOptionTable()) {
-    if (option.name == "dry-run" || option.name == "sloppy") continue;
     const std::string value = Text(option, args);
     if (value.empty() || value == Text(option, defaults)) continue;
     line.push_back("--" + std::string(option.name));

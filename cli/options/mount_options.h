@@ -124,6 +124,8 @@ std::span<const std::string_view> FuseMountOptions();
 std::span<const std::string_view> MountOnlyOptions();
 
 std::string FstabKey(const MountOption& option);
+// Whether the option takes no value (it sets, clears or fixes its field).
+bool IsFlag(const MountOption& option);
 // What the option takes, as --help names it ("SIZE", "N", "{on,off}"); empty for a flag.
 std::string ValueName(const MountOption& option);
 // The value of `option` in `args`, as a person writes it ("8GiB", "20s", "on"); empty

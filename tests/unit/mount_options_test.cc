@@ -23,11 +23,6 @@ MountArgs Parse(std::vector<std::string> words) {
   return args;
 }
 
-bool IsFlag(const MountOption& option) {
-  return option.kind == OptionKind::kFlag || option.kind == OptionKind::kClear ||
-         option.kind == OptionKind::kFixed;
-}
-
 TEST(MountOptions, EachHasOneNameAKeyAGroupAndAHelp) {
   std::set<std::string> names, keys;
   const auto groups = MountOptionGroups();
