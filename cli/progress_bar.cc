@@ -33,10 +33,14 @@ ProgressBar::ProgressBar(std::string verb, const Progress& progress,
   thread_ = std::thread([this, delay] {
     const auto period = terminal_ ? std::chrono::milliseconds(500) : std::chrono::seconds(10);
     std::unique_lock lock(mu_);
+    // A delayed bar draws once its delay is over, then every period; neither before the
+    // job knows its total. One without a delay draws every period, as pack always has.
+    auto draw = [this] {
+      if (!delayed_ || progress_.total_bytes.load() > 0) Draw(false);
+    };
     if (wake_.wait_for(lock, delay, [this] { return stop_; })) return;
-    do {
-      if (progress_.total_bytes.load() > 0) Draw(false);
-    } while (!wake_.wait_for(lock, period, [this] { return stop_; }));
+    if (delayed_) draw();
+    while (!wake_.wait_for(lock, period, [this] { return stop_; })) draw();
   });
 }
 
