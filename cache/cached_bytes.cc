@@ -2,8 +2,6 @@
 
 #include <utility>
 
-#include "cache/group_cache.h"
-
 namespace gpufs {
 
 CachedBytes::CachedBytes(CachedBytes&& other) noexcept { *this = std::move(other); }
@@ -13,7 +11,7 @@ CachedBytes& CachedBytes::operator=(CachedBytes&& other) noexcept {
     Release();
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
-    cache_ = std::exchange(other.cache_, nullptr);
+    holder_ = std::exchange(other.holder_, nullptr);
     hot_ = std::exchange(other.hot_, nullptr);
     entry_ = std::move(other.entry_);
     owned_ = std::move(other.owned_);
@@ -29,15 +27,21 @@ CachedBytes CachedBytes::Owned(std::unique_ptr<char[]> bytes, size_t start, size
   return owned;
 }
 
+CachedBytes CachedBytes::Pinned(PinHolder* holder, const char* data, size_t size, void* hot,
+                                std::shared_ptr<void> entry) {
+  CachedBytes pinned;
+  pinned.holder_ = holder;
+  pinned.data_ = data;
+  pinned.size_ = size;
+  pinned.hot_ = hot;
+  pinned.entry_ = std::move(entry);
+  return pinned;
+}
+
 CachedBytes::~CachedBytes() { Release(); }
 
 void CachedBytes::Release() {
-  if (!cache_) return;
-  if (hot_) {
-    cache_->UnpinHot(hot_);
-  } else {
-    cache_->Unpin(entry_.get());
-  }
+  if (holder_) holder_->Unpin(hot_, entry_.get());
 }
 
 }  // namespace gpufs

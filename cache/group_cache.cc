@@ -208,12 +208,9 @@ std::optional<CachedBytes> GroupCache::ServeHot(NodeId file, uint64_t offset, si
   counters_.bytes_served += size;
   stall_.Served(ServedFrom::kMemory, size, 0);  // before the file's end: its epoch's read
   if (offset + size >= f.size) FileDone(f.group, file);
-  CachedBytes bytes;
-  bytes.data_ = arena_.base() + slot.arena_offset + (f.offset + offset - slot.data_start);
-  bytes.size_ = size;
-  bytes.cache_ = this;
-  bytes.hot_ = &slot;
-  return bytes;
+  return CachedBytes::Pinned(
+      this, arena_.base() + slot.arena_offset + (f.offset + offset - slot.data_start), size,
+      &slot);
 }
 
 // Under mu_: a group just made ready opens its hot slot, unless reads of it must be
@@ -243,12 +240,9 @@ Result<CachedBytes> GroupCache::ServeHit(uint32_t group, NodeId file, uint64_t o
   ++entry.pins;
   busy_[group] = true;
   counters_.bytes_served += size;
-  CachedBytes bytes;
-  bytes.data_ = arena_.base() + entry.arena_offset + (f.offset + offset - entry.data_start);
-  bytes.size_ = size;
-  bytes.cache_ = this;
-  bytes.entry_ = entries_[group];
-  return bytes;
+  return CachedBytes::Pinned(
+      this, arena_.base() + entry.arena_offset + (f.offset + offset - entry.data_start), size,
+      nullptr, entries_[group]);
 }
 
 // Outside mu_: the bytes of a pinned hit are the whole member's, checked in place the
@@ -361,9 +355,14 @@ bool GroupCache::Evict(uint32_t group) {
   return true;
 }
 
+void GroupCache::Unpin(void* hot, void* entry) {
+  if (hot) return UnpinHot(hot);
+  UnpinEntry(entry);
+}
+
 // `pinned` is the pinned load, kept alive by the bytes: a load that failed after a member
 // was served early has left the table, and its room waits for this.
-void GroupCache::Unpin(void* pinned) {
+void GroupCache::UnpinEntry(void* pinned) {
   std::lock_guard lock(mu_);
   Entry& entry = *static_cast<Entry*>(pinned);
   --entry.pins;

@@ -79,12 +79,12 @@
 #include "cache/cached_bytes.h"
 #include "cache/disk_tier.h"
 #include "cache/member_reads.h"
-#include "cache/policy.h"
+#include "cache/policy/policy.h"
 #include "cache/read_pump.h"
-#include "cache/stall_account.h"
-#include "cache/striped_counter.h"
+#include "cache/account/stall_account.h"
+#include "cache/account/striped_counter.h"
 #include "cache/tier_staging.h"
-#include "cache/what_if.h"
+#include "cache/account/what_if.h"
 #include "dataset/catalog.h"
 #include "dataset/error.h"
 #include "source/blob_source.h"
@@ -134,7 +134,7 @@ struct CacheCounters {
   std::atomic<uint64_t> demand_reads{0};  // requests sent for a waiting reader, ahead of prefetch
 };
 
-class GroupCache {
+class GroupCache : private PinHolder {
  public:
   // All references, and `tier` when given, must outlive the cache. Thread-safe.
   GroupCache(const Catalog& catalog, BlobSource& source, PinnedArena& arena,
@@ -161,7 +161,6 @@ class GroupCache {
   nlohmann::json Advise(uint64_t free_memory, uint64_t disk_available) const;
 
  private:
-  friend class CachedBytes;
   // kFailed: a prefetch read of it failed; a reader's demand read asks for it again.
   enum class Block : uint8_t { kQueued, kInFlight, kLanded, kFailed };
   static bool Demandable(Block state);
@@ -252,7 +251,8 @@ class GroupCache {
   bool HasBlobCheck(uint32_t group) const;
   Entry* Admit(uint32_t group, bool may_evict);
   bool Evict(uint32_t group);
-  void Unpin(void* entry);
+  void Unpin(void* hot, void* entry) override;  // PinHolder
+  void UnpinEntry(void* entry);
   void UnpinHot(void* slot);
   size_t SpanOf(uint32_t group, uint64_t* start) const;
   void Prefetch();

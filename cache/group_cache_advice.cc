@@ -1,6 +1,6 @@
 // The group cache's side of sizing advice: the dataset's shape, the epoch and its trace
 // handed to the model (advice.h).
-#include "cache/advice.h"
+#include "cache/account/advice.h"
 #include "cache/group_cache.h"
 
 namespace gpufs {

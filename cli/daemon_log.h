@@ -12,15 +12,11 @@
 #include <filesystem>
 #include <string>
 
+#include "cli/options/mount_options.h"
 #include "dataset/error.h"
 #include "dataset/format/private_files.h"
 
 namespace gpufs {
-
-struct LogOptions {
-  std::string file;            // --log-file; empty: syslog, else the default file
-  std::string level = "info";  // --log-level: trace, debug, info, warn, error, off
-};
 
 class DaemonLog {
  public:

@@ -6,11 +6,11 @@
 
 #include <thread>
 
+#include "cli/options/usage.h"
 #include "cli/stat_advise.h"
 #include "cli/stat_report.h"
 #include "cli/stat_scan.h"
 #include "cli/stat_watch.h"
-#include "cli/usage.h"
 
 namespace {
 

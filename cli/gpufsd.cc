@@ -13,9 +13,9 @@
 #include "cli/dataset_commands.h"
 #include "cli/mount_command.h"
 #include "cli/mount_point.h"
-#include "cli/sizes.h"
-#include "cli/usage.h"
-#include "source/remote/http_url.h"
+#include "cli/options/sizes.h"
+#include "cli/options/usage.h"
+#include "source/remote/address/http_url.h"
 
 namespace {
 

@@ -27,13 +27,13 @@
 #include "cli/control_server.h"
 #include "cli/daemon_life.h"
 #include "cli/daemon_log.h"
-#include "cli/kernel_limits.h"
 #include "cli/metrics_server.h"
 #include "cli/mount_point.h"
 #include "cli/mount_wiring.h"
+#include "cli/options/kernel_limits.h"
 #include "cli/refuse.h"
 #include "fs/filesystem.h"
-#include "source/remote/credentials.h"
+#include "source/remote/credentials/credentials.h"
 
 namespace gpufs {
 namespace {

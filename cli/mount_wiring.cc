@@ -17,8 +17,8 @@
 #include "cli/stat_source.h"
 #include "dataset/catalog.h"
 #include "source/local_source.h"
-#include "source/remote/credentials.h"
-#include "source/remote/region.h"
+#include "source/remote/address/region.h"
+#include "source/remote/credentials/credentials.h"
 #include "source/remote/remote_dataset.h"
 #include "source/remote/remote_source.h"
 

@@ -12,7 +12,7 @@
 #include "cache/arena.h"
 #include "cache/disk_tier.h"
 #include "cache/group_cache.h"
-#include "cache/policy.h"
+#include "cache/policy/policy.h"
 #include "cli/options/mount_options.h"
 #include "dataset/format/open_dataset.h"
 #include "fs/filesystem.h"
@@ -20,7 +20,8 @@
 #include "source/blob_files.h"
 #include "source/io_engine.h"
 #include "source/member_digests.h"
-#include "source/remote/object_store.h"
+#include "source/remote/location.h"
+#include "source/remote/transfer/object_store.h"
 
 namespace gpufs {
 

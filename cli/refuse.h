@@ -1,5 +1,5 @@
 // How gpufsd's commands fail: the message on stderr, naming the tool, and exit status 1
-// (usage errors are 2, cli/usage.h).
+// (usage errors are 2, cli/options/usage.h).
 #pragma once
 
 #include <fmt/format.h>

@@ -14,7 +14,7 @@
 #include <set>
 #include <vector>
 
-#include "cache/advice.h"
+#include "cache/account/advice.h"
 #include "cli/stat_source.h"
 #include "dataset/format/file_io.h"
 

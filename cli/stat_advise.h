@@ -1,6 +1,6 @@
 // gpufs-stat --advise: is training waiting on data, and what budget would stop it; one
 // screen of words and numbers from the daemon's stall account and what-if model
-// (cache/advice.h), its JSON, and a plot of the model's curve.
+// (cache/account/advice.h), its JSON, and a plot of the model's curve.
 #pragma once
 
 #include <string>

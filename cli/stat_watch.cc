@@ -13,7 +13,7 @@
 #include <filesystem>
 
 #include "cache/disk_tier.h"
-#include "cache/stall_account.h"
+#include "cache/account/stall_account.h"
 #include "cli/stat_source.h"
 #include "source/blob_source.h"
 

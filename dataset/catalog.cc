@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "dataset/catalog_builder.h"
-
 namespace gpufs {
 
 int CatalogName::compare(std::string_view other) const {
@@ -18,23 +16,6 @@ int CatalogName::compare(const CatalogName& other) const {
   if (other.prefix.empty()) return compare(other.rest);
   if (prefix.empty()) return -other.compare(rest);
   return str().compare(other.str());  // two folders' files: never on a lookup's path
-}
-
-Result<Catalog> Catalog::FromSpec(const DatasetSpec& spec) {
-  CatalogBuilder builder(spec.index_file.string(), spec.has_checksums, spec.has_sha256);
-  builder.SetClasses(spec.classes);
-  for (const GroupSpec& g : spec.groups) builder.AddGroup(g.blob, g.offset, g.size);
-  const auto& folders = spec.folders.empty() ? spec.classes : spec.folders;
-  for (const std::string& folder : folders) {
-    if (Status s = builder.AddFolder(folder); !s) return s.error();
-  }
-  for (const MemberSpec& m : spec.members) {
-    const MemberRecord record{m.class_id, m.group, m.offset, m.size, m.checksum, m.line};
-    if (Status s = builder.AddFile(m.path, record, spec.has_sha256 ? &m.sha256 : nullptr); !s) {
-      return s.error();
-    }
-  }
-  return std::move(builder).Build();
 }
 
 Catalog::Catalog(CatalogTables tables, std::shared_ptr<const void> storage)

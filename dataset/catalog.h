@@ -35,8 +35,8 @@
 #include <string_view>
 #include <vector>
 
+#include "dataset/dataset_spec.h"
 #include "dataset/error.h"
-#include "dataset/format/dataset_spec.h"
 
 namespace gpufs {
 
@@ -134,9 +134,6 @@ class Catalog {
  public:
   static constexpr NodeId kRoot = 0;
 
-  // Builds the tree: every class folder (even an empty one), then each member at its path.
-  // Refuses a duplicate path or a path that is both a file and a folder, naming both lines.
-  static Result<Catalog> FromSpec(const DatasetSpec& spec);
   // Serves `tables`, whose arrays `storage` keeps alive. The caller has validated them.
   Catalog(CatalogTables tables, std::shared_ptr<const void> storage);
 

@@ -429,4 +429,21 @@ Catalog CatalogBuilder::Finish(std::shared_ptr<OwnedTables> out) {
   return Catalog(std::move(t), std::move(out));
 }
 
+Result<Catalog> CatalogFromSpec(const DatasetSpec& spec) {
+  CatalogBuilder builder(spec.index_file.string(), spec.has_checksums, spec.has_sha256);
+  builder.SetClasses(spec.classes);
+  for (const GroupSpec& g : spec.groups) builder.AddGroup(g.blob, g.offset, g.size);
+  const auto& folders = spec.folders.empty() ? spec.classes : spec.folders;
+  for (const std::string& folder : folders) {
+    if (Status s = builder.AddFolder(folder); !s) return s.error();
+  }
+  for (const MemberSpec& m : spec.members) {
+    const MemberRecord record{m.class_id, m.group, m.offset, m.size, m.checksum, m.line};
+    if (Status s = builder.AddFile(m.path, record, spec.has_sha256 ? &m.sha256 : nullptr); !s) {
+      return s.error();
+    }
+  }
+  return std::move(builder).Build();
+}
+
 }  // namespace gpufs

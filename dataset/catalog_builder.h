@@ -96,4 +96,8 @@ class CatalogBuilder {
   std::vector<Sha256Digest> sha256_of_;
 };
 
+// Builds the tree: every class folder (even an empty one), then each member at its path.
+// Refuses a duplicate path or a path that is both a file and a folder, naming both lines.
+Result<Catalog> CatalogFromSpec(const DatasetSpec& spec);
+
 }  // namespace gpufs

@@ -13,7 +13,7 @@
 #include <tuple>
 
 #include "cache/disk_tier.h"
-#include "cache/stall_account.h"
+#include "cache/account/stall_account.h"
 #include "dataset/format/open_dataset.h"
 #include "fs/problem_log.h"
 #include "fs/residency.h"

@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <cmath>
 
-#include "cli/kernel_limits.h"
+#include "cli/options/kernel_limits.h"
 #include "cli/options/mount_options.h"
 #include "cli/options/overloaded.h"
-#include "cli/sizes.h"
-#include "cli/usage.h"
+#include "cli/options/sizes.h"
+#include "cli/options/usage.h"
 
 namespace gpufs {
 namespace {

@@ -16,17 +16,22 @@
 #include <variant>
 #include <vector>
 
-#include "cli/daemon_log.h"
 #include "dataset/error.h"
 #include "fuse/fuse_ops.h"
-#include "source/remote/deadline.h"
-#include "source/remote/object_store.h"
+#include "source/remote/location.h"
+#include "source/remote/transfer/deadline.h"
 
 namespace CLI {
 class App;
 }
 
 namespace gpufs {
+
+// Where and how much the daemon logs (daemon_log.h).
+struct LogOptions {
+  std::string file;            // --log-file; empty: syslog, else the default file
+  std::string level = "info";  // --log-level: trace, debug, info, warn, error, off
+};
 
 struct MountArgs {
   std::string source;
@@ -69,7 +74,7 @@ struct MountArgs {
   std::string request_payer;      // --request-payer requester: for requester-pays buckets
   unsigned transfer_threads = 0;  // 0: the store's own choice from the cores
   remote::TransferDeadlines deadlines;
-  // The caching proxies of the job's nodes (source/remote/peers.h)
+  // The caching proxies of the job's nodes (source/remote/address/peers.h)
   std::string peers;              // --peers URL,URL,...
   std::string peers_file;         // --peers-file FILE: one URL per line
   uint64_t peer_block = 4 << 20;  // the proxies' slice size
@@ -85,7 +90,7 @@ enum class OptionKind {
   kClear,    // --no-name sets the field false
   kFixed,    // --name sets the field to `fixed` (an alias of another option's value)
   kNumber,   // a whole number within [low, high]
-  kSize,     // bytes as a person writes them (cli/sizes.h), at least `low` when bare
+  kSize,     // bytes as a person writes them (cli/options/sizes.h), at least `low` when bare
   kSeconds,  // seconds, fractions allowed, within [low, high]
   kChoice,   // one of `choices`
   kText,     // a word: an address, a level

@@ -8,8 +8,6 @@
 
 #include <cstring>
 
-#include "dataset/format/private_files.h"
-
 namespace gpufs {
 
 Result<std::string> ReadWholeFile(const std::filesystem::path& path) {
@@ -55,24 +53,6 @@ Status SyncFolder(const std::filesystem::path& folder) {
   close(fd);
   if (rc != 0) return Fail(err, "cannot sync {}: {}", folder.string(), strerror(err));
   return Ok{};
-}
-
-Status WriteFileAtomically(const std::filesystem::path& path, std::string_view bytes,
-                           FileAccess access) {
-  const std::filesystem::path folder = path.has_parent_path() ? path.parent_path() : ".";
-  UniqueFd dir_fd;
-  if (access.private_folder) {
-    auto opened =
-        OpenPrivateFolder(folder, {"cache folder", "give each user a folder of their own"});
-    if (!opened) return opened.error();
-    dir_fd = std::move(opened->fd);
-  } else {
-    dir_fd = UniqueFd(open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (dir_fd.get() < 0) {
-      return Fail(errno, "cannot open {}: {}", folder.string(), strerror(errno));
-    }
-  }
-  return ReplaceFileAt(dir_fd.get(), path.filename().string(), bytes, access.mode, path);
 }
 
 int OpenBeneath(int dir_fd, const std::string& name, int flags) {

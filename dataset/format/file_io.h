@@ -15,23 +15,6 @@ namespace gpufs {
 // The bytes of the file at `path`, opened without following a link at its last step.
 Result<std::string> ReadWholeFile(const std::filesystem::path& path);
 
-// Who may read a file gpufs writes.
-struct FileAccess {
-  // A cache: in a folder checked private to this user (made 0700 if absent), file 0600.
-  static FileAccess Private() { return {true, 0600}; }
-  // An output the user asked for (an index beside a dataset, a pack): `mode` less the umask.
-  static FileAccess Shared(mode_t mode = 0644) { return {false, mode}; }
-
-  bool private_folder = true;
-  mode_t mode = 0600;
-};
-
-// Writes `bytes` to a file created exclusively beside `path` under an unpredictable name,
-// fsyncs it, renames it over `path` and fsyncs the folder: readers see the old file or the
-// whole new one, never a part, and a link planted at either name is never followed.
-Status WriteFileAtomically(const std::filesystem::path& path, std::string_view bytes,
-                           FileAccess access);
-
 // Writes all of `bytes` at the current position of `fd`; `path` names it in errors.
 Status WriteAll(int fd, std::string_view bytes, const std::filesystem::path& path);
 

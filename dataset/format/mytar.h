@@ -26,8 +26,8 @@
 #include <string>
 #include <string_view>
 
+#include "dataset/dataset_spec.h"
 #include "dataset/error.h"
-#include "dataset/format/dataset_spec.h"
 
 namespace gpufs {
 

@@ -14,6 +14,7 @@
 
 #include "dataset/format/file_io.h"
 #include "dataset/format/name_rules.h"
+#include "dataset/format/private_files.h"
 
 namespace gpufs {
 namespace {

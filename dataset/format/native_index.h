@@ -46,7 +46,7 @@
 
 #include "dataset/catalog.h"
 #include "dataset/error.h"
-#include "dataset/format/file_io.h"
+#include "dataset/format/private_files.h"
 
 namespace gpufs {
 

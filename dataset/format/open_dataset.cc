@@ -283,7 +283,7 @@ Result<Dataset> TarDataset(const std::filesystem::path& archive, TarListing& lis
 Result<Dataset> OpenMytarText(const std::filesystem::path& dir) {
   auto spec = ReadMytarDataset(dir);
   if (!spec) return spec.error();
-  auto catalog = Catalog::FromSpec(*spec);
+  auto catalog = CatalogFromSpec(*spec);
   if (!catalog) return catalog.error();
   Dataset d{dir, std::move(*catalog), {}, "mytar", spec->index_file, MtimeOf(spec->index_file), {}};
   for (const GroupSpec& g : spec->groups) d.blobs.push_back(BlobInfo{g.offset + g.size, 0});

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "dataset/catalog.h"
+#include "dataset/catalog_builder.h"
 #include "dataset/format/checksums.h"
 #include "dataset/format/file_io.h"
 #include "dataset/format/native_index.h"
@@ -299,7 +300,7 @@ Result<PackSummary> Pack(const PackSource& source, const PackOptions& options,
   if (!temp) return temp.error();
   Status s = WriteBlobs(source, *shape, plan, *temp, options.threads, progress);
   if (s) {
-    auto catalog = Catalog::FromSpec(SpecOf(*shape, source, plan));
+    auto catalog = CatalogFromSpec(SpecOf(*shape, source, plan));
     IndexInfo info;
     info.alignment = options.align;
     info.blobs = plan.blobs;

@@ -101,4 +101,21 @@ inline Result<UniqueFd> OpenTrustedIndex(const std::filesystem::path& index, uid
   return OpenTrustedFile(index, data_owner, false);
 }
 
+// Who may read a file gpufs writes.
+struct FileAccess {
+  // A cache: in a folder checked private to this user (made 0700 if absent), file 0600.
+  static FileAccess Private() { return {true, 0600}; }
+  // An output the user asked for (an index beside a dataset, a pack): `mode` less the umask.
+  static FileAccess Shared(mode_t mode = 0644) { return {false, mode}; }
+
+  bool private_folder = true;
+  mode_t mode = 0600;
+};
+
+// Writes `bytes` to a file created exclusively beside `path` under an unpredictable name,
+// fsyncs it, renames it over `path` and fsyncs the folder: readers see the old file or the
+// whole new one, never a part, and a link planted at either name is never followed.
+Status WriteFileAtomically(const std::filesystem::path& path, std::string_view bytes,
+                           FileAccess access);
+
 }  // namespace gpufs

@@ -9,13 +9,15 @@
 //
 // A URL ending in '/' names a folder; otherwise its last segment names an object (the
 // leaf) and the root is the folder holding it.
-#include "source/remote/aws_config.h"
-#include "source/remote/credential_chain.h"
-#include "source/remote/credential_trust.h"
-#include "source/remote/http_url.h"
-#include "source/remote/object_store.h"
-#include "source/remote/tls.h"
-#include "source/remote/url.h"
+#include "source/remote/location.h"
+
+#include "source/remote/address/http_url.h"
+#include "source/remote/address/url.h"
+#include "source/remote/credentials/aws_config.h"
+#include "source/remote/credentials/credential_chain.h"
+#include "source/remote/credentials/credential_trust.h"
+#include "source/remote/credentials/tls.h"
+#include "source/remote/location.h"
 
 namespace gpufs::remote {
 namespace {

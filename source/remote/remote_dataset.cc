@@ -10,13 +10,15 @@
 
 #include <fmt/ranges.h>
 
+#include "dataset/catalog_builder.h"
 #include "dataset/format/checksums.h"
 #include "dataset/format/file_io.h"
 #include "dataset/format/mytar.h"
 #include "dataset/format/native_index.h"
+#include "dataset/format/private_files.h"
 #include "dataset/format/tar.h"
 #include "source/blob_source.h"
-#include "source/remote/object_reader.h"
+#include "source/remote/transfer/object_reader.h"
 
 namespace gpufs::remote {
 namespace {
@@ -242,7 +244,7 @@ Result<RemoteDataset> OpenMytarObject(ObjectStore& store, const ObjectInfo& meta
   if (!text) return text.error();
   auto spec = ParseMytarIndex(*text, url);
   if (!spec) return spec.error();
-  auto catalog = Catalog::FromSpec(*spec);
+  auto catalog = CatalogFromSpec(*spec);
   if (!catalog) return catalog.error();
   const std::string folder = metadata.name.substr(0, metadata.name.size() - kMytarIndexName.size());
   // The index only adds checks and digests: one that cannot be fetched or kept (a refused

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "dataset/format/open_dataset.h"
-#include "source/remote/object_store.h"
+#include "source/remote/transfer/object_store.h"
 
 namespace gpufs::remote {
 

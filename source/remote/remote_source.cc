@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "source/remote/gather.h"
+#include "source/remote/transfer/gather.h"
 
 namespace gpufs::remote {
 namespace {

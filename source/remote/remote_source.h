@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "source/blob_source.h"
-#include "source/remote/object_store.h"
+#include "source/remote/transfer/object_store.h"
 
 namespace gpufs::remote {
 

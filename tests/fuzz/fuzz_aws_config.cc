@@ -1,5 +1,5 @@
-// Fuzzes the reader of the AWS tools' shared files (source/remote/aws_config.h) and what
-// ResolveLocation makes of them: the input is both the credentials and the config file.
+// Fuzzes the reader of the AWS tools' shared files (source/remote/credentials/aws_config.h) and
+// what ResolveLocation makes of them: the input is both the credentials and the config file.
 //
 // A file is parsed or refused naming itself and a line; a location that resolves has an
 // http(s) endpoint, a region, and either both keys or none.
@@ -11,9 +11,9 @@
 #include <string>
 #include <string_view>
 
-#include "source/remote/aws_config.h"
-#include "source/remote/credentials.h"
-#include "source/remote/object_store.h"
+#include "source/remote/credentials/aws_config.h"
+#include "source/remote/credentials/credentials.h"
+#include "source/remote/location.h"
 #include "tests/fuzz/mem_file.h"
 
 namespace gpufs::fuzz {

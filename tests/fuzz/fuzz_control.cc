@@ -19,6 +19,7 @@
 #include "cache/arena.h"
 #include "cache/group_cache.h"
 #include "dataset/catalog.h"
+#include "dataset/catalog_builder.h"
 #include "fs/control.h"
 #include "fs/filesystem.h"
 #include "source/blob_files.h"
@@ -62,7 +63,7 @@ class ServedDataset {
       std::ofstream(dir_ / name, std::ios::binary) << contents[g];
       spec.groups.push_back(GroupSpec{name, 0, contents[g].size(), 0});
     }
-    catalog_ = std::make_unique<Catalog>(std::move(*Catalog::FromSpec(spec)));
+    catalog_ = std::make_unique<Catalog>(std::move(*CatalogFromSpec(spec)));
     CheckCatalog(*catalog_);
     blobs_ = std::make_unique<BlobFiles>(dir_, catalog_->blobs());
     source_ = std::make_unique<LocalSource>(*blobs_, engine_);

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "dataset/catalog.h"
+#include "dataset/catalog_builder.h"
 #include "dataset/format/mytar.h"
 #include "tests/fuzz/catalog_invariants.h"
 
@@ -34,7 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto spec = ParseMytarIndex(text, "metadata.txt");
   if (!spec) return 0;
   fuzz::CheckSpec(*spec);
-  auto catalog = Catalog::FromSpec(*spec);
+  auto catalog = CatalogFromSpec(*spec);
   if (!catalog) return 0;
   fuzz::CheckCatalog(*catalog);
   return 0;

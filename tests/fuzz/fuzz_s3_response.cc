@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "source/remote/responses.h"
-#include "source/remote/s3_xml.h"
+#include "source/remote/address/s3_xml.h"
+#include "source/remote/transfer/responses.h"
 
 namespace gpufs::fuzz {
 namespace {

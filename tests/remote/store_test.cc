@@ -16,10 +16,12 @@
 #include <set>
 #include <thread>
 
+#include "dataset/catalog_builder.h"
 #include "dataset/format/checksums.h"
 #include "source/member_digests.h"
-#include "source/remote/credentials.h"
-#include "source/remote/object_store.h"
+#include "source/remote/credentials/credentials.h"
+#include "source/remote/location.h"
+#include "source/remote/transfer/object_store.h"
 #include "tests/remote/server_control.h"
 #include "tests/unit/temp_dir.h"
 
@@ -677,7 +679,7 @@ std::shared_ptr<const MemberDigests> DigestsOf(const std::string& blob) {
         MemberSpec{"c/" + std::to_string(m), 0, 0, cuts[m], cuts[m + 1] - cuts[m], 0, m + 1});
     spec.members.back().sha256 = Sha256Of(blob.data() + cuts[m], cuts[m + 1] - cuts[m]);
   }
-  return *MemberDigests::FromCatalog(*Catalog::FromSpec(spec));
+  return *MemberDigests::FromCatalog(*CatalogFromSpec(spec));
 }
 
 uint64_t PeerRequests(const ObjectStore& store) {

@@ -54,7 +54,7 @@ PEER_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..
                            "gpufs-peer-config")
 
 
-SECRET_COOKIE = "gpufs_peer_secret"  # how gpufsd sends the job's secret (source/remote/peers.h)
+SECRET_COOKIE = "gpufs_peer_secret"  # how gpufsd sends the job's secret (source/remote/address/peers.h)
 
 
 def write_job_secret(path):

@@ -1,4 +1,4 @@
-#include "cache/advice.h"
+#include "cache/account/advice.h"
 
 #include <gtest/gtest.h>
 

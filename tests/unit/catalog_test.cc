@@ -1,4 +1,5 @@
 #include "dataset/catalog.h"
+#include "dataset/catalog_builder.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -29,7 +30,7 @@ std::vector<std::string> ChildNames(const Catalog& c, NodeId dir) {
 }
 
 TEST(Catalog, ListsEveryClassEvenWithoutMembers) {
-  auto c = Catalog::FromSpec(Spec({"b", "a", "empty"}, {"b/x.jpg", "a/y.jpg"}));
+  auto c = CatalogFromSpec(Spec({"b", "a", "empty"}, {"b/x.jpg", "a/y.jpg"}));
   ASSERT_TRUE(c.ok()) << c.error().message;
   EXPECT_THAT(ChildNames(*c, Catalog::kRoot), ::testing::ElementsAre("a", "b", "empty"));
   EXPECT_EQ(c->file_count(), 2u);
@@ -38,7 +39,7 @@ TEST(Catalog, ListsEveryClassEvenWithoutMembers) {
 }
 
 TEST(Catalog, KeepsChildrenContiguousAndSortedByBytes) {
-  auto c = Catalog::FromSpec(Spec(
+  auto c = CatalogFromSpec(Spec(
       {"a"}, {"a/zeta", "a/Alpha", "a/\xc3\xa9t\xc3\xa9", "a/-dash", "a/sub/deep.jpg", "a/b c"}));
   ASSERT_TRUE(c.ok()) << c.error().message;
   auto a = c->Find(Catalog::kRoot, "a");
@@ -51,7 +52,7 @@ TEST(Catalog, KeepsChildrenContiguousAndSortedByBytes) {
 
 TEST(Catalog, OrdersAFolderBeforeSiblingsItPrefixes) {
   // Whole-path order would put "a-c/..." and "a.b/..." before "a/..." ('-' < '.' < '/').
-  auto c = Catalog::FromSpec(
+  auto c = CatalogFromSpec(
       Spec({"a.b", "a-c", "a"}, {"a-c/y", "a/z", "a.b/w", "a/long_common_prefix_0001.jpeg",
                                  "a/long_common_prefix_0001.jpg", "a/long_common_prefix_0001/x"}));
   ASSERT_TRUE(c.ok()) << c.error().message;
@@ -64,7 +65,7 @@ TEST(Catalog, OrdersAFolderBeforeSiblingsItPrefixes) {
 }
 
 TEST(Catalog, FindsNodesByNameAndPath) {
-  auto c = Catalog::FromSpec(Spec({"a", "b"}, {"a/sub/x.jpg", "b/y.jpg"}));
+  auto c = CatalogFromSpec(Spec({"a", "b"}, {"a/sub/x.jpg", "b/y.jpg"}));
   ASSERT_TRUE(c.ok());
   auto x = c->FindPath("a/sub/x.jpg");
   ASSERT_TRUE(x);
@@ -78,14 +79,14 @@ TEST(Catalog, FindsNodesByNameAndPath) {
 }
 
 TEST(Catalog, RefusesADuplicatePathNamingBothLines) {
-  auto c = Catalog::FromSpec(Spec({"a"}, {"a/x.jpg", "a/y.jpg", "a/x.jpg"}));
+  auto c = CatalogFromSpec(Spec({"a"}, {"a/x.jpg", "a/y.jpg", "a/x.jpg"}));
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(c.error().message,
               HasSubstr("metadata.txt: path 'a/x.jpg' at line 6 is already used at line 4"));
 }
 
 TEST(Catalog, RefusesAPathThatIsBothFileAndFolder) {
-  auto c = Catalog::FromSpec(Spec({"a"}, {"a/x", "a/x/y.jpg"}));
+  auto c = CatalogFromSpec(Spec({"a"}, {"a/x", "a/x/y.jpg"}));
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(c.error().message, HasSubstr("'x' at line 5 is a file at line 4"));
 }

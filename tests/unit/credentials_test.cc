@@ -8,11 +8,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "source/remote/credential_chain.h"
-#include "source/remote/credential_http.h"
-#include "source/remote/credential_trust.h"
-#include "source/remote/credentials.h"
-#include "source/remote/sts.h"
+#include "source/remote/credentials/credential_chain.h"
+#include "source/remote/credentials/credential_http.h"
+#include "source/remote/credentials/credential_trust.h"
+#include "source/remote/credentials/credentials.h"
+#include "source/remote/credentials/sts.h"
 #include "tests/unit/temp_dir.h"
 
 namespace gpufs::remote {

@@ -1,4 +1,5 @@
 #include "cache/disk_tier.h"
+#include "dataset/catalog_builder.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -420,7 +421,7 @@ class TieredCacheTest : public ::testing::Test {
       spec.groups.push_back(GroupSpec{"blob-" + std::to_string(g), 0, bytes.size(), 0});
       blobs.push_back(bytes);
     }
-    catalog_ = std::make_unique<Catalog>(std::move(*Catalog::FromSpec(spec)));
+    catalog_ = std::make_unique<Catalog>(std::move(*CatalogFromSpec(spec)));
     source_ = std::make_unique<FakeSource>(blobs);
     auto tier = DiskTier::Open(DiskTierOptions{dir_.path(), "t-0123456789abcdef", 0, 0, true});
     ASSERT_TRUE(tier.ok());

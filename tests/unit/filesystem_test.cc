@@ -1,4 +1,5 @@
 #include "fs/filesystem.h"
+#include "dataset/catalog_builder.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -33,7 +34,7 @@ class FilesystemTest : public ::testing::Test {
           "filegroup-1.mytar,1\n0,dog,0,10,/d/dog/digits.jpg\n");
     auto spec = ReadMytarDataset(dir_.path());
     ASSERT_TRUE(spec.ok()) << spec.error().message;
-    auto catalog = Catalog::FromSpec(*spec);
+    auto catalog = CatalogFromSpec(*spec);
     ASSERT_TRUE(catalog.ok()) << catalog.error().message;
     catalog_ = std::make_unique<Catalog>(std::move(*catalog));
     blobs_ = std::make_unique<BlobFiles>(dir_.path(), catalog_->blobs());

@@ -1,4 +1,5 @@
 #include "cache/group_cache.h"
+#include "dataset/catalog_builder.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -79,7 +80,7 @@ class GroupCacheTest : public ::testing::Test {
       spec.groups.push_back(GroupSpec{blob, 0, bytes.size(), 0});
       std::ofstream(dir_.path() / blob, std::ios::binary) << bytes;
     }
-    catalog_ = std::make_unique<Catalog>(std::move(*Catalog::FromSpec(spec)));
+    catalog_ = std::make_unique<Catalog>(std::move(*CatalogFromSpec(spec)));
     blobs_ = std::make_unique<BlobFiles>(dir_.path(), catalog_->blobs());
   }
 

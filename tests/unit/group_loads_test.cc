@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "cache/group_cache.h"
+#include "dataset/catalog_builder.h"
 #include "dataset/format/checksums.h"
 
 namespace gpufs {
@@ -116,7 +117,7 @@ class GroupLoadsTest : public ::testing::Test {
       bytes += member;
     }
     spec.groups.push_back(GroupSpec{"blob", 0, bytes.size(), 0});
-    catalog_ = std::make_unique<Catalog>(std::move(*Catalog::FromSpec(spec)));
+    catalog_ = std::make_unique<Catalog>(std::move(*CatalogFromSpec(spec)));
     source_ = std::make_unique<HeldSource>(bytes);
   }
 
@@ -430,7 +431,7 @@ RandomDataset MakeRandomDataset(std::minstd_rand& random) {
     }
     spec.groups.push_back(GroupSpec{"blob" + std::to_string(g), 0, d.blobs[g].size(), 0});
   }
-  d.catalog = std::make_unique<Catalog>(std::move(*Catalog::FromSpec(spec)));
+  d.catalog = std::make_unique<Catalog>(std::move(*CatalogFromSpec(spec)));
   return d;
 }
 

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "cache/group_cache.h"
+#include "dataset/catalog_builder.h"
 #include "source/local_source.h"
 #include "tests/unit/temp_dir.h"
 
@@ -72,7 +73,7 @@ class HotPathTest : public ::testing::Test {
       spec.groups.push_back(GroupSpec{blob, 0, bytes.size(), 0});
       std::ofstream(dir_.path() / blob, std::ios::binary) << bytes;
     }
-    catalog_ = std::make_unique<Catalog>(std::move(*Catalog::FromSpec(spec)));
+    catalog_ = std::make_unique<Catalog>(std::move(*CatalogFromSpec(spec)));
     blobs_ = std::make_unique<BlobFiles>(dir_.path(), catalog_->blobs());
     source_ = std::make_unique<LocalSource>(*blobs_, engine_);
   }

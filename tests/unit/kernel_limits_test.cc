@@ -1,4 +1,4 @@
-#include "cli/kernel_limits.h"
+#include "cli/options/kernel_limits.h"
 
 #include <gtest/gtest.h>
 

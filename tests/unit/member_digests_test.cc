@@ -1,6 +1,7 @@
 // What peers' bytes are checked against: ranges widened and cut at member bounds, and
 // every whole member of a block hashed, so that no byte of a member is served unchecked.
 #include "source/member_digests.h"
+#include "dataset/catalog_builder.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -31,7 +32,7 @@ class MemberDigestsTest : public ::testing::Test {
       m.sha256 = Sha256Of(blob_.data() + offset, size);
       spec.members.push_back(m);
     }
-    auto catalog = Catalog::FromSpec(spec);
+    auto catalog = CatalogFromSpec(spec);
     ASSERT_TRUE(catalog.ok()) << catalog.error().message;
     auto digests = MemberDigests::FromCatalog(*catalog);
     ASSERT_TRUE(digests.ok()) << digests.error().message;
@@ -84,7 +85,7 @@ TEST(MemberDigestsRefusal, ACatalogWithoutDigestsIsRefused) {
   spec.classes = {"c"};
   spec.groups = {GroupSpec{"x.tar", 0, 10, 0}};
   spec.members = {MemberSpec{"c/a", 0, 0, 0, 10, 0, 1}};
-  auto catalog = Catalog::FromSpec(spec);
+  auto catalog = CatalogFromSpec(spec);
   auto digests = MemberDigests::FromCatalog(*catalog);
   ASSERT_FALSE(digests.ok());
   EXPECT_THAT(digests.error().message, HasSubstr("no SHA-256 of each file"));

@@ -1,4 +1,5 @@
 #include "dataset/format/native_index.h"
+#include "dataset/catalog_builder.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include "dataset/format/checksums.h"
 #include "dataset/format/file_io.h"
 #include "dataset/format/open_dataset.h"
+#include "dataset/format/private_files.h"
 #include "dataset/format/reindex.h"
 #include "tests/unit/temp_dir.h"
 
@@ -61,7 +63,7 @@ class NativeIndexTest : public ::testing::Test {
 };
 
 TEST_F(NativeIndexTest, RoundTripsTheWholeCatalog) {
-  auto built = Catalog::FromSpec(SampleSpec());
+  auto built = CatalogFromSpec(SampleSpec());
   ASSERT_TRUE(built.ok()) << built.error().message;
   auto opened = OpenNativeIndex(Write(*built));
   ASSERT_TRUE(opened.ok()) << opened.error().message;
@@ -99,7 +101,7 @@ TEST_F(NativeIndexTest, RoundTripsSha256Digests) {
     const std::string bytes(10 + i, static_cast<char>('a' + i));
     spec.members[i].sha256 = Sha256Of(bytes.data(), bytes.size());
   }
-  auto built = Catalog::FromSpec(spec);
+  auto built = CatalogFromSpec(spec);
   ASSERT_TRUE(built.ok()) << built.error().message;
   const auto path = Write(*built);
   EXPECT_EQ(VersionOf(path), kNativeIndexVersion);
@@ -119,7 +121,7 @@ TEST_F(NativeIndexTest, RoundTripsSha256Digests) {
 
 // A tar's index has no digests: the side table is empty, and so is the section.
 TEST_F(NativeIndexTest, WritesAndOpensAnIndexWithoutDigests) {
-  auto built = Catalog::FromSpec(SampleSpec());
+  auto built = CatalogFromSpec(SampleSpec());
   const auto path = Write(*built);
   EXPECT_EQ(VersionOf(path), kNativeIndexVersion);
   auto opened = OpenNativeIndex(path);
@@ -132,7 +134,7 @@ TEST_F(NativeIndexTest, WritesAndOpensAnIndexWithoutDigests) {
 // Versions 1 and 2 laid a node and a 32-byte extent out per file: refused with a code the
 // openers act on (rebuild a tar's, pass over a mytar folder's) and a message for a pack's.
 TEST_F(NativeIndexTest, RefusesAnOlderVersionSayingHowToRewriteIt) {
-  auto built = Catalog::FromSpec(SampleSpec());
+  auto built = CatalogFromSpec(SampleSpec());
   const auto path = Write(*built);
   for (char version : {1, 2}) {
     Patch(path, 8, version);
@@ -147,7 +149,7 @@ TEST_F(NativeIndexTest, RefusesAnOlderVersionSayingHowToRewriteIt) {
 TEST_F(NativeIndexTest, RefusesDigestsThatDoNotMatchTheFileTable) {
   DatasetSpec spec = SampleSpec();
   spec.has_sha256 = true;
-  auto built = Catalog::FromSpec(spec);
+  auto built = CatalogFromSpec(spec);
   CatalogTables t = built->tables();
   t.sha256 = t.sha256.first(2);
   EXPECT_FALSE(WriteNativeIndex(Catalog(t, nullptr), IndexInfo{{}, 0, {{30, 0}, {20, 0}}},
@@ -171,7 +173,7 @@ class ReindexTest : public ::testing::Test {
       m.checksum = ChecksumOf(bytes.data(), bytes.size());
       bytes_.push_back(bytes);
     }
-    auto built = Catalog::FromSpec(spec_);
+    auto built = CatalogFromSpec(spec_);
     IndexInfo info;
     info.blobs = {BlobInfo{30, ChecksumOf(blob0.data(), 30)},
                   BlobInfo{20, ChecksumOf(blob1.data(), 20)}};
@@ -217,8 +219,8 @@ TEST_F(ReindexTest, RefusesToRecordTheDigestsOfADamagedBlob) {
 }
 
 TEST_F(NativeIndexTest, WritesIdenticalBytesForIdenticalInput) {
-  auto a = Catalog::FromSpec(SampleSpec());
-  auto b = Catalog::FromSpec(SampleSpec());
+  auto a = CatalogFromSpec(SampleSpec());
+  auto b = CatalogFromSpec(SampleSpec());
   const auto path = Write(*a);
   auto first = ReadWholeFile(path);
   Write(*b);
@@ -235,7 +237,7 @@ TEST_F(NativeIndexTest, RefusesAFileThatIsNotAnIndex) {
 }
 
 TEST_F(NativeIndexTest, RefusesADamagedOrTruncatedIndex) {
-  auto built = Catalog::FromSpec(SampleSpec());
+  auto built = CatalogFromSpec(SampleSpec());
   const auto path = Write(*built);
   auto bytes = *ReadWholeFile(path);
   Patch(path, bytes.size() - 3, static_cast<char>(bytes[bytes.size() - 3] ^ 1));
@@ -252,7 +254,7 @@ TEST_F(NativeIndexTest, RefusesADamagedOrTruncatedIndex) {
 }
 
 TEST_F(NativeIndexTest, RefusesRecordsThatPointOutsideTheirTables) {
-  auto built = Catalog::FromSpec(SampleSpec());
+  auto built = CatalogFromSpec(SampleSpec());
   CatalogTables t = built->tables();
   std::vector<PackedExtent> extents(t.extents.begin(), t.extents.end());
   extents[1].group = 9;
@@ -284,7 +286,7 @@ TEST_F(NativeIndexTest, RefusesRecordsThatPointOutsideTheirTables) {
 class HostileIndexTest : public NativeIndexTest {
  protected:
   void SetUp() override {
-    auto built = Catalog::FromSpec(SampleSpec());
+    auto built = CatalogFromSpec(SampleSpec());
     ASSERT_TRUE(built.ok());
     base_ = std::make_unique<Catalog>(std::move(*built));
     dirs_.assign(base_->tables().dirs.begin(), base_->tables().dirs.end());

@@ -1,6 +1,6 @@
 // The peer list's parsing and its routing rules: rendezvous order, what a change of the
 // list moves, and how a failed peer is skipped and tried again.
-#include "source/remote/peers.h"
+#include "source/remote/address/peers.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,5 +1,5 @@
 // The retry schedule: capped exponential backoff with full jitter, within a deadline.
-#include "source/remote/backoff.h"
+#include "source/remote/transfer/backoff.h"
 
 #include <gtest/gtest.h>
 

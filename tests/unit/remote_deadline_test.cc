@@ -1,5 +1,5 @@
 // The deadline of one transfer: a fixed part, then the size at the floor rate.
-#include "source/remote/deadline.h"
+#include "source/remote/transfer/deadline.h"
 
 #include <gtest/gtest.h>
 

@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "source/remote/aws_config.h"
-#include "source/remote/credentials.h"
-#include "source/remote/http_url.h"
-#include "source/remote/object_store.h"
+#include "source/remote/address/http_url.h"
+#include "source/remote/credentials/aws_config.h"
+#include "source/remote/credentials/credentials.h"
+#include "source/remote/location.h"
 #include "tests/unit/temp_dir.h"
 
 namespace gpufs::remote {

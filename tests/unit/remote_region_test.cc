@@ -1,5 +1,5 @@
 // Learning a bucket's region from a wrong-region answer, as the AWS CLI does.
-#include "source/remote/region.h"
+#include "source/remote/address/region.h"
 
 #include <gtest/gtest.h>
 

@@ -4,11 +4,11 @@
 
 #include <random>
 
-#include "source/remote/backoff.h"
-#include "source/remote/latency_histogram.h"
-#include "source/remote/responses.h"
-#include "source/remote/s3_xml.h"
-#include "source/remote/url.h"
+#include "source/remote/address/s3_xml.h"
+#include "source/remote/address/url.h"
+#include "source/remote/transfer/backoff.h"
+#include "source/remote/transfer/latency_histogram.h"
+#include "source/remote/transfer/responses.h"
 
 namespace gpufs::remote {
 namespace {

@@ -1,4 +1,5 @@
 #include "fs/residency.h"
+#include "dataset/catalog_builder.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -40,7 +41,7 @@ class ResidencyTest : public ::testing::Test {
       spec.groups.push_back(GroupSpec{name, 0, blobs[g].size(), 0});
       std::ofstream(dir_.path() / name, std::ios::binary) << blobs[g];
     }
-    catalog_ = std::make_unique<Catalog>(std::move(*Catalog::FromSpec(spec)));
+    catalog_ = std::make_unique<Catalog>(std::move(*CatalogFromSpec(spec)));
     blobs_ = std::make_unique<BlobFiles>(dir_.path(), catalog_->blobs());
     arena_ = std::move(*PinnedArena::Create(1 << 20));
     source_ = std::make_unique<LocalSource>(*blobs_, engine_);

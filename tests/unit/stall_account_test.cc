@@ -1,4 +1,4 @@
-#include "cache/stall_account.h"
+#include "cache/account/stall_account.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,8 @@
 // The what-if model: LRU's miss-ratio curve against a plain LRU simulation, the replay
 // against the real group cache, the sampled replay against the unsampled one, and the
 // access trace's bounds.
-#include "cache/what_if.h"
+#include "cache/account/what_if.h"
+#include "dataset/catalog_builder.h"
 
 #include <unistd.h>
 
@@ -210,7 +211,7 @@ class ReplayVsCacheTest : public ::testing::Test {
       spec.groups.push_back(GroupSpec{"blob-" + std::to_string(g), 0, bytes.size(), 0});
       blobs.push_back(bytes);
     }
-    catalog_ = std::make_unique<Catalog>(std::move(*Catalog::FromSpec(spec)));
+    catalog_ = std::make_unique<Catalog>(std::move(*CatalogFromSpec(spec)));
     source_ = std::make_unique<FakeSource>(blobs);
     for (uint32_t i = 0; i < catalog_->file_count(); ++i) {
       shape_.file_group.push_back(catalog_->ExtentAt(i).group);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cache/group_cache.h"
+#include "dataset/catalog_builder.h"
 #include "source/local_source.h"
 
 namespace gpufs {
@@ -41,7 +42,7 @@ int Run(unsigned most_threads, double seconds) {
     spec.groups.push_back(GroupSpec{blob, 0, bytes.size(), 0});
     std::ofstream(dir / blob, std::ios::binary) << bytes;
   }
-  Catalog catalog = std::move(*Catalog::FromSpec(spec));
+  Catalog catalog = std::move(*CatalogFromSpec(spec));
   BlobFiles blobs(dir, catalog.blobs());
   PreadEngine engine(2);
   LocalSource source(blobs, engine);
