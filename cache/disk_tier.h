@@ -53,6 +53,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dataset/error.h"
+#include "source/figure.h"
 
 namespace gpufs {
 
@@ -77,6 +78,27 @@ inline constexpr const char* kEvictions = "evictions";  // files this daemon del
 inline constexpr const char* kEnabled = "enabled";
 inline constexpr const char* kFills = "fills";  // groups fetched for the tier alone (the cache's)
 inline constexpr const char* kStaging = "staging";  // the stager's own (tier_staging.h)
+
+inline constexpr Figure kFigures[] = {
+    {kHits, "disk_tier_hits_total", kCounter, "Groups read back whole from the disk tier."},
+    {kSliceHits, "disk_tier_slice_hits_total", kCounter,
+     "Files read back alone from the disk tier."},
+    {kMisses, "disk_tier_misses_total", kCounter, "Disk tier reads that found no copy."},
+    {kDamaged, "disk_tier_damaged_total", kCounter, "Disk tier copies found damaged and deleted."},
+    {kHashMismatches, "disk_tier_hash_mismatches_total", kCounter,
+     "Disk tier copies deleted because they did not match the index's SHA-256."},
+    {kReadBytes, "disk_tier_read_bytes_total", kCounter, "Bytes read from the disk tier."},
+    {kWrites, "disk_tier_writes_total", kCounter, "Groups written to the disk tier."},
+    {kWriteBytes, "disk_tier_write_bytes_total", kCounter, "Bytes written to the disk tier."},
+    {kSkipped, "disk_tier_write_skipped_total", kCounter,
+     "Groups not kept on disk for want of room."},
+    {kWriteErrors, "disk_tier_write_errors_total", kCounter, "Disk tier writes that failed."},
+    {kEvictions, "disk_tier_evictions_total", kCounter, "Disk tier copies deleted to make room."},
+    {kFills, "disk_tier_fills_total", kCounter, "Groups fetched to the disk tier alone."},
+    {kUsed, "disk_tier_used_bytes", kGauge,
+     "Bytes in the disk tier folder, all daemons sharing it."},
+    {kBound, "disk_tier_bound_bytes", kGauge,
+     "Bound on the disk tier folder; 0: bounded by free space."}};
 }  // namespace tier_stat
 
 struct DiskTierOptions {

@@ -1,5 +1,7 @@
 #include "cache/group_cache.h"
 
+#include "cache/cache_stat.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -209,8 +211,7 @@ std::optional<CachedBytes> GroupCache::ServeHot(NodeId file, uint64_t offset, si
   stall_.Served(ServedFrom::kMemory, size, 0);  // before the file's end: its epoch's read
   if (offset + size >= f.size) FileDone(f.group, file);
   return CachedBytes::Pinned(
-      this, arena_.base() + slot.arena_offset + (f.offset + offset - slot.data_start), size,
-      &slot);
+      this, arena_.base() + slot.arena_offset + (f.offset + offset - slot.data_start), size, &slot);
 }
 
 // Under mu_: a group just made ready opens its hot slot, unless reads of it must be
@@ -424,56 +425,57 @@ std::vector<bool> GroupCache::ResidentGroups() const {
 }
 
 nlohmann::json GroupCache::Stats() const {
+  using namespace cache_stat;
   const auto& c = counters_;
   nlohmann::json j;
   uint64_t cached_groups = 0;
   {
     std::lock_guard lock(mu_);
     for (const auto& e : entries_) cached_groups += e && e->ready;
-    j["prefetch_in_flight"] = prefetch_loads_;
-    j["prefetch_window"] = window_;
+    j[kPrefetchInFlight] = prefetch_loads_;
+    j[kPrefetchWindow] = window_;
   }
   const double served = static_cast<double>(c.bytes_served.load());
   // One definition of an epoch for every view: the stall account's (stall_account.h),
   // which the -w line, /metrics and --advise all read; the policy's own detection only
   // steers what it keeps.
   const StallEpoch current = stall_.Current();
-  j["epoch"] = current.epoch;
-  j["epoch_files_served"] = current.distinct_files;
-  j["policy"] = std::string(policy_->name());
-  j["budget_bytes"] = arena_.capacity();
-  j["cached_bytes"] = arena_.used();
-  j["cached_groups"] = cached_groups;
-  j["groups"] = catalog_.group_count();
-  j["arena_locked"] = arena_.locked();
-  j["arena_prefaulted_bytes"] = arena_.prefaulted();
-  j["arena_taken_bytes"] = arena_.taken();
-  j["huge_pages"] = arena_.huge_pages();
+  j[kEpoch] = current.epoch;
+  j[kEpochFilesServed] = current.distinct_files;
+  j[kPolicy] = std::string(policy_->name());
+  j[kBudget] = arena_.capacity();
+  j[kCachedBytes] = arena_.used();
+  j[kCachedGroups] = cached_groups;
+  j[kGroups] = catalog_.group_count();
+  j[kArenaLocked] = arena_.locked();
+  j[kArenaPrefaulted] = arena_.prefaulted();
+  j[kArenaTaken] = arena_.taken();
+  j[kHugePages] = arena_.huge_pages();
   // Each read once: the striped ones sum their stripes.
-  for (const auto& [key, value] : {std::pair<const char*, uint64_t>{"hits", c.hits},
-                                   {"misses", c.misses},
-                                   {"shared_waits", c.shared_waits},
-                                   {"member_reads", c.member_reads},
-                                   {"bytes_from_disk", c.bytes_from_disk},
-                                   {"member_bytes_from_source", c.member_bytes_from_source},
-                                   {"bytes_served", c.bytes_served},
-                                   {"groups_loaded", c.groups_loaded},
-                                   {"evictions", c.evictions},
-                                   {"prefetch_issued", c.prefetch_issued},
-                                   {"prefetch_used", c.prefetch_used},
-                                   {"prefetch_wasted", c.prefetch_wasted},
-                                   {"io_errors", c.io_errors},
-                                   {"demand_reads", c.demand_reads}}) {
+  for (const auto& [key, value] : {std::pair<const char*, uint64_t>{kHits, c.hits},
+                                   {kMisses, c.misses},
+                                   {kSharedWaits, c.shared_waits},
+                                   {kMemberReads, c.member_reads},
+                                   {kBytesFromDisk, c.bytes_from_disk},
+                                   {kMemberBytesFromSource, c.member_bytes_from_source},
+                                   {kBytesServed, c.bytes_served},
+                                   {kGroupsLoaded, c.groups_loaded},
+                                   {kEvictions, c.evictions},
+                                   {kPrefetchIssued, c.prefetch_issued},
+                                   {kPrefetchUsed, c.prefetch_used},
+                                   {kPrefetchWasted, c.prefetch_wasted},
+                                   {kIoErrors, c.io_errors},
+                                   {kDemandReads, c.demand_reads}}) {
     j[key] = value;
   }
   if (tier_) {
-    j["tier"] = tier_->Stats();
+    j[kTier] = tier_->Stats();
     const nlohmann::json staging = stager_->Stats();
-    j["tier"][tier_stat::kFills] = staging[staging_stat::kStaged];
-    j["tier"][tier_stat::kStaging] = staging;
+    j[kTier][tier_stat::kFills] = staging[staging_stat::kStaged];
+    j[kTier][tier_stat::kStaging] = staging;
   }
   j[stall_stat::kStall] = stall_.Stats();
-  j["read_amplification"] = served > 0 ? static_cast<double>(c.bytes_from_disk) / served : 0.0;
+  j[kReadAmplification] = served > 0 ? static_cast<double>(c.bytes_from_disk) / served : 0.0;
   return j;
 }
 

@@ -75,16 +75,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cache/account/stall_account.h"
+#include "cache/account/striped_counter.h"
+#include "cache/account/what_if.h"
 #include "cache/arena.h"
 #include "cache/cached_bytes.h"
 #include "cache/disk_tier.h"
 #include "cache/member_reads.h"
 #include "cache/policy/policy.h"
 #include "cache/read_pump.h"
-#include "cache/account/stall_account.h"
-#include "cache/account/striped_counter.h"
 #include "cache/tier_staging.h"
-#include "cache/account/what_if.h"
 #include "dataset/catalog.h"
 #include "dataset/error.h"
 #include "source/blob_source.h"

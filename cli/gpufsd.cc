@@ -15,6 +15,7 @@
 #include "cli/mount_point.h"
 #include "cli/options/sizes.h"
 #include "cli/options/usage.h"
+#include "fs/metrics.h"
 #include "source/remote/address/http_url.h"
 
 namespace {
@@ -71,6 +72,57 @@ void AddPackOptions(CLI::App& pack, gpufs::PackArgs& args) {
       ->type_name("N");
 }
 
+// The dataset commands: index and verify take the same arguments.
+struct DatasetCommand {
+  std::string source;
+  std::optional<uint32_t> group_size;
+  unsigned threads = DefaultThreads();
+  CLI::App* index = nullptr;
+  CLI::App* verify = nullptr;
+};
+
+void AddDatasetCommands(CLI::App& app, DatasetCommand& c) {
+  c.index = app.add_subcommand(
+      "index",
+      "write a native index beside a mytar dataset, or add SHA-256 digests to a pack's "
+      "(blobs stay as they are)");
+  c.verify = app.add_subcommand("verify", "check every member and blob against its checksum");
+  for (CLI::App* sub : {c.index, c.verify}) {
+    sub->add_option("SRC", c.source, "the dataset")->required()->type_name("PATH");
+    sub->add_option("--group-size,-g", c.group_size, "group-size folder of a mytar dataset")
+        ->type_name("N");
+    sub->add_option("--threads", c.threads, "blobs read at once")
+        ->capture_default_str()
+        ->type_name("N");
+  }
+}
+
+// The listings made from the tables of names: mount's options and the metrics' series.
+struct Listings {
+  bool markdown = false;
+  bool json = false;
+  CLI::App* options = nullptr;
+  CLI::App* metrics = nullptr;
+};
+
+void AddListings(CLI::App& app, Listings& l) {
+  l.options =
+      app.add_subcommand("options", "list mount's options with their fstab (-o) keys and defaults");
+  l.options->add_flag("--markdown", l.markdown, "as a Markdown table");
+  l.options->add_flag("--json", l.json, "as JSON, for tools")->excludes("--markdown");
+  l.metrics = app.add_subcommand(
+      "metrics", "list the series that mount --metrics serves, as a Markdown table");
+}
+
+int PrintListing(const Listings& l) {
+  if (l.metrics->parsed()) {
+    fmt::print("{}", gpufs::MetricsListing());
+  } else {
+    fmt::print("{}", l.json ? gpufs::MountOptionsJson() : gpufs::MountOptionListing(l.markdown));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -81,11 +133,8 @@ int main(int argc, char** argv) {
   gpufs::MountArgs mount_args;
   CLI::App* mount = app.add_subcommand("mount", "mount a dataset (returns once it is usable)");
   gpufs::AddMountOptions(*mount, mount_args);
-  bool markdown = false, json = false;
-  CLI::App* options =
-      app.add_subcommand("options", "list mount's options with their fstab (-o) keys and defaults");
-  options->add_flag("--markdown", markdown, "as a Markdown table");
-  options->add_flag("--json", json, "as JSON, for tools")->excludes("--markdown");
+  Listings listings;
+  AddListings(app, listings);
 
   std::string unmount_point;
   CLI::App* unmount =
@@ -99,24 +148,8 @@ int main(int argc, char** argv) {
   pack_args.options.threads = DefaultThreads();
   CLI::App* pack = app.add_subcommand("pack", "pack an ImageFolder tree into a native dataset");
   AddPackOptions(*pack, pack_args);
-
-  std::string source;
-  std::optional<uint32_t> group_size;
-  unsigned threads = DefaultThreads();
-  CLI::App* index = app.add_subcommand(
-      "index",
-      "write a native index beside a mytar dataset, or add SHA-256 digests to a pack's "
-      "(blobs stay as they are)");
-  CLI::App* verify =
-      app.add_subcommand("verify", "check every member and blob against its checksum");
-  for (CLI::App* sub : {index, verify}) {
-    sub->add_option("SRC", source, "the dataset")->required()->type_name("PATH");
-    sub->add_option("--group-size,-g", group_size, "group-size folder of a mytar dataset")
-        ->type_name("N");
-    sub->add_option("--threads", threads, "blobs read at once")
-        ->capture_default_str()
-        ->type_name("N");
-  }
+  DatasetCommand dataset;
+  AddDatasetCommands(app, dataset);
 
   auto expanded = Expanded(argc, argv);
   if (!expanded) return gpufs::kUsageError;
@@ -133,12 +166,13 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (mount->parsed()) return gpufs::RunMount(mount_args);
-  if (options->parsed()) {
-    fmt::print("{}", json ? gpufs::MountOptionsJson() : gpufs::MountOptionListing(markdown));
-    return 0;
-  }
+  if (listings.options->parsed() || listings.metrics->parsed()) return PrintListing(listings);
   if (pack->parsed()) return gpufs::RunPack(pack_args);
-  if (index->parsed()) return gpufs::RunIndex(source, group_size, threads);
-  if (verify->parsed()) return gpufs::RunVerify(source, group_size, threads);
+  if (dataset.index->parsed()) {
+    return gpufs::RunIndex(dataset.source, dataset.group_size, dataset.threads);
+  }
+  if (dataset.verify->parsed()) {
+    return gpufs::RunVerify(dataset.source, dataset.group_size, dataset.threads);
+  }
   return gpufs::RunUnmount(unmount_point, lazy);
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "fs/control.h"
+#include "fs/metrics.h"
 
 namespace gpufs {
 namespace {

@@ -20,6 +20,7 @@
 #include "cache/network_fs.h"
 #include "cli/refuse.h"
 #include "cli/stat_source.h"
+#include "dataset/xattr_names.h"
 
 namespace gpufs {
 namespace {
@@ -215,7 +216,7 @@ int RunUnmount(const std::string& mountpoint_in, bool lazy) {
     return Refuse(Fail(EINVAL, "cannot unmount {}: it is a {} mount, not a gpufs one", mountpoint,
                        mount->type));
   }
-  auto pid_text = RootXattr(mountpoint, "user.gpufs.pid", 5);
+  auto pid_text = RootXattr(mountpoint, xattr::kPid, 5);
   if (!pid_text) return UnmountOrphan(mountpoint, pid_text.error());
   if (lazy) {
     std::string said = Fusermount(mountpoint, "-uz");

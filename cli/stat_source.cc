@@ -16,6 +16,8 @@
 #include <memory>
 #include <sstream>
 
+#include "dataset/xattr_names.h"
+
 namespace gpufs {
 namespace {
 
@@ -119,7 +121,7 @@ Result<std::string> RootXattr(const std::string& mount, const char* name, double
 }
 
 Result<DaemonClient> DaemonClient::Connect(const MountPoint& mount, double timeout_s) {
-  auto socket = RootXattr(mount.path, "user.gpufs.control", timeout_s);
+  auto socket = RootXattr(mount.path, xattr::kControl, timeout_s);
   if (!socket && socket.error().code == ENOTCONN) {
     return Fail(ENOTCONN,
                 "{} (the mount is left dangling); remove it with `gpufsd unmount {}` or "

@@ -12,10 +12,12 @@
 #include <ctime>
 #include <filesystem>
 
-#include "cache/disk_tier.h"
 #include "cache/account/stall_account.h"
+#include "cache/cache_stat.h"
+#include "cache/disk_tier.h"
 #include "cli/stat_source.h"
 #include "source/blob_source.h"
+#include "source/remote/address/peers.h"
 
 namespace gpufs {
 namespace {
@@ -70,7 +72,9 @@ std::vector<std::string> PeerLines(const nlohmann::json& io, const Rates& r) {
   const nlohmann::json& peers = io[kPeers];
   std::vector<std::string> down;
   for (const nlohmann::json& p : peers) {
-    if (!p.value("up", true)) down.push_back(p.value("url", std::string("?")));
+    if (!p.value(remote::peer_stat::kUp, true)) {
+      down.push_back(p.value(remote::peer_stat::kUrl, std::string("?")));
+    }
   }
   std::vector<std::string> lines = {fmt::format(
       "{:<10}{} of {} up   peers {:.1f} MB/s  store {:.1f} MB/s  failed {}  fallback {}", "peers",
@@ -109,25 +113,26 @@ Rates RatesOf(const nlohmann::json& a, const nlohmann::json& b, double dt) {
   const double per_s = dt > 0 ? 1.0 / dt : 0;
   r.files_s = delta({"served", "files"}) * per_s;
   r.served_mb_s = delta({"served", "bytes"}) * per_s / 1e6;
-  r.disk_mb_s = delta({"cache", "bytes_from_disk"}) * per_s / 1e6;
+  r.disk_mb_s = delta({"cache", cache_stat::kBytesFromDisk}) * per_s / 1e6;
   r.requests_s = delta({"io", source_stat::kRequests}) * per_s;
   r.peer_mb_s = delta({"io", source_stat::kPeerBytes}) * per_s / 1e6;
   r.store_mb_s = delta({"io", source_stat::kBytes}) * per_s / 1e6;
   r.tier_read_mb_s = delta({"cache", "tier", tier_stat::kReadBytes}) * per_s / 1e6;
   r.tier_write_mb_s = delta({"cache", "tier", tier_stat::kWriteBytes}) * per_s / 1e6;
-  const double hits = delta({"cache", "hits"});
-  const double asked = hits + delta({"cache", "misses"}) + delta({"cache", "member_reads"});
+  const double hits = delta({"cache", cache_stat::kHits});
+  const double asked =
+      hits + delta({"cache", cache_stat::kMisses}) + delta({"cache", cache_stat::kMemberReads});
   r.hit_now = Ratio(hits, asked);
-  const auto total_hits = static_cast<double>(At(b, {"cache", "hits"}));
-  r.hit_total =
-      Ratio(total_hits, total_hits + At(b, {"cache", "misses"}) + At(b, {"cache", "member_reads"}));
-  r.amp_now =
-      std::max(0.0, Ratio(delta({"cache", "bytes_from_disk"}), delta({"cache", "bytes_served"})));
-  r.amp_total =
-      std::max(0.0, Ratio(At(b, {"cache", "bytes_from_disk"}), At(b, {"cache", "bytes_served"})));
+  const auto total_hits = static_cast<double>(At(b, {"cache", cache_stat::kHits}));
+  r.hit_total = Ratio(total_hits, total_hits + At(b, {"cache", cache_stat::kMisses}) +
+                                      At(b, {"cache", cache_stat::kMemberReads}));
+  r.amp_now = std::max(0.0, Ratio(delta({"cache", cache_stat::kBytesFromDisk}),
+                                  delta({"cache", cache_stat::kBytesServed})));
+  r.amp_total = std::max(0.0, Ratio(At(b, {"cache", cache_stat::kBytesFromDisk}),
+                                    At(b, {"cache", cache_stat::kBytesServed})));
   r.files_total = At(b, {"served", "files"});
   r.bytes_total = At(b, {"served", "bytes"});
-  r.disk_total = At(b, {"cache", "bytes_from_disk"});
+  r.disk_total = At(b, {"cache", cache_stat::kBytesFromDisk});
   return r;
 }
 
@@ -259,15 +264,17 @@ std::string WatchFrame(const std::string& mount, const nlohmann::json& previous,
       "{:>6} overall",
       "hit ratio", served ? Pct(std::max(0.0, Real(this_epoch, stall_stat::kHitRatio))) : "-",
       Pct(r.hit_now), Pct(r.hit_total)));
-  const uint64_t issued = At(c, {"prefetch_issued"}), wasted = At(c, {"prefetch_wasted"});
+  const uint64_t issued = At(c, {cache_stat::kPrefetchIssued}),
+                 wasted = At(c, {cache_stat::kPrefetchWasted});
   line(fmt::format("{:<10}{} in flight   {} used   {} wasted ({} of issued)   {} demand reads",
-                   "prefetch", At(c, {"prefetch_in_flight"}), Grouped(At(c, {"prefetch_used"})),
-                   Grouped(wasted), Pct(Ratio(static_cast<double>(wasted), issued)),
-                   Grouped(At(c, {"demand_reads"}))));
-  const double budget = static_cast<double>(At(c, {"budget_bytes"}));
-  const double cached = static_cast<double>(At(c, {"cached_bytes"}));
+                   "prefetch", At(c, {cache_stat::kPrefetchInFlight}),
+                   Grouped(At(c, {cache_stat::kPrefetchUsed})), Grouped(wasted),
+                   Pct(Ratio(static_cast<double>(wasted), issued)),
+                   Grouped(At(c, {cache_stat::kDemandReads}))));
+  const double budget = static_cast<double>(At(c, {cache_stat::kBudget}));
+  const double cached = static_cast<double>(At(c, {cache_stat::kCachedBytes}));
   line(fmt::format("{:<10}{} {} / {}, {} groups", "cache", Bar(Ratio(cached, budget)),
-                   Bytes(cached), Bytes(budget), Grouped(At(c, {"cached_groups"}))));
+                   Bytes(cached), Bytes(budget), Grouped(At(c, {cache_stat::kCachedGroups}))));
   if (c.contains("tier")) {
     using namespace tier_stat;
     const nlohmann::json& t = c["tier"];
@@ -290,8 +297,8 @@ std::string WatchFrame(const std::string& mount, const nlohmann::json& previous,
   }
   for (const std::string& text : StallLines(c)) line(text);
   // The stall account's epoch (one definition for every view); none without a cache.
-  const uint64_t epoch = At(c, {"epoch"});
-  const uint64_t files = At(now, {"files"}), done = At(c, {"epoch_files_served"});
+  const uint64_t epoch = At(c, {cache_stat::kEpoch});
+  const uint64_t files = At(now, {"files"}), done = At(c, {cache_stat::kEpochFilesServed});
   if (epoch != 0) {
     line(fmt::format("{:<10}{} {} / {} files", fmt::format("epoch {}", epoch),
                      Bar(Ratio(static_cast<double>(done), static_cast<double>(files))),
@@ -359,11 +366,13 @@ std::string WatchLine(const nlohmann::json& previous, const nlohmann::json& now,
              "source_latency_ms_p50={} source_latency_ms_p99={}",
              fmt::localtime(std::time(nullptr)), r.files_s, r.served_mb_s, r.disk_mb_s,
              r.hit_now < 0 ? std::string("-") : fmt::format("{:.3f}", r.hit_now), r.amp_total,
-             At(c, {"prefetch_in_flight"}), At(c, {"prefetch_used"}), At(c, {"prefetch_wasted"}),
-             std::max(0.0, Ratio(static_cast<double>(At(c, {"cached_bytes"})),
-                                 static_cast<double>(At(c, {"budget_bytes"})))),
-             At(c, {"epoch"}),
-             std::max(0.0, Ratio(static_cast<double>(At(c, {"epoch_files_served"})), files)),
+             At(c, {cache_stat::kPrefetchInFlight}), At(c, {cache_stat::kPrefetchUsed}),
+             At(c, {cache_stat::kPrefetchWasted}),
+             std::max(0.0, Ratio(static_cast<double>(At(c, {cache_stat::kCachedBytes})),
+                                 static_cast<double>(At(c, {cache_stat::kBudget})))),
+             At(c, {cache_stat::kEpoch}),
+             std::max(0.0,
+                      Ratio(static_cast<double>(At(c, {cache_stat::kEpochFilesServed})), files)),
              r.requests_s, At(io, {source_stat::kRetries}), At(io, {source_stat::kErrors}),
              MsOrDash(io, source_stat::kLatencyP50), MsOrDash(io, source_stat::kLatencyP99)) +
          TierFields(c, r) + StallFields(c) + PeerFields(io, r) + CredentialFields(io);

@@ -12,8 +12,9 @@
 
 #include <tuple>
 
-#include "cache/disk_tier.h"
 #include "cache/account/stall_account.h"
+#include "cache/cache_stat.h"
+#include "cache/disk_tier.h"
 #include "dataset/format/open_dataset.h"
 #include "fs/problem_log.h"
 #include "fs/residency.h"
@@ -81,8 +82,8 @@ void ReplyResidency(const Filesystem& fs, const nlohmann::json& request, const R
   header["problems"] = RecentProblems(kProblemsShown);
   if (const GroupCache* cache = fs.cache()) {
     const nlohmann::json stats = cache->Stats();
-    header["memory"] = {{"budget_bytes", stats["budget_bytes"]},
-                        {"taken_bytes", stats["arena_taken_bytes"]}};
+    header["memory"] = {{"budget_bytes", stats[cache_stat::kBudget]},
+                        {"taken_bytes", stats[cache_stat::kArenaTaken]}};
   }
   reply(header.dump() + "\n");
   constexpr size_t kPiece = 1 << 20;
@@ -94,29 +95,30 @@ void ReplyResidency(const Filesystem& fs, const nlohmann::json& request, const R
 }  // namespace
 
 nlohmann::json StatsOf(const Filesystem& fs) {
+  using namespace fs_stat;
   const Catalog& catalog = fs.catalog();
   const auto& served = fs.served();
-  nlohmann::json j{{"pid", getpid()},
-                   {"source", fs.options().source},
-                   {"format", fs.options().format},
-                   {"files", catalog.file_count()},
-                   {"dirs", catalog.dir_count()},
-                   {"bytes", catalog.total_bytes()},
-                   {"groups", catalog.group_count()},
-                   {"inodes", fs.references()},
-                   {"served",
-                    {{"reads", served.reads.load()},
-                     {"bytes", served.bytes.load()},
-                     {"files", served.files.load()}}}};
-  j["cache"] = fs.cache() ? fs.cache()->Stats() : nlohmann::json();
-  j["io"] = fs.source().Stats();
-  j["kernel"] = fs.options().kernel;
-  j["problems"] = RecentProblems(kProblemsShown);
+  nlohmann::json j{{kPid, getpid()},
+                   {kSource, fs.options().source},
+                   {kFormat, fs.options().format},
+                   {kFiles, catalog.file_count()},
+                   {kDirs, catalog.dir_count()},
+                   {kBytes, catalog.total_bytes()},
+                   {kGroups, catalog.group_count()},
+                   {kInodes, fs.references()},
+                   {kServed,
+                    {{kReads, served.reads.load()},
+                     {kBytes, served.bytes.load()},
+                     {kFiles, served.files.load()}}}};
+  j[kCache] = fs.cache() ? fs.cache()->Stats() : nlohmann::json();
+  j[kIo] = fs.source().Stats();
+  j[kKernel] = fs.options().kernel;
+  j[kProblems] = RecentProblems(kProblemsShown);
   const GpuInfo& gpu = fs.options().gpu;
-  j["gpu"] = {{"device", gpu.device},
-              {"registered", gpu.registered},
-              {"registered_bytes", gpu.bytes},
-              {"register_ms", gpu.register_ms}};
+  j[kGpu] = {{"device", gpu.device},
+             {"registered", gpu.registered},
+             {"registered_bytes", gpu.bytes},
+             {"register_ms", gpu.register_ms}};
   return j;
 }
 
@@ -169,187 +171,6 @@ void HandleControlRequest(const Filesystem& fs, std::string_view request, const 
   } catch (const nlohmann::json::exception& e) {  // a field of the wrong type
     ReplyError(reply, fmt::format("cannot read the request: {}", e.what()));
   }
-}
-
-namespace {
-
-// The peer caches of an object store (--peers): one series per peer, labelled by its URL.
-void PeerMetrics(const nlohmann::json& io, std::string& out) {
-  if (!io.is_object() || !io.contains(source_stat::kPeers)) return;
-  const nlohmann::json& peers = io[source_stat::kPeers];
-  for (const auto& [key, name, type, help] :
-       {std::tuple{"up", "peer_up", "gauge", "Whether the peer cache is asked (1) or skipped (0)."},
-        {"requests", "peer_requests_total", "counter", "Requests sent to the peer cache."},
-        {"bytes", "peer_bytes_total", "counter", "Bytes received from the peer cache."},
-        {"failures", "peer_failures_total", "counter", "Requests the peer cache failed."}}) {
-    fmt::format_to(std::back_inserter(out), "# HELP gpufs_{0} {1}\n# TYPE gpufs_{0} {2}\n", name,
-                   help, type);
-    for (const nlohmann::json& peer : peers) {
-      const nlohmann::json& v = peer[key];
-      fmt::format_to(std::back_inserter(out), "gpufs_{}{{peer=\"{}\"}} {}\n", name,
-                     peer.value("url", ""),
-                     v.is_boolean() ? int(v.get<bool>()) : v.get<uint64_t>());
-    }
-  }
-}
-
-// A signed store's credentials: where from (a label), expiry and refreshes.
-void CredentialMetrics(const nlohmann::json& io, std::string& out) {
-  using namespace source_stat;
-  if (!io.is_object() || !io.contains(kCredentials)) return;
-  const nlohmann::json& c = io[kCredentials];
-  std::string source = c.value(kCredentialSource, "");
-  std::replace(source.begin(), source.end(), '"', '\'');
-  std::replace(source.begin(), source.end(), '\\', '/');
-  fmt::format_to(std::back_inserter(out),
-                 "# HELP gpufs_{0}_info Where the store's credentials come from.\n"
-                 "# TYPE gpufs_{0}_info gauge\ngpufs_{0}_info{{{1}=\"{2}\"}} 1\n",
-                 kCredentials, kCredentialSource, source);
-  for (const auto& [key, type, help] :
-       {std::tuple{kCredentialExpiresIn, "gauge", "Seconds until the credentials expire."},
-        {kCredentialRefreshes, "counter", "Credential refreshes that got keys."},
-        {kCredentialRefreshFailures, "counter", "Credential refreshes that failed."}}) {
-    const nlohmann::json v = c.value(key, nlohmann::json());
-    if (!v.is_number()) continue;
-    fmt::format_to(std::back_inserter(out),
-                   "# HELP gpufs_{0}_{1} {2}\n# TYPE gpufs_{0}_{1} {3}\n"
-                   "gpufs_{0}_{1} {4}\n",
-                   kCredentials, key, help, type, v.dump());
-  }
-}
-
-// The stall account's counters since the mount by where reads were served from, and the
-// stall of the epoch in progress and of the last one that ended.
-void StallMetrics(const nlohmann::json& stall, std::string& out) {
-  using namespace stall_stat;
-  if (!stall.is_object()) return;
-  const nlohmann::json& from = stall[kTotals][kFrom];
-  for (const auto& [key, metric, help] :
-       {std::tuple{kReads, "reads_total", "Reads served, by where from."},
-        {kBytes, "read_bytes_total", "Bytes served, by where from."},
-        {kWaitS, "wait_seconds_total", "Seconds readers waited, by what on."},
-        {kFetched, "fetched_bytes_total", "Bytes each tier read to serve reads."}}) {
-    fmt::format_to(std::back_inserter(out),
-                   "# HELP gpufs_stall_{0} {1}\n# TYPE gpufs_stall_{0} counter\n", metric, help);
-    for (const char* tier : kServedFromNames) {
-      fmt::format_to(std::back_inserter(out), "gpufs_stall_{}{{from=\"{}\"}} {}\n", metric, tier,
-                     from[tier][key].dump());
-    }
-  }
-  fmt::format_to(std::back_inserter(out),
-                 "# HELP gpufs_stall_stalled_seconds_total Seconds at least one reader waited on "
-                 "storage.\n# TYPE gpufs_stall_stalled_seconds_total counter\n"
-                 "gpufs_stall_stalled_seconds_total {}\n",
-                 stall[kTotals][kStalledS].dump());
-  for (const auto& [key, help] :
-       {std::pair{kStallFraction, "Share of the epoch's time a reader waited on storage."},
-        {kDemandMbPerS, "MB/s the readers took while not waiting."},
-        {kHitRatio, "1 - bytes from the source / bytes served, in the epoch."}}) {
-    fmt::format_to(std::back_inserter(out),
-                   "# HELP gpufs_stall_{0} {1}\n# TYPE gpufs_stall_{0} gauge\n", key, help);
-    for (const char* which : {kCurrent, kLast}) {
-      if (!stall[which].is_object()) continue;
-      fmt::format_to(std::back_inserter(out), "gpufs_stall_{}{{epoch=\"{}\"}} {}\n", key, which,
-                     stall[which][key].dump());
-    }
-  }
-}
-
-}  // namespace
-
-std::string MetricsText(const Filesystem& fs) {
-  const nlohmann::json stats = StatsOf(fs);
-  std::string out;
-  auto metric = [&out](std::string_view name, std::string_view type, std::string_view help,
-                       const nlohmann::json& value) {
-    if (!value.is_number()) return;
-    fmt::format_to(std::back_inserter(out), "# HELP gpufs_{0} {1}\n# TYPE gpufs_{0} {2}\n", name,
-                   help, type);
-    if (value.is_number_float()) {
-      fmt::format_to(std::back_inserter(out), "gpufs_{} {}\n", name, value.get<double>());
-    } else {
-      fmt::format_to(std::back_inserter(out), "gpufs_{} {}\n", name, value.get<uint64_t>());
-    }
-  };
-  metric("dataset_files", "gauge", "Files in the mounted dataset.", stats["files"]);
-  metric("dataset_bytes", "gauge", "Bytes in the mounted dataset.", stats["bytes"]);
-  metric("kernel_inodes", "gauge", "Inode references the kernel holds.", stats["inodes"]);
-  metric("reads_total", "counter", "Read requests answered.", stats["served"]["reads"]);
-  metric("served_bytes_total", "counter", "Bytes returned by reads.", stats["served"]["bytes"]);
-  metric("served_files_total", "counter", "Files read to their end.", stats["served"]["files"]);
-  // A const json's operator[] asserts the key is there; a source reports only the
-  // counters it keeps (a local one has no retries), so absent keys read as null.
-  auto at = [](const nlohmann::json& j, const char* key) {
-    return j.is_object() && j.contains(key) ? j[key] : nlohmann::json();
-  };
-  const nlohmann::json& io = stats["io"];
-  metric("source_requests_total", "counter", "Requests sent to the blob source, retries included.",
-         at(io, source_stat::kRequests));
-  metric("source_retries_total", "counter", "Requests to the blob source that were retried.",
-         at(io, source_stat::kRetries));
-  metric("source_errors_total", "counter", "Blob reads that failed in the end.",
-         at(io, source_stat::kErrors));
-  metric("source_bytes_total", "counter", "Bytes read from the blob source.",
-         at(io, source_stat::kBytes));
-  metric("source_in_flight", "gauge", "Blob source requests in flight.",
-         at(io, source_stat::kInFlight));
-  metric("source_latency_p50_ms", "gauge", "Median latency of answered source requests.",
-         at(io, source_stat::kLatencyP50));
-  metric("source_latency_p99_ms", "gauge", "99th percentile latency of answered source requests.",
-         at(io, source_stat::kLatencyP99));
-  metric("source_peer_fallbacks_total", "counter",
-         "Blocks read from the store after every peer cache failed them.",
-         at(io, source_stat::kPeerFallbacks));
-  metric("source_peer_mismatches_total", "counter",
-         "Blocks a peer cache sent whose bytes did not match the index's SHA-256.",
-         at(io, source_stat::kPeerMismatches));
-  PeerMetrics(io, out);
-  CredentialMetrics(io, out);
-  const nlohmann::json& c = stats["cache"];
-  if (c.is_null()) return out;
-  for (const char* key :
-       {"hits", "misses", "shared_waits", "member_reads", "groups_loaded", "evictions",
-        "prefetch_issued", "prefetch_used", "prefetch_wasted", "io_errors", "demand_reads"}) {
-    metric(fmt::format("cache_{}_total", key), "counter", "Group cache counter.", c[key]);
-  }
-  metric("cache_disk_bytes_total", "counter", "Bytes read from the blobs.", c["bytes_from_disk"]);
-  metric("cache_budget_bytes", "gauge", "Pinned cache budget.", c["budget_bytes"]);
-  metric("cache_bytes", "gauge", "Pinned cache bytes in use.", c["cached_bytes"]);
-  metric("cache_groups", "gauge", "Groups held in the pinned cache.", c["cached_groups"]);
-  metric("cache_prefetch_in_flight", "gauge", "Prefetch loads in flight.", c["prefetch_in_flight"]);
-  metric("cache_prefetch_window", "gauge",
-         "Prefetch reads the source may have in flight, shrunk while demand reads wait "
-         "behind them.",
-         c["prefetch_window"]);
-  metric("cache_read_amplification", "gauge", "Disk bytes per byte served.",
-         c["read_amplification"]);
-  metric("epoch", "gauge", "Training epoch detected from the access stream.", c["epoch"]);
-  StallMetrics(at(c, stall_stat::kStall), out);
-  metric("epoch_served_files", "gauge", "Files served in the current epoch.",
-         c["epoch_files_served"]);
-  if (!c.contains("tier")) return out;
-  const nlohmann::json& t = c["tier"];
-  using namespace tier_stat;
-  for (const auto& [key, type, help] :
-       {std::tuple{kHits, "counter", "Groups read back whole from the disk tier."},
-        {kSliceHits, "counter", "Files read back alone from the disk tier."},
-        {kMisses, "counter", "Disk tier reads that found no copy."},
-        {kDamaged, "counter", "Disk tier copies found damaged and deleted."},
-        {kHashMismatches, "counter",
-         "Disk tier copies deleted because they did not match the index's SHA-256."},
-        {kReadBytes, "counter", "Bytes read from the disk tier."},
-        {kWrites, "counter", "Groups written to the disk tier."},
-        {kWriteBytes, "counter", "Bytes written to the disk tier."},
-        {kSkipped, "counter", "Groups not kept on disk for want of room."},
-        {kWriteErrors, "counter", "Disk tier writes that failed."},
-        {kEvictions, "counter", "Disk tier copies deleted to make room."},
-        {kFills, "counter", "Groups fetched to the disk tier alone."},
-        {kUsed, "gauge", "Bytes in the disk tier folder, all daemons sharing it."},
-        {kBound, "gauge", "Bound on the disk tier folder; 0: bounded by free space."}}) {
-    const bool counter = std::string_view(type) == "counter";
-    metric(fmt::format("disk_tier_{}{}", key, counter ? "_total" : ""), type, help, at(t, key));
-  }
-  return out;
 }
 
 }  // namespace gpufs

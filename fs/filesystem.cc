@@ -8,18 +8,10 @@
 
 #include "dataset/format/checksums.h"
 #include "dataset/format/name_rules.h"
+#include "dataset/xattr_names.h"
 
 namespace gpufs {
 namespace {
-
-constexpr std::array<std::string_view, 5> kXattrNames = {"user.gpufs.group", "user.gpufs.blob",
-                                                         "user.gpufs.offset", "user.gpufs.size",
-                                                         "user.gpufs.class"};
-
-constexpr std::array<std::string_view, 4> kRootXattrNames = {
-    "user.gpufs.pid", "user.gpufs.source", "user.gpufs.format", "user.gpufs.inodes"};
-
-constexpr std::string_view kStatsXattr = "user.gpufs.stats";
 
 constexpr uint64_t kBlockSize = 4096;
 
@@ -175,25 +167,25 @@ Result<std::string> Filesystem::GetXattr(uint64_t ino, std::string_view name) co
   if (!id) return id.error();
   if (*id == Catalog::kRoot) {
     // Lets tools find the daemon behind a mount (to wait for its exit, to query it).
-    if (name == kRootXattrNames[0]) return std::to_string(getpid());
-    if (name == kRootXattrNames[1]) return options_.source;
-    if (name == kRootXattrNames[2]) return options_.format;
-    if (name == kRootXattrNames[3]) return std::to_string(references_.load());
-    if (name == kStatsXattr) {
+    if (name == xattr::kPid) return std::to_string(getpid());
+    if (name == xattr::kSource) return options_.source;
+    if (name == xattr::kFormat) return options_.format;
+    if (name == xattr::kInodes) return std::to_string(references_.load());
+    if (name == xattr::kStats) {
       nlohmann::json stats = cache_ ? cache_->Stats() : nlohmann::json::object();
       stats["io"] = source_.Stats();
       stats["kernel"] = options_.kernel;
       return stats.dump();
     }
-    if (name == "user.gpufs.control" && !control_path_.empty()) return control_path_;
+    if (name == xattr::kControl && !control_path_.empty()) return control_path_;
   }
   if (catalog_.IsDir(*id)) return Fail(ENODATA, "no attribute {}", name);
   const FileExtent& file = catalog_.Extent(*id);
-  if (name == kXattrNames[0]) return std::to_string(file.group);
-  if (name == kXattrNames[1]) return source_.Describe(BlobOf(file));
-  if (name == kXattrNames[2]) return std::to_string(file.offset);
-  if (name == kXattrNames[3]) return std::to_string(file.size);
-  if (name == kXattrNames[4]) return catalog_.classes()[catalog_.ClassAt(catalog_.FileIndex(*id))];
+  if (name == xattr::kGroup) return std::to_string(file.group);
+  if (name == xattr::kBlob) return source_.Describe(BlobOf(file));
+  if (name == xattr::kOffset) return std::to_string(file.offset);
+  if (name == xattr::kSize) return std::to_string(file.size);
+  if (name == xattr::kClass) return catalog_.classes()[catalog_.ClassAt(catalog_.FileIndex(*id))];
   return Fail(ENODATA, "no attribute {}", name);
 }
 
@@ -207,12 +199,11 @@ Result<std::string> Filesystem::ListXattr(uint64_t ino) const {
       list += '\0';
     }
   };
-  if (*id == Catalog::kRoot) add(kRootXattrNames);
-  if (*id == Catalog::kRoot) add(std::array<std::string_view, 1>{kStatsXattr});
+  if (*id == Catalog::kRoot) add(xattr::kRootNames);
   if (*id == Catalog::kRoot && !control_path_.empty()) {
-    add(std::array<std::string_view, 1>{"user.gpufs.control"});
+    add(std::array<std::string_view, 1>{xattr::kControl});
   }
-  if (!catalog_.IsDir(*id)) add(kXattrNames);
+  if (!catalog_.IsDir(*id)) add(xattr::kFileNames);
   return list;
 }
 

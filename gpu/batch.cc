@@ -7,6 +7,8 @@
 #include <cstring>
 #include <map>
 
+#include "dataset/xattr_names.h"
+
 namespace gpufs::gpu {
 namespace {
 
@@ -42,12 +44,12 @@ uint64_t AlignUp(uint64_t value, uint64_t align) {
 Result<MemberLocation> LocateMember(const std::string& path) {
   MemberLocation m;
   m.path = path;
-  auto blob = Attribute(path, "user.gpufs.blob");
+  auto blob = Attribute(path, xattr::kBlob);
   if (!blob) return blob.error();
   m.blob = std::move(*blob);
-  auto offset = Number(path, "user.gpufs.offset");
+  auto offset = Number(path, xattr::kOffset);
   if (!offset) return offset.error();
-  auto size = Number(path, "user.gpufs.size");
+  auto size = Number(path, xattr::kSize);
   if (!size) return size.error();
   m.offset = *offset;
   m.size = *size;

@@ -20,6 +20,7 @@
 
 #include "dataset/error.h"
 #include "dataset/format/native_index.h"
+#include "source/figure.h"
 
 namespace gpufs {
 
@@ -55,6 +56,32 @@ inline constexpr const char* kRegion = "region";
 inline constexpr const char* kTlsVerify = "tls_verify";
 // Object stores: the requests each transfer thread has answered, one count per thread.
 inline constexpr const char* kTransferThreads = "transfer_threads";
+
+// What /metrics exports of them: the source's own, then the credentials' (beside an info
+// series that names where they come from); each peer's are peers.h's.
+inline constexpr Figure kFigures[] = {
+    {kRequests, "source_requests_total", kCounter,
+     "Requests sent to the blob source, retries included."},
+    {kRetries, "source_retries_total", kCounter, "Requests to the blob source that were retried."},
+    {kErrors, "source_errors_total", kCounter, "Blob reads that failed in the end."},
+    {kBytes, "source_bytes_total", kCounter, "Bytes read from the blob source."},
+    {kInFlight, "source_in_flight", kGauge, "Blob source requests in flight."},
+    {kLatencyP50, "source_latency_p50_ms", kGauge, "Median latency of answered source requests."},
+    {kLatencyP99, "source_latency_p99_ms", kGauge,
+     "99th percentile latency of answered source requests."},
+    {kPeerFallbacks, "source_peer_fallbacks_total", kCounter,
+     "Blocks read from the store after every peer cache failed them."},
+    {kPeerMismatches, "source_peer_mismatches_total", kCounter,
+     "Blocks a peer cache sent whose bytes did not match the index's SHA-256."}};
+inline constexpr Figure kCredentialInfo = {kCredentialSource, "credentials_info", kGauge,
+                                           "Where the store's credentials come from (1)."};
+inline constexpr Figure kCredentialFigures[] = {
+    {kCredentialExpiresIn, "credentials_expires_in_s", kGauge,
+     "Seconds until the credentials expire."},
+    {kCredentialRefreshes, "credentials_refreshes", kCounter,
+     "Credential refreshes that got keys."},
+    {kCredentialRefreshFailures, "credentials_refresh_failures", kCounter,
+     "Credential refreshes that failed."}};
 }  // namespace source_stat
 
 // What the bytes of a read are for, which decides what other copies of them to avoid.

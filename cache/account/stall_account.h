@@ -36,6 +36,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/account/striped_counter.h"
+#include "source/figure.h"
 
 namespace gpufs {
 
@@ -62,6 +63,23 @@ inline constexpr const char* kWaitS = "wait_s";           // the sum of its read
 inline constexpr const char* kFetched = "fetched_bytes";  // what each tier read to serve
 // The most readers waiting at once in the epoch: how many read in parallel, at least.
 inline constexpr const char* kPeakWaiting = "readers_waiting_peak";
+
+// What /metrics exports of them: since the mount, by where reads were served from
+// (labelled from="memory", ...); the seconds stalled since the mount; and the epoch's
+// gauges, for the epoch in progress and the last one that ended (labelled epoch=...).
+inline constexpr Figure kFromFigures[] = {
+    {kReads, "stall_reads_total", kCounter, "Reads served, by where from."},
+    {kBytes, "stall_read_bytes_total", kCounter, "Bytes served, by where from."},
+    {kWaitS, "stall_wait_seconds_total", kCounter, "Seconds readers waited, by what on."},
+    {kFetched, "stall_fetched_bytes_total", kCounter, "Bytes each tier read to serve reads."}};
+inline constexpr Figure kStalledFigure = {kStalledS, "stall_stalled_seconds_total", kCounter,
+                                          "Seconds at least one reader waited on storage."};
+inline constexpr Figure kEpochFigures[] = {
+    {kStallFraction, "stall_stall_fraction", kGauge,
+     "Share of the epoch's time a reader waited on storage."},
+    {kDemandMbPerS, "stall_demand_mb_per_s", kGauge, "MB/s the readers took while not waiting."},
+    {kHitRatio, "stall_hit_ratio", kGauge,
+     "1 - bytes from the source / bytes served, in the epoch."}};
 }  // namespace stall_stat
 
 enum class ServedFrom : uint8_t { kMemory, kDiskTier, kSourceGroup, kSourceMember };

@@ -12,7 +12,7 @@ import json
 import re
 import subprocess
 
-COMMANDS = ["mount", "unmount", "pack", "index", "verify", "options"]
+COMMANDS = ["mount", "unmount", "pack", "index", "verify", "options", "metrics"]
 # --name VALUE in CLI11's help: the value names choices as {a,b}, a path as PATH or FILE.
 OPTION = re.compile(r"^  (?:(-\w),)?(--[\w-]+)(?: (\S+))?")
 

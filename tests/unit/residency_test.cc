@@ -12,6 +12,7 @@
 #include "cache/page_cache.h"
 #include "cli/stat_report.h"
 #include "fs/control.h"
+#include "fs/metrics.h"
 #include "source/local_source.h"
 #include "tests/unit/temp_dir.h"
 

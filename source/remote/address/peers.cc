@@ -232,11 +232,11 @@ nlohmann::json PeerSet::Stats() const {
       std::lock_guard lock(p.mu);
       up = !p.down;
     }
-    all.push_back({{"url", url(i)},
-                   {"up", up},
-                   {"requests", p.requests.load(std::memory_order_relaxed)},
-                   {"bytes", p.bytes.load(std::memory_order_relaxed)},
-                   {"failures", p.failures.load(std::memory_order_relaxed)}});
+    all.push_back({{peer_stat::kUrl, url(i)},
+                   {peer_stat::kUp, up},
+                   {peer_stat::kRequests, p.requests.load(std::memory_order_relaxed)},
+                   {peer_stat::kBytes, p.bytes.load(std::memory_order_relaxed)},
+                   {peer_stat::kFailures, p.failures.load(std::memory_order_relaxed)}});
   }
   return all;
 }

@@ -24,8 +24,24 @@
 #include <nlohmann/json.hpp>
 
 #include "dataset/error.h"
+#include "source/figure.h"
 
 namespace gpufs::remote {
+
+// The keys of each peer's stats (under source_stat::kPeers), and what /metrics exports of
+// them, one series per peer labelled by its URL.
+namespace peer_stat {
+inline constexpr const char* kUrl = "url";
+inline constexpr const char* kUp = "up";  // false while it is skipped
+inline constexpr const char* kRequests = "requests";
+inline constexpr const char* kBytes = "bytes";
+inline constexpr const char* kFailures = "failures";
+inline constexpr Figure kFigures[] = {
+    {kUp, "peer_up", kGauge, "Whether the peer cache is asked (1) or skipped (0)."},
+    {kRequests, "peer_requests_total", kCounter, "Requests sent to the peer cache."},
+    {kBytes, "peer_bytes_total", kCounter, "Bytes received from the peer cache."},
+    {kFailures, "peer_failures_total", kCounter, "Requests the peer cache failed."}};
+}  // namespace peer_stat
 
 struct PeerConfig {
   std::vector<std::string> urls;  // "http://host:port", as ParsePeerList checks them
