@@ -19,6 +19,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cache/tier_folder.h"
 #include "dataset/format/checksums.h"
 #include "dataset/format/private_files.h"
 
@@ -27,9 +28,6 @@ namespace {
 
 constexpr char kMagic[8] = {'G', 'P', 'U', 'F', 'S', 'D', 'T', '\n'};
 constexpr uint32_t kVersion = 1;
-constexpr const char* kTempPrefix = ".tmp-";
-constexpr const char* kSuffix = ".grp";
-constexpr const char* kLedger = ".ledger";
 // Block sizes a copy may have been written with: a power of two, 4 KiB to 1 MiB.
 bool KnownBlockBytes(uint32_t bytes) {
   return bytes >= DiskTier::kAlign && bytes <= (1u << 20) && (bytes & (bytes - 1)) == 0;
@@ -37,8 +35,6 @@ bool KnownBlockBytes(uint32_t bytes) {
 
 // What Full() asks room for: about a group, so that room made by a deletion is seen.
 constexpr uint64_t kFullProbe = 16 << 20;
-// A temporary file this old belongs to a writer that died; it is deleted on the next count.
-constexpr auto kStaleTemp = std::chrono::hours(1);
 
 // The fixed start of a copy's header; the name (padded to 8 bytes) and the block
 // checksums follow. Host byte order: the tier is a node's local disk.
@@ -102,130 +98,8 @@ uint64_t BlockChecksum(const char* payload, uint64_t length, size_t block,
   return ChecksumOf(payload + start, std::min<uint64_t>(block_bytes, length - start));
 }
 
-// One copy found by a count: where it is (a dataset folder under root, a name in it), how
-// big, when it was last read.
-struct Copy {
-  std::string dataset;
-  std::string name;
-  uint64_t bytes = 0;
-  timespec mtime{};
-};
-
-// A folder that is closed when it goes out of scope, read with readdir.
-struct DirCloser {
-  void operator()(DIR* d) const { closedir(d); }
-};
-using DirHandle = std::unique_ptr<DIR, DirCloser>;
-
-// The folder `name` beneath `parent_fd` for listing, never through a link.
-DirHandle OpenListing(int parent_fd, const char* name) {
-  const int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return nullptr;
-  DIR* d = fdopendir(fd);
-  if (!d) close(fd);
-  return DirHandle(d);
-}
-
-// Dataset folders are named by TierDatasetFolder: "<name>-<16 hex digits>". Anything else
-// under root is not the tier's, and is neither counted nor deleted.
-bool IsDatasetFolder(const std::string& name) {
-  if (name.size() < 18 || name[name.size() - 17] != '-') return false;
-  return std::all_of(name.end() - 16, name.end(), [](char c) { return std::isxdigit(c); });
-}
-
-bool Older(const Copy& a, const Copy& b) {
-  return a.mtime.tv_sec != b.mtime.tv_sec ? a.mtime.tv_sec < b.mtime.tv_sec
-                                          : a.mtime.tv_nsec < b.mtime.tv_nsec;
-}
-
-// This daemon's temporary files: what it writes now, counted by its reservations
-// (pending_) rather than by the bytes written so far, which would count them twice.
-std::string OwnTempPrefix() { return fmt::format("{}{}-", kTempPrefix, getpid()); }
-
-// The files of one dataset folder (open as `dir`): their bytes in all (but this daemon's
-// writes in progress), and the copies among them. Temporary files of dead writers are
-// deleted on the way.
-uint64_t ScanDataset(DIR* dir, const std::string& dataset, std::vector<Copy>* copies) {
-  const std::string own_temp = OwnTempPrefix();
-  uint64_t used = 0;
-  const auto stale_before = std::chrono::system_clock::now() - kStaleTemp;
-  const int fd = dirfd(dir);
-  while (const dirent* entry = readdir(dir)) {
-    struct stat st {};
-    if (fstatat(fd, entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
-      continue;
-    }
-    const std::string name = entry->d_name;
-    if (name.starts_with(kTempPrefix) &&
-        std::chrono::system_clock::from_time_t(st.st_mtim.tv_sec) < stale_before) {
-      unlinkat(fd, name.c_str(), 0);
-      continue;
-    }
-    if (name.starts_with(own_temp)) continue;
-    used += static_cast<uint64_t>(st.st_size);
-    if (copies && name.ends_with(kSuffix)) {
-      copies->push_back(Copy{dataset, name, static_cast<uint64_t>(st.st_size), st.st_mtim});
-    }
-  }
-  return used;
-}
-
-// Every file under root's dataset folders (root open at `root_fd`), each folder reached
-// beneath it without following a link: their bytes in all, and the copies among them.
-uint64_t ScanRoot(int root_fd, std::vector<Copy>* copies) {
-  uint64_t used = 0;
-  DirHandle root = OpenListing(root_fd, ".");
-  while (const dirent* entry = root ? readdir(root.get()) : nullptr) {
-    if (!IsDatasetFolder(entry->d_name)) continue;
-    if (DirHandle dataset = OpenListing(root_fd, entry->d_name)) {
-      used += ScanDataset(dataset.get(), entry->d_name, copies);
-    }
-  }
-  return used;
-}
-
-// The disk cache's root and dataset folders: private to the user who mounts.
-const FolderRole& TierRole() {
-  static const FolderRole role{"disk cache",
-                               "give each user a folder of their own (--disk-cache DIR)"};
-  return role;
-}
-
-// ROOT/.ledger, created 0600 exclusively or, when there, opened without following a link
-// and checked to be ours. Returns the descriptor, or -1 with `why` set.
-int OpenLedger(int root_fd, std::string& why) {
-  int fd = openat(root_fd, kLedger, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd >= 0) return fd;
-  if (errno == EEXIST) fd = openat(root_fd, kLedger, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  struct stat st {};
-  if (fd < 0 || fstat(fd, &st) != 0) {
-    why = errno == ELOOP ? "it is a symbolic link" : strerror(errno);
-  } else if (!S_ISREG(st.st_mode)) {
-    why = "not a regular file";
-  } else if (st.st_uid != geteuid()) {
-    why =
-        fmt::format("owned by uid {}, not you (uid {}); {}", st.st_uid, geteuid(), TierRole().fix);
-  } else if ((st.st_mode & 077) != 0 && fchmod(fd, 0600) != 0) {
-    why = strerror(errno);
-  } else {
-    return fd;
-  }
-  if (fd >= 0) close(fd);
-  return -1;
-}
-
 void LogTightened(const std::string& note) {
   if (!note.empty()) spdlog::warn("{}", note);
-}
-
-// Deletes `copy`, reaching its folder beneath root without following a link.
-bool RemoveCopy(int root_fd, const Copy& copy) {
-  const int dir_fd =
-      openat(root_fd, copy.dataset.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (dir_fd < 0) return false;
-  const bool removed = unlinkat(dir_fd, copy.name.c_str(), 0) == 0;
-  close(dir_fd);
-  return removed;
 }
 
 }  // namespace
@@ -643,14 +517,14 @@ uint64_t DiskTier::Recount() { return ScanRoot(root_fd_, nullptr) + pending_; }
 // such writes, but never more than a quarter of what is kept), so that the next writes
 // do not count the folder again at once.
 void DiskTier::EvictFor(uint64_t& used, uint64_t bytes) {
-  std::vector<Copy> copies;
+  std::vector<TierCopy> copies;
   used = ScanRoot(root_fd_, &copies) + pending_;
-  std::sort(copies.begin(), copies.end(), Older);
-  std::erase_if(copies, [this](const Copy& copy) {
-    return copy.dataset == options_.dataset && !Older(copy, Copy{{}, {}, 0, opened_});
+  std::sort(copies.begin(), copies.end(), ReadBefore);
+  std::erase_if(copies, [this](const TierCopy& copy) {
+    return copy.dataset == options_.dataset && !ReadBefore(copy, TierCopy{{}, {}, 0, opened_});
   });
   const uint64_t spare = std::min(std::max(options_.max_bytes / 20, 16 * bytes), used / 4);
-  for (const Copy& copy : copies) {
+  for (const TierCopy& copy : copies) {
     if (Fits(used, bytes, spare)) break;
     if (!RemoveCopy(root_fd_, copy)) continue;
     if (copy.dataset == options_.dataset) Forget(copy.name);  // its space, freed now
