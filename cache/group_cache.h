@@ -79,6 +79,7 @@
 #include "cache/account/striped_counter.h"
 #include "cache/account/what_if.h"
 #include "cache/arena.h"
+#include "cache/block_loads.h"
 #include "cache/cached_bytes.h"
 #include "cache/disk_tier.h"
 #include "cache/member_reads.h"
@@ -161,9 +162,6 @@ class GroupCache : private PinHolder {
   nlohmann::json Advise(uint64_t free_memory, uint64_t disk_available) const;
 
  private:
-  // kFailed: a prefetch read of it failed; a reader's demand read asks for it again.
-  enum class Block : uint8_t { kQueued, kInFlight, kLanded, kFailed };
-  static bool Demandable(Block state);
   struct Entry {
     uint32_t group = 0;
     bool ready = false;
@@ -177,14 +175,9 @@ class GroupCache : private PinHolder {
     bool from_tier = false;  // loaded from the disk tier, so not written back to it
     Error error;
     std::vector<uint32_t> damaged;  // file indices whose checksum failed, sorted
-    // A load from the source, by block (empty for a load from the disk tier).
-    std::vector<Block> blocks;
-    uint32_t next_block = 0;  // the first block that may still be queued
-    uint32_t requests_in_flight = 0;
-    uint32_t blocks_landed = 0;
-    uint32_t blocks_failed = 0;
-    uint32_t waiters = 0;        // readers waiting on the load
-    bool in_load_queue = false;  // some of its blocks may still be queued for prefetch
+    // A load from the source, by block (no blocks for a load from the disk tier).
+    BlockGrid grid;
+    uint32_t waiters = 0;  // readers waiting on the load
     // Reads of part of the group that failed, by block: the readers that waited on them
     // get the error; the rest of the group goes on (group_loads.cc, FailBlocks).
     std::map<uint32_t, Error> failed_blocks;
@@ -222,18 +215,11 @@ class GroupCache : private PinHolder {
   void StartLoad(const EntryRef& entry, std::unique_lock<std::mutex>& lock, const NodeId* file);
   bool LoadFromTier(Entry& entry, std::unique_lock<std::mutex>& lock);
   void Pump(std::unique_lock<std::mutex>& lock);
-  // A run of a load's blocks, read as one request.
-  struct Run {
-    EntryRef entry;
-    uint32_t first = 0;
-    uint32_t count = 0;
-    std::chrono::steady_clock::time_point sent{};  // when its read went to the source
-  };
+  using Run = BlockRun<Entry>;  // a run of a load's blocks, read as one request
   std::vector<BlobRead> NextReads();
   unsigned WindowFloor() const;
   void AdaptWindow(bool demand, std::chrono::steady_clock::duration latency);
   void TakeDemands(std::vector<BlobRead>& reads);
-  Run PickPrefetchRun();
   BlobRead ReadOf(const Run& run, bool demand);
   void OnRun(const Run& run, bool demand, Result<size_t> got);
   void FailLoad(Entry& entry, Error error);
@@ -296,8 +282,7 @@ class GroupCache : private PinHolder {
   std::vector<bool> busy_;       // pinned or loading (hot pins: see Evict); guarded by mu_
   unsigned prefetch_loads_ = 0;  // in flight; guarded by mu_
   // The piece queue (group_loads.cc), all guarded by mu_.
-  std::deque<Run> demands_;          // blocks readers wait on, first come
-  std::deque<EntryRef> load_queue_;  // loads with blocks still queued, in admission order
+  BlockQueue<Entry> loads_;          // demanded blocks, then loads with blocks queued by admission
   unsigned requests_in_flight_ = 0;  // demand and prefetch
   unsigned demand_in_flight_ = 0;
   unsigned window_;               // prefetch's window, adapted (AdaptWindow)

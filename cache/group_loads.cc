@@ -32,10 +32,8 @@ namespace gpufs {
 void GroupCache::StartLoad(const EntryRef& entry, std::unique_lock<std::mutex>& lock,
                            const NodeId* file) {
   if (tier_ && LoadFromTier(*entry, lock)) return;
-  const size_t block = BlockBytes();
-  entry->blocks.assign((entry->arena_bytes + block - 1) / block, Block::kQueued);
-  entry->in_load_queue = true;
-  load_queue_.push_back(entry);
+  entry->grid.Assign(entry->arena_bytes, BlockBytes());
+  loads_.Add(entry);
   if (file) Urge(entry, *file);
   Pump(lock);
 }
@@ -73,9 +71,12 @@ std::vector<BlobRead> GroupCache::NextReads() {
   std::vector<BlobRead> reads;
   if (stop_) return reads;
   TakeDemands(reads);
+  const size_t piece = options_.io_piece ? options_.io_piece : SIZE_MAX;
+  const auto most = static_cast<uint32_t>(
+      std::clamp<size_t>(piece / BlockBytes(), 1, std::numeric_limits<uint32_t>::max()));
   while (requests_in_flight_ < window_ || requests_in_flight_ - demand_in_flight_ < WindowFloor()) {
-    const Run run = PickPrefetchRun();
-    if (!run.entry) break;
+    const Run run = loads_.NextPrefetch(most);
+    if (!run.load) break;
     reads.push_back(ReadOf(run, false));
   }
   return reads;
@@ -98,7 +99,7 @@ void GroupCache::AdaptWindow(bool demand, std::chrono::steady_clock::duration la
   if (!options_.adapt_window) return;
   const unsigned most = std::max(1u, options_.reads_in_flight);
   if (!demand) {
-    if (demand_in_flight_ == 0 && demands_.empty() && window_ < most) ++window_;
+    if (demand_in_flight_ == 0 && !loads_.HasDemands() && window_ < most) ++window_;
     return;
   }
   const double ms = std::chrono::duration<double, std::milli>(latency).count();
@@ -114,57 +115,20 @@ void GroupCache::AdaptWindow(bool demand, std::chrono::steady_clock::duration la
 // window's worth of demand in flight (more readers than that wait their turn, first come).
 void GroupCache::TakeDemands(std::vector<BlobRead>& reads) {
   const unsigned most = std::max(1u, options_.reads_in_flight);
-  while (!demands_.empty() && demand_in_flight_ < most) {
-    const Run wanted = std::move(demands_.front());
-    demands_.pop_front();
-    Entry& entry = *wanted.entry;
-    if (entry.failed) continue;
-    const uint32_t end = wanted.first + wanted.count;
-    for (uint32_t b = wanted.first; b < end; ++b) {
-      if (!Demandable(entry.blocks[b])) continue;
-      uint32_t last = b;
-      while (last + 1 < end && Demandable(entry.blocks[last + 1])) ++last;
-      reads.push_back(ReadOf(Run{wanted.entry, b, last - b + 1}, true));
-      ++counters_.demand_reads;
-      b = last;
-    }
-  }
-}
-
-// Under mu_: the next run of queued blocks of the oldest load, up to io_piece long.
-GroupCache::Run GroupCache::PickPrefetchRun() {
-  const size_t piece = options_.io_piece ? options_.io_piece : SIZE_MAX;
-  const auto most = static_cast<uint32_t>(
-      std::clamp<size_t>(piece / BlockBytes(), 1, std::numeric_limits<uint32_t>::max()));
-  while (!load_queue_.empty()) {
-    Entry& entry = *load_queue_.front();
-    const uint32_t count = static_cast<uint32_t>(entry.blocks.size());
-    while (entry.next_block < count && entry.blocks[entry.next_block] != Block::kQueued) {
-      ++entry.next_block;
-    }
-    if (entry.failed || entry.next_block == count) {
-      entry.in_load_queue = false;
-      load_queue_.pop_front();
-      continue;
-    }
-    const uint32_t first = entry.next_block;
-    uint32_t end = first + 1;
-    while (end < count && end - first < most && entry.blocks[end] == Block::kQueued) ++end;
-    entry.next_block = end;
-    return Run{load_queue_.front(), first, end - first};
-  }
-  return Run{};
+  loads_.TakeDemands([&] { return demand_in_flight_ < most; },
+                     [&](const Run& run) {
+                       reads.push_back(ReadOf(run, true));
+                       ++counters_.demand_reads;
+                     });
 }
 
 // Under mu_: the read of `run`, its blocks marked in flight.
 BlobRead GroupCache::ReadOf(const Run& run, bool demand) {
-  Entry& entry = *run.entry;
+  Entry& entry = *run.load;
+  entry.grid.Send(run.first, run.count);
   for (uint32_t b = run.first; b < run.first + run.count; ++b) {
-    if (entry.blocks[b] == Block::kFailed) --entry.blocks_failed;
-    entry.blocks[b] = Block::kInFlight;
     entry.failed_blocks.erase(b);  // readers now wait on this read instead
   }
-  ++entry.requests_in_flight;
   ++requests_in_flight_;
   if (demand) ++demand_in_flight_;
   Run sent = run;
@@ -184,8 +148,8 @@ BlobRead GroupCache::ReadOf(const Run& run, bool demand) {
 void GroupCache::OnRun(const Run& run, bool demand, Result<size_t> got) {
   const auto landed = std::chrono::steady_clock::now();
   std::unique_lock lock(mu_);
-  Entry& entry = *run.entry;
-  --entry.requests_in_flight;
+  Entry& entry = *run.load;
+  --entry.grid.reads;
   if (demand) --demand_in_flight_;
   if (got) AdaptWindow(demand, landed - run.sent);
   const GroupExtent& g = catalog_.Group(entry.group);
@@ -195,7 +159,7 @@ void GroupCache::OnRun(const Run& run, bool demand, Result<size_t> got) {
                                                entry.arena_bytes - (from - entry.data_start));
     const uint64_t end = g.offset + g.size;  // what the group needs of the blob
     const uint64_t need = end > from ? std::min<uint64_t>(end - from, length) : 0;
-    if (!got && run.count < entry.blocks.size()) {
+    if (!got && run.count < entry.grid.size()) {
       FailBlocks(run, demand,
                  Error{got.error().code,
                        fmt::format("cannot read group {}: {}", entry.group, got.error().message)});
@@ -206,15 +170,14 @@ void GroupCache::OnRun(const Run& run, bool demand, Result<size_t> got) {
       FailLoad(entry, Error{EIO, fmt::format("cannot read group {}: blob {} ends early",
                                              entry.group, source_.Describe(g.blob))});
     } else {
-      for (uint32_t b = run.first; b < run.first + run.count; ++b) entry.blocks[b] = Block::kLanded;
-      entry.blocks_landed += run.count;
+      entry.grid.Land(run.first, run.count);
       counters_.bytes_from_disk += *got;
     }
   }
   SettleFailed(entry);
   if (entry.failed) {
     FreeFailed(entry);
-  } else if (entry.blocks_landed == entry.blocks.size()) {
+  } else if (entry.grid.AllLanded()) {
     const char* bytes = arena_.base() + entry.arena_offset + (g.offset - entry.data_start);
     lock.unlock();  // readers may take members of the landed blocks meanwhile
     std::vector<uint32_t> damaged;
@@ -236,39 +199,31 @@ void GroupCache::OnRun(const Run& run, bool demand, Result<size_t> got) {
 // reader, whose demand read tries them again. Once nothing is left to read, a group with
 // failed blocks is dropped (see OnRun).
 void GroupCache::FailBlocks(const Run& run, bool requeue, Error error) {
-  Entry& entry = *run.entry;
+  Entry& entry = *run.load;
   ++counters_.io_errors;
   spdlog::warn("{}", error.message);
   for (uint32_t b = run.first; b < run.first + run.count; ++b) {
-    entry.blocks[b] = requeue ? Block::kQueued : Block::kFailed;
+    entry.grid.blocks[b] = requeue ? BlockState::kQueued : BlockState::kFailed;
     entry.failed_blocks.insert_or_assign(b, error);
   }
   if (!requeue) {
-    entry.blocks_failed += run.count;
+    entry.grid.failed += run.count;
     return;
   }
-  entry.next_block = std::min(entry.next_block, run.first);
-  if (!entry.in_load_queue) {
-    entry.in_load_queue = true;
-    load_queue_.push_back(run.entry);
-  }
+  entry.grid.next = std::min(entry.grid.next, run.first);
+  loads_.Add(run.load);
 }
 
 // Under mu_: once nothing of a load with failed blocks is left to read and no reader waits
 // on it (each has its error, or its bytes pinned), the group is dropped, its error counted
 // with the read that failed; a later reader loads it again.
 void GroupCache::SettleFailed(Entry& entry) {
-  if (entry.failed || entry.blocks_failed == 0 || entry.failed_blocks.empty() ||
-      entry.waiters > 0 || entry.blocks_landed + entry.blocks_failed < entry.blocks.size()) {
+  if (entry.failed || entry.grid.failed == 0 || entry.failed_blocks.empty() || entry.waiters > 0 ||
+      entry.grid.landed + entry.grid.failed < entry.grid.size()) {
     return;
   }
   DropLoad(entry, entry.failed_blocks.begin()->second);
   FreeFailed(entry);
-}
-
-// Blocks a reader's demand read may ask for: queued, or failed before (asked again).
-bool GroupCache::Demandable(Block state) {
-  return state == Block::kQueued || state == Block::kFailed;
 }
 
 // Under mu_: the error of a failed read of member `file`'s blocks, if any is not being
@@ -278,7 +233,7 @@ const Error* GroupCache::BlockFailed(const Entry& entry, NodeId file) const {
   const auto [first, last] = BlocksOf(entry, file);
   for (auto it = entry.failed_blocks.lower_bound(first);
        it != entry.failed_blocks.end() && it->first <= last; ++it) {
-    if (entry.blocks[it->first] != Block::kInFlight) return &it->second;
+    if (entry.grid.blocks[it->first] != BlockState::kInFlight) return &it->second;
   }
   return nullptr;
 }
@@ -304,7 +259,7 @@ void GroupCache::DropLoad(Entry& entry, Error error) {
 // Under mu_: a failed load's room is freed once no request writes into it and no member
 // served early from it is still being sent.
 void GroupCache::FreeFailed(Entry& entry) {
-  if (!entry.failed || entry.room_freed || entry.requests_in_flight > 0 || entry.pins > 0) return;
+  if (!entry.failed || entry.room_freed || entry.grid.reads > 0 || entry.pins > 0) return;
   entry.room_freed = true;
   arena_.Free(entry.arena_offset, entry.arena_bytes);
 }
@@ -346,26 +301,23 @@ std::pair<uint32_t, uint32_t> GroupCache::BlocksOf(const Entry& entry, NodeId fi
 // Under mu_: whether member `file` may be served from a load still in flight: its blocks
 // have landed, and it can be checked alone wherever the whole group will be checked.
 bool GroupCache::Servable(const Entry& entry, NodeId file) const {
-  if (entry.failed || entry.blocks.empty()) return false;
+  if (entry.failed || entry.grid.blocks.empty()) return false;
   if (HasBlobCheck(entry.group) && !catalog_.has_checksums()) return false;
   const auto [first, last] = BlocksOf(entry, file);
-  for (uint32_t b = first; b <= last; ++b) {
-    if (entry.blocks[b] != Block::kLanded) return false;
-  }
-  return true;
+  return entry.grid.Landed(first, last + 1);
 }
 
 // Under mu_: a reader waits on member `file`; those of its blocks still queued go out as
 // a demand read at the next Pump. Blocks already in flight are joined, not asked again.
 void GroupCache::Urge(const EntryRef& entry, NodeId file) {
-  if (entry->blocks.empty()) return;
+  if (entry->grid.blocks.empty()) return;
   const auto [first, last] = BlocksOf(*entry, file);
   for (uint32_t b = first; b <= last; ++b) {
-    if (!Demandable(entry->blocks[b])) continue;
+    if (!BlockGrid::Demandable(entry->grid.blocks[b])) continue;
     // A failed read's error was for the readers that waited on it, not this one.
     entry->failed_blocks.erase(entry->failed_blocks.lower_bound(first),
                                entry->failed_blocks.upper_bound(last));
-    demands_.push_back(Run{entry, first, last - first + 1});
+    loads_.Demand(Run{entry, first, last - first + 1});
     return;
   }
 }

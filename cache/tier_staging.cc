@@ -19,10 +19,7 @@ struct TierStager::Job {
   char* buffer = nullptr;
   size_t capacity = 0;  // of buffer, as the pool counts it
   size_t room = 0;      // the span rounded up to the tier's alignment: what is written
-  std::vector<Block> blocks;
-  uint32_t next_block = 0;  // the first block that may still be queued
-  uint32_t landed = 0;
-  uint32_t reads = 0;     // in flight
+  BlockGrid grid;
   bool failed = false;    // a read failed: the staging ends once none is in flight
   bool settled = false;   // checked and queued for writing, or released
   bool released = false;  // its buffer went back to the pool
@@ -50,14 +47,13 @@ TierStager::~TierStager() {
   std::unique_lock lock(mu_);
   stop_ = true;
   queued_.clear();
-  demands_.clear();
+  loads_.ClearDemands();
   changed_.wait(lock, [this] { return reads_in_flight_ == 0 && !pump_.pumping; });
   // Groups with blocks never sent will not land; those landed are still written (a local
   // write each) before the writers stop.
-  for (const JobRef& job : fetching_) {
+  for (const JobRef& job : loads_.TakeLoads()) {
     if (!job->settled) Release(job);
   }
-  fetching_.clear();
   changed_.notify_all();
   lock.unlock();
   for (std::thread& t : writers_) t.join();
@@ -90,12 +86,9 @@ bool TierStager::Read(uint32_t group, uint64_t offset, size_t size, char* out) {
   if (!job || job->failed || size == 0 || offset + size > spans_[group].length) return false;
   const auto first = static_cast<uint32_t>(offset / options_.block);
   const auto end = static_cast<uint32_t>((offset + size - 1) / options_.block + 1);
-  auto landed = [&] {
-    return std::all_of(job->blocks.begin() + first, job->blocks.begin() + end,
-                       [](Block b) { return b == Block::kLanded; });
-  };
+  auto landed = [&] { return job->grid.Landed(first, end); };
   if (!landed()) {
-    demands_.push_back(Run{job, first, end - first});
+    loads_.Demand(Run{job, first, end - first});
     Pump(lock);
     changed_.wait(lock, [&] { return job->failed || stop_ || job->released || landed(); });
     // Written and released before this reader woke: its buffer is gone (the caller reads
@@ -139,10 +132,10 @@ void TierStager::StartJobs() {
       tier_.Unclaim(span.name, span.length);
       return;
     }
-    job->blocks.assign((span.length + options_.block - 1) / options_.block, Block::kQueued);
+    job->grid.Assign(span.length, options_.block);
     in_flight_bytes_ += job->capacity;
     jobs_[group] = job;
-    fetching_.push_back(std::move(job));
+    loads_.Add(job);
   }
 }
 
@@ -151,46 +144,24 @@ std::vector<BlobRead> TierStager::NextReads() {
   std::vector<BlobRead> reads;
   if (stop_) return reads;
   StartJobs();
-  while (!demands_.empty()) {
-    const Run wanted = std::move(demands_.front());
-    demands_.pop_front();
-    Job& job = *wanted.job;
-    if (job.failed) continue;
-    const uint32_t end = wanted.first + wanted.count;
-    for (uint32_t b = wanted.first; b < end; ++b) {
-      if (job.blocks[b] != Block::kQueued) continue;  // in flight already: joined
-      uint32_t last = b;
-      while (last + 1 < end && job.blocks[last + 1] == Block::kQueued) ++last;
-      reads.push_back(ReadOf(Run{wanted.job, b, last - b + 1}, true));
-      ++counters_.demand_reads;
-      b = last;
-    }
-  }
+  loads_.TakeDemands([] { return true; },
+                     [&](const Run& run) {
+                       reads.push_back(ReadOf(run, true));
+                       ++counters_.demand_reads;
+                     });
   const auto most = static_cast<uint32_t>(std::max<size_t>(1, options_.piece / options_.block));
-  while (prefetch_in_flight_ < std::max(1u, options_.reads_in_flight) && !fetching_.empty()) {
-    Job& job = *fetching_.front();
-    const auto count = static_cast<uint32_t>(job.blocks.size());
-    while (job.next_block < count && job.blocks[job.next_block] != Block::kQueued) {
-      ++job.next_block;
-    }
-    if (job.failed || job.next_block == count) {
-      fetching_.pop_front();
-      continue;
-    }
-    const uint32_t first = job.next_block;
-    uint32_t end = first + 1;
-    while (end < count && end - first < most && job.blocks[end] == Block::kQueued) ++end;
-    job.next_block = end;
-    reads.push_back(ReadOf(Run{fetching_.front(), first, end - first}, false));
+  while (prefetch_in_flight_ < std::max(1u, options_.reads_in_flight)) {
+    const Run run = loads_.NextPrefetch(most);
+    if (!run.load) break;
+    reads.push_back(ReadOf(run, false));
   }
   return reads;
 }
 
 // Under mu_: the read of `run`, its blocks marked in flight.
 BlobRead TierStager::ReadOf(const Run& run, bool demand) {
-  Job& job = *run.job;
-  for (uint32_t b = run.first; b < run.first + run.count; ++b) job.blocks[b] = Block::kInFlight;
-  ++job.reads;
+  Job& job = *run.load;
+  job.grid.Send(run.first, run.count);
   ++reads_in_flight_;
   if (!demand) ++prefetch_in_flight_;
   const StagedSpan& span = spans_[job.group];
@@ -208,8 +179,8 @@ BlobRead TierStager::ReadOf(const Run& run, bool demand) {
 // On a source thread: a run of blocks landed or failed.
 void TierStager::OnRead(const Run& run, bool demand, Result<size_t> got) {
   std::unique_lock lock(mu_);
-  Job& job = *run.job;
-  --job.reads;
+  Job& job = *run.load;
+  --job.grid.reads;
   if (!demand) --prefetch_in_flight_;
   const StagedSpan& span = spans_[job.group];
   const uint64_t at = uint64_t{run.first} * options_.block;
@@ -224,12 +195,11 @@ void TierStager::OnRead(const Run& run, bool demand, Result<size_t> got) {
   } else if (!job.failed) {
     // Past the blob's end: zeros, as a read of a file gives, never another group's bytes.
     if (*got < length) std::memset(job.buffer + at + *got, 0, length - *got);
-    for (uint32_t b = run.first; b < run.first + run.count; ++b) job.blocks[b] = Block::kLanded;
-    job.landed += run.count;
+    job.grid.Land(run.first, run.count);
     counters_.fetched_bytes += *got;
     if (fetched_) *fetched_ += *got;
   }
-  Settle(run.job, lock);
+  Settle(run.load, lock);
   // Counted out only now: the destructor and the writers wait for this, and Settle unlocks.
   --reads_in_flight_;
   changed_.notify_all();
@@ -239,13 +209,13 @@ void TierStager::OnRead(const Run& run, bool demand, Result<size_t> got) {
 // Under mu_ (released for the check): a job whose reads all ended is checked and queued
 // for writing, or, failed, released.
 void TierStager::Settle(const JobRef& job, std::unique_lock<std::mutex>& lock) {
-  if (job->settled || job->reads > 0) return;
+  if (job->settled || job->grid.reads > 0) return;
   if (job->failed) {
     job->settled = true;
     Release(job);
     return;
   }
-  if (job->landed < job->blocks.size()) return;
+  if (!job->grid.AllLanded()) return;
   job->settled = true;
   const StagedSpan& span = spans_[job->group];
   // The tier writes whole pages: the padding past the span is zeros too.

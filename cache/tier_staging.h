@@ -41,6 +41,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cache/block_loads.h"
 #include "cache/disk_tier.h"
 #include "cache/read_pump.h"
 #include "source/blob_source.h"
@@ -108,15 +109,10 @@ class TierStager {
   nlohmann::json Stats() const;
 
  private:
-  enum class Block : uint8_t { kQueued, kInFlight, kLanded };
   struct Buffer;
   struct Job;
   using JobRef = std::shared_ptr<Job>;
-  struct Run {
-    JobRef job;
-    uint32_t first = 0;
-    uint32_t count = 0;
-  };
+  using Run = BlockRun<Job>;
 
   void Pump(std::unique_lock<std::mutex>& lock);
   void StartJobs();
@@ -146,8 +142,7 @@ class TierStager {
   std::vector<std::chrono::steady_clock::time_point> retry_at_;
   std::deque<uint32_t> queued_;  // groups waiting for room in the budget
   std::vector<bool> is_queued_;  // by group
-  std::deque<JobRef> fetching_;  // jobs with blocks still to send, oldest first
-  std::deque<Run> demands_;      // blocks a reader waits on, first come
+  BlockQueue<Job> loads_;        // blocks a reader waits on, then jobs' blocks, oldest first
   std::deque<JobRef> writes_;    // jobs landed and checked, to be written
   // Pooled buffers, (pointer, capacity); at most a budget's worth are kept.
   std::vector<std::pair<char*, size_t>> pool_;
