@@ -102,6 +102,29 @@ void LogTightened(const std::string& note) {
   if (!note.empty()) spdlog::warn("{}", note);
 }
 
+// The header of a copy of `length` bytes at `bytes` named `name`, checked in blocks of
+// `block`: HeaderBytes long, zero-padded to the alignment.
+AlignedBuffer CopyHeader(const std::string& name, const char* bytes, size_t length, size_t block) {
+  const size_t header_bytes = HeaderBytes(name.size(), length, block);
+  AlignedBuffer header = Aligned(header_bytes);
+  std::memset(header.get(), 0, header_bytes);
+  FixedHeader fixed{{},
+                    kVersion,
+                    static_cast<uint32_t>(header_bytes),
+                    length,
+                    static_cast<uint32_t>(block),
+                    static_cast<uint32_t>(name.size())};
+  std::memcpy(fixed.magic, kMagic, sizeof(kMagic));
+  std::memcpy(header.get(), &fixed, sizeof(fixed));
+  std::memcpy(header.get() + sizeof(fixed), name.data(), name.size());
+  char* blocks = header.get() + sizeof(fixed) + RoundUp(name.size(), 8);
+  for (size_t b = 0; b < BlockCount(length, block); ++b) {
+    const uint64_t sum = BlockChecksum(bytes, length, b, block);
+    std::memcpy(blocks + 8 * b, &sum, 8);
+  }
+  return header;
+}
+
 }  // namespace
 
 struct DiskTier::Header {
@@ -393,24 +416,8 @@ bool DiskTier::Write(const std::string& name, const char* bytes, size_t length, 
     if (claimed) Unclaim(name, length);
     return false;
   }
-  const size_t block = options_.block_bytes;
-  const size_t header_bytes = HeaderBytes(name.size(), length, block);
-  AlignedBuffer header = Aligned(header_bytes);
-  std::memset(header.get(), 0, header_bytes);
-  FixedHeader fixed{{},
-                    kVersion,
-                    static_cast<uint32_t>(header_bytes),
-                    length,
-                    static_cast<uint32_t>(block),
-                    static_cast<uint32_t>(name.size())};
-  std::memcpy(fixed.magic, kMagic, sizeof(kMagic));
-  std::memcpy(header.get(), &fixed, sizeof(fixed));
-  std::memcpy(header.get() + sizeof(fixed), name.data(), name.size());
-  char* blocks = header.get() + sizeof(fixed) + RoundUp(name.size(), 8);
-  for (size_t b = 0; b < BlockCount(length, block); ++b) {
-    const uint64_t sum = BlockChecksum(bytes, length, b, block);
-    std::memcpy(blocks + 8 * b, &sum, 8);
-  }
+  const size_t header_bytes = HeaderBytes(name.size(), length, options_.block_bytes);
+  AlignedBuffer header = CopyHeader(name, bytes, length, options_.block_bytes);
   const uint64_t file_bytes = FileBytes(name, length);
   if (!claimed && !Reserve(file_bytes)) {
     ++counters_.skipped;

@@ -104,6 +104,25 @@ Result<CachedBytes> GroupCache::Read(NodeId file, uint64_t offset, size_t size) 
   return ReadSlow(file, offset, size);
 }
 
+// Under mu_, released before the bytes are checked (the group stays pinned meanwhile): a
+// member of a ready group, or one whose blocks have landed before the rest of its group.
+Result<CachedBytes> GroupCache::ServeLanded(Entry& entry, NodeId file, uint64_t offset, size_t size,
+                                            std::unique_lock<std::mutex>& lock, StallWait& wait,
+                                            ServedFrom waited_on) {
+  const bool early = !entry.ready;
+  auto bytes = ServeHit(entry.group, file, offset, size);
+  if (early) SettleFailed(entry);  // once pinned: a group with failed blocks may go
+  lock.unlock();
+  if (bytes && early) {
+    if (Status s = CheckEarlyMember(file, *bytes, offset); !s) return s.error();
+  }
+  if (bytes && checks_) {
+    if (Status s = VerifyHit(file, *bytes, offset); !s) return s.error();
+  }
+  if (bytes) CountServed(wait, waited_on, file, offset, size);
+  return bytes;
+}
+
 // Read's way under mu_: a group not open in its hot slot is waited for, loaded, or its
 // member read alone; the stall account is told how long the read waited and on what.
 Result<CachedBytes> GroupCache::ReadSlow(NodeId file, uint64_t offset, size_t size) {
@@ -120,18 +139,7 @@ Result<CachedBytes> GroupCache::ReadSlow(NodeId file, uint64_t offset, size_t si
     const EntryRef entry = entries_[group];
     if (entry && (entry->ready || Servable(*entry, file))) {
       if (!counted) ++counters_.hits;
-      const bool early = !entry->ready;
-      auto bytes = ServeHit(group, file, offset, size);
-      if (early) SettleFailed(*entry);  // once pinned: a group with failed blocks may go
-      lock.unlock();                    // the group stays pinned while its bytes are checked
-      if (bytes && early) {
-        if (Status s = CheckEarlyMember(file, *bytes, offset); !s) return s.error();
-      }
-      if (bytes && checks_) {
-        if (Status s = VerifyHit(file, *bytes, offset); !s) return s.error();
-      }
-      if (bytes) CountServed(wait, waited_on, file, offset, size);
-      return bytes;
+      return ServeLanded(*entry, file, offset, size, lock, wait, waited_on);
     }
     if (entry) {  // a load is in flight: wait for the member's blocks, or its outcome
       if (!counted) ++counters_.shared_waits;

@@ -205,6 +205,9 @@ class GroupCache : private PinHolder {
   void FileDone(uint32_t group, NodeId file);
   void CountServed(StallWait& wait, ServedFrom from, NodeId file, uint64_t offset, size_t size);
   Result<CachedBytes> ReadSlow(NodeId file, uint64_t offset, size_t size);
+  Result<CachedBytes> ServeLanded(Entry& entry, NodeId file, uint64_t offset, size_t size,
+                                  std::unique_lock<std::mutex>& lock, StallWait& wait,
+                                  ServedFrom waited_on);
   std::optional<CachedBytes> ServeHot(NodeId file, uint64_t offset, size_t size);
   void OpenHot(Entry& entry);
   Result<CachedBytes> ServeHit(uint32_t group, NodeId file, uint64_t offset, size_t size);

@@ -100,6 +100,51 @@ int ServeUntilUnmounted(fuse_session* se, const MountArgs& args, const std::stri
   return 0;
 }
 
+// In the daemon: the cache stack over the opened source, the core and its side servers,
+// then FUSE until the mount goes away.
+int ServeMount(const MountArgs& args, Opened& opened, fuse_session* se, FuseContext& context,
+               std::unique_ptr<MetricsServer> metrics, int ready_fd) {
+  spdlog::info("kernel: {}", KernelLimitsJson(args).dump());
+  auto stack = MakeCacheStack(args, opened);
+  if (!stack) {
+    spdlog::error("{}", stack.error().message);
+    fuse_session_unmount(se);
+    fuse_session_destroy(se);
+    return 1;
+  }
+  Filesystem fs(
+      opened.dataset.catalog, *stack->source,
+      ServeOptions{Owner{getuid(), getgid()}, opened.dataset.mtime, opened.Label(),
+                   opened.dataset.format, args.verify, stack->gpu, KernelLimitsJson(args)},
+      stack->cache.get());
+  context.fs = &fs;
+  // The control socket only reports; a mount without it still serves its data.
+  auto control = ControlServer::Start(fs);
+  if (control) {
+    fs.SetControlPath((*control)->path());
+  } else {
+    spdlog::warn("gpufs-stat will see the kernel cache only: {}", control.error().message);
+  }
+  if (metrics) metrics->Start(fs);
+  const std::string mountpoint = std::filesystem::absolute(args.mountpoint).string();
+  // INIT is answered after this callback returns; a statfs from another thread waits for
+  // that answer, so "ready" is sent only once the mount really serves requests.
+  context.on_init = [&, ready_fd] {
+    std::thread([&, ready_fd] {
+      struct statfs probe {};
+      statfs(mountpoint.c_str(), &probe);
+      RaiseReadahead(mountpoint, args.max_readahead_kib);
+      spdlog::info("serving {} files ({}) from {} at {}", opened.dataset.catalog.file_count(),
+                   opened.dataset.format, opened.Label(), mountpoint);
+      SignalReady(ready_fd);
+      if (!args.foreground) DropTerminal();
+    }).detach();
+  };
+  const int rc = ServeUntilUnmounted(se, args, mountpoint);
+  metrics.reset();  // its thread reads fs, which goes first otherwise
+  return rc;
+}
+
 }  // namespace
 
 int RunMount(const MountArgs& args_in) {
@@ -138,43 +183,7 @@ int RunMount(const MountArgs& args_in) {
   }
   if (credentials) credentials->StartRefresher();
   spdlog::info("kernel: {}", KernelLimitsJson(args).dump());
-  auto stack = MakeCacheStack(args, *opened);
-  if (!stack) {
-    spdlog::error("{}", stack.error().message);
-    fuse_session_unmount(se);
-    fuse_session_destroy(se);
-    return 1;
-  }
-  Filesystem fs(dataset->catalog, *stack->source,
-                ServeOptions{Owner{getuid(), getgid()}, dataset->mtime, opened->Label(),
-                             dataset->format, args.verify, stack->gpu, KernelLimitsJson(args)},
-                stack->cache.get());
-  context.fs = &fs;
-  // The control socket only reports; a mount without it still serves its data.
-  auto control = ControlServer::Start(fs);
-  if (control) {
-    fs.SetControlPath((*control)->path());
-  } else {
-    spdlog::warn("gpufs-stat will see the kernel cache only: {}", control.error().message);
-  }
-  if (metrics) metrics->Start(fs);
-  const std::string mountpoint = std::filesystem::absolute(args.mountpoint).string();
-  // INIT is answered after this callback returns; a statfs from another thread waits for
-  // that answer, so "ready" is sent only once the mount really serves requests.
-  context.on_init = [&, ready_fd] {
-    std::thread([&, ready_fd] {
-      struct statfs probe {};
-      statfs(mountpoint.c_str(), &probe);
-      RaiseReadahead(mountpoint, args.max_readahead_kib);
-      spdlog::info("serving {} files ({}) from {} at {}", dataset->catalog.file_count(),
-                   dataset->format, opened->Label(), mountpoint);
-      SignalReady(ready_fd);
-      if (!args.foreground) DropTerminal();
-    }).detach();
-  };
-  const int rc = ServeUntilUnmounted(se, args, mountpoint);
-  metrics.reset();  // its thread reads fs, which goes first otherwise
-  return rc;
+  return ServeMount(args, *opened, se, context, std::move(metrics), ready_fd);
 }
 
 }  // namespace gpufs

@@ -224,6 +224,54 @@ std::string StallFields(const nlohmann::json& c) {
   return f;
 }
 
+// The cache's lines: what it fetched, its hit ratios, prefetch, its fill and the disk tier.
+std::vector<std::string> CacheLines(const nlohmann::json& c, const Rates& r) {
+  std::vector<std::string> lines;
+  lines.push_back(fmt::format("{:<10}{:>27} MB/s   total {}, read amp {:.2f}x", "fetched",
+                              fmt::format("{:.1f}", r.disk_mb_s),
+                              Bytes(static_cast<double>(r.disk_total)), r.amp_total));
+  // The hit ratio is the stall account's, as --advise, /metrics and gpufs-emulate give it:
+  // the share of this epoch's bytes that did not come from the source. Reads that found
+  // their bytes in memory, prefetched there this epoch or not, are the other figure.
+  const nlohmann::json& this_epoch =
+      c.contains(stall_stat::kStall) ? c[stall_stat::kStall][stall_stat::kCurrent] : nullptr;
+  const bool served = this_epoch.is_object() && Real(this_epoch, stall_stat::kBytesServed) > 0;
+  lines.push_back(fmt::format(
+      "{:<10}{:>6} this epoch (bytes not from the source)   in memory {:>6} now "
+      "{:>6} overall",
+      "hit ratio", served ? Pct(std::max(0.0, Real(this_epoch, stall_stat::kHitRatio))) : "-",
+      Pct(r.hit_now), Pct(r.hit_total)));
+  const uint64_t issued = At(c, {cache_stat::kPrefetchIssued}),
+                 wasted = At(c, {cache_stat::kPrefetchWasted});
+  lines.push_back(fmt::format(
+      "{:<10}{} in flight   {} used   {} wasted ({} of issued)   {} demand reads", "prefetch",
+      At(c, {cache_stat::kPrefetchInFlight}), Grouped(At(c, {cache_stat::kPrefetchUsed})),
+      Grouped(wasted), Pct(Ratio(static_cast<double>(wasted), issued)),
+      Grouped(At(c, {cache_stat::kDemandReads}))));
+  const double budget = static_cast<double>(At(c, {cache_stat::kBudget}));
+  const double cached = static_cast<double>(At(c, {cache_stat::kCachedBytes}));
+  lines.push_back(fmt::format("{:<10}{} {} / {}, {} groups", "cache", Bar(Ratio(cached, budget)),
+                              Bytes(cached), Bytes(budget),
+                              Grouped(At(c, {cache_stat::kCachedGroups}))));
+  if (c.contains("tier")) {
+    using namespace tier_stat;
+    const nlohmann::json& t = c["tier"];
+    const auto used = static_cast<double>(At(t, {kUsed}));
+    lines.push_back(fmt::format("{:<10}{} {} / {}{}", "disk tier", Bar(Ratio(used, TierRoom(t))),
+                                Bytes(used),
+                                At(t, {kBound}) ? Bytes(TierRoom(t)) : std::string("free space"),
+                                t.value(kEnabled, true) ? "" : "  OFF (see the log)"));
+    lines.push_back(
+        fmt::format("{:<10}read {:.1f} MB/s  write {:.1f} MB/s  hits {} + {} files  fills {}", "",
+                    r.tier_read_mb_s, r.tier_write_mb_s, Grouped(At(t, {kHits})),
+                    Grouped(At(t, {kSliceHits})), Grouped(At(t, {kFills}))));
+    lines.push_back(fmt::format("{:<10}evicted {}  damaged {}  not kept {}  write errors {}", "",
+                                Grouped(At(t, {kEvictions})), At(t, {kDamaged}),
+                                Grouped(At(t, {kSkipped})), At(t, {kWriteErrors})));
+  }
+  return lines;
+}
+
 }  // namespace
 
 std::string WatchFrame(const std::string& mount, const nlohmann::json& previous,
@@ -250,45 +298,7 @@ std::string WatchFrame(const std::string& mount, const nlohmann::json& previous,
     line("cache     none (mounted with --cache-size 0): reads go straight to the blobs");
     return f;
   }
-  line(fmt::format("{:<10}{:>27} MB/s   total {}, read amp {:.2f}x", "fetched",
-                   fmt::format("{:.1f}", r.disk_mb_s), Bytes(static_cast<double>(r.disk_total)),
-                   r.amp_total));
-  // The hit ratio is the stall account's, as --advise, /metrics and gpufs-emulate give it:
-  // the share of this epoch's bytes that did not come from the source. Reads that found
-  // their bytes in memory, prefetched there this epoch or not, are the other figure.
-  const nlohmann::json& this_epoch =
-      c.contains(stall_stat::kStall) ? c[stall_stat::kStall][stall_stat::kCurrent] : nullptr;
-  const bool served = this_epoch.is_object() && Real(this_epoch, stall_stat::kBytesServed) > 0;
-  line(fmt::format(
-      "{:<10}{:>6} this epoch (bytes not from the source)   in memory {:>6} now "
-      "{:>6} overall",
-      "hit ratio", served ? Pct(std::max(0.0, Real(this_epoch, stall_stat::kHitRatio))) : "-",
-      Pct(r.hit_now), Pct(r.hit_total)));
-  const uint64_t issued = At(c, {cache_stat::kPrefetchIssued}),
-                 wasted = At(c, {cache_stat::kPrefetchWasted});
-  line(fmt::format("{:<10}{} in flight   {} used   {} wasted ({} of issued)   {} demand reads",
-                   "prefetch", At(c, {cache_stat::kPrefetchInFlight}),
-                   Grouped(At(c, {cache_stat::kPrefetchUsed})), Grouped(wasted),
-                   Pct(Ratio(static_cast<double>(wasted), issued)),
-                   Grouped(At(c, {cache_stat::kDemandReads}))));
-  const double budget = static_cast<double>(At(c, {cache_stat::kBudget}));
-  const double cached = static_cast<double>(At(c, {cache_stat::kCachedBytes}));
-  line(fmt::format("{:<10}{} {} / {}, {} groups", "cache", Bar(Ratio(cached, budget)),
-                   Bytes(cached), Bytes(budget), Grouped(At(c, {cache_stat::kCachedGroups}))));
-  if (c.contains("tier")) {
-    using namespace tier_stat;
-    const nlohmann::json& t = c["tier"];
-    const auto used = static_cast<double>(At(t, {kUsed}));
-    line(fmt::format("{:<10}{} {} / {}{}", "disk tier", Bar(Ratio(used, TierRoom(t))), Bytes(used),
-                     At(t, {kBound}) ? Bytes(TierRoom(t)) : std::string("free space"),
-                     t.value(kEnabled, true) ? "" : "  OFF (see the log)"));
-    line(fmt::format("{:<10}read {:.1f} MB/s  write {:.1f} MB/s  hits {} + {} files  fills {}", "",
-                     r.tier_read_mb_s, r.tier_write_mb_s, Grouped(At(t, {kHits})),
-                     Grouped(At(t, {kSliceHits})), Grouped(At(t, {kFills}))));
-    line(fmt::format("{:<10}evicted {}  damaged {}  not kept {}  write errors {}", "",
-                     Grouped(At(t, {kEvictions})), At(t, {kDamaged}), Grouped(At(t, {kSkipped})),
-                     At(t, {kWriteErrors})));
-  }
+  for (const std::string& text : CacheLines(c, r)) line(text);
   if (now.contains("gpu") && now["gpu"].value("registered", false)) {
     line(fmt::format("{:<10}{}: cache registered for DMA ({}, {:.0f} ms)", "gpu",
                      now["gpu"].value("device", ""),

@@ -170,16 +170,58 @@ Status CatalogBuilder::AddFile(std::string_view path, const MemberRecord& m,
   return AddPath(path, m.line, static_cast<uint32_t>(extents_.size() - 1));
 }
 
+// The file `name` (at `path`) in folder `parent`, unless its last entry has that name.
+Status CatalogBuilder::PlaceFile(Tree& tree, uint32_t parent, std::string_view path,
+                                 std::string_view name, uint32_t line, uint32_t file) {
+  TempDir& p = tree.dirs[parent];
+  if (p.has_last && p.last_name == name) {
+    if (p.last_dir != kNone) {
+      return Fail(EINVAL, "cannot parse {}: '{}' at line {} is a file but a folder at line {}",
+                  source_, path, line, p.last_line);
+    }
+    return Fail(EINVAL, "cannot parse {}: path '{}' at line {} is already used at line {}", source_,
+                path, line, p.last_line);
+  }
+  tree.files.push_back(Placed{name.data(), parent, file, static_cast<uint32_t>(name.size())});
+  ++p.files;
+  p.last_name = name;
+  p.last_line = line;
+  p.last_dir = kNone;
+  p.has_last = true;
+  return Ok{};
+}
+
+// The folder `name` in folder `parent`: its last entry when that is the folder (paths come
+// in order), else a new one; refused when its last entry is a file of that name.
+Result<uint32_t> CatalogBuilder::PlaceFolder(Tree& tree, uint32_t parent, std::string_view name,
+                                             uint32_t line) {
+  const TempDir& p = tree.dirs[parent];
+  if (p.has_last && p.last_name == name) {
+    if (p.last_dir == kNone) {
+      return Fail(EINVAL,
+                  "cannot parse {}: '{}' at line {} is a file at line {} and cannot also be "
+                  "a folder",
+                  source_, name, line, p.last_line);
+    }
+    return p.last_dir;
+  }
+  const auto id = static_cast<uint32_t>(tree.dirs.size());
+  tree.dirs.push_back(TempDir{name, parent, line});
+  TempDir& folder = tree.dirs[parent];
+  folder.subdirs.push_back(id);
+  folder.last_name = name;
+  folder.last_line = line;
+  folder.last_dir = id;
+  folder.has_last = true;
+  return id;
+}
+
 // Places every item in the tree, folders by their path and files in their folder, in path
 // order; refuses a path used twice or both as a file and a folder.
 Status CatalogBuilder::Walk(Tree& tree) {
   tree.dirs.push_back(TempDir{});
   tree.files.reserve(extents_.size());
   const auto parent_at = [&](size_t depth) { return depth == 0 ? 0 : tree.stack[depth - 1]; };
-  const auto clash = [&](uint32_t parent, std::string_view name) -> const TempDir* {
-    const TempDir& p = tree.dirs[parent];
-    return p.has_last && p.last_name == name ? &p : nullptr;
-  };
   for (const Item& item : items_) {
     const std::string_view path(item.path, item.path_size);
     const uint32_t line = LineOf(item);
@@ -190,49 +232,16 @@ Status CatalogBuilder::Walk(Tree& tree) {
       const bool last = slash == std::string_view::npos;
       if (last && item.file != kNone) {
         tree.stack.resize(depth);
-        const uint32_t parent = parent_at(depth);
-        if (const TempDir* p = clash(parent, name)) {
-          if (p->last_dir != kNone) {
-            return Fail(EINVAL,
-                        "cannot parse {}: '{}' at line {} is a file but a folder at line {}",
-                        source_, path, line, p->last_line);
-          }
-          return Fail(EINVAL, "cannot parse {}: path '{}' at line {} is already used at line {}",
-                      source_, path, line, p->last_line);
+        if (Status s = PlaceFile(tree, parent_at(depth), path, name, line, item.file); !s) {
+          return s.error();
         }
-        TempDir& p = tree.dirs[parent];
-        tree.files.push_back(
-            Placed{name.data(), parent, item.file, static_cast<uint32_t>(name.size())});
-        ++p.files;
-        p.last_name = name;
-        p.last_line = line;
-        p.last_dir = kNone;
-        p.has_last = true;
         break;
       }
       if (depth >= tree.stack.size() || tree.dirs[tree.stack[depth]].name != name) {
         tree.stack.resize(depth);
-        const uint32_t parent = parent_at(depth);
-        uint32_t id = 0;
-        if (const TempDir* p = clash(parent, name)) {
-          if (p->last_dir == kNone) {
-            return Fail(EINVAL,
-                        "cannot parse {}: '{}' at line {} is a file at line {} and cannot also be "
-                        "a folder",
-                        source_, name, line, p->last_line);
-          }
-          id = p->last_dir;
-        } else {
-          id = static_cast<uint32_t>(tree.dirs.size());
-          tree.dirs.push_back(TempDir{name, parent, line});
-          TempDir& folder = tree.dirs[parent];
-          folder.subdirs.push_back(id);
-          folder.last_name = name;
-          folder.last_line = line;
-          folder.last_dir = id;
-          folder.has_last = true;
-        }
-        tree.stack.push_back(id);
+        Result<uint32_t> id = PlaceFolder(tree, parent_at(depth), name, line);
+        if (!id) return id.error();
+        tree.stack.push_back(*id);
       }
       if (last) break;
       pos = slash + 1;

@@ -72,6 +72,9 @@ class CatalogBuilder {
   template <typename Before>
   void SortItems(const Before& before);
   Status Walk(Tree& tree);
+  Status PlaceFile(Tree& tree, uint32_t parent, std::string_view path, std::string_view name,
+                   uint32_t line, uint32_t file);
+  Result<uint32_t> PlaceFolder(Tree& tree, uint32_t parent, std::string_view name, uint32_t line);
   Status WriteNames(const Tree& tree, const std::vector<uint32_t>& bfs,
                     const std::vector<uint32_t>& order, OwnedTables& out) const;
   Status WriteFiles(const Tree& tree, const std::vector<uint32_t>& order, OwnedTables& out);

@@ -190,6 +190,34 @@ CudaStager::~CudaStager() {
   if (context_) cu_.PrimaryCtxRelease(device_);
 }
 
+// Every entry point of the driver that staging calls; false when one is missing.
+bool ResolveDriver(void* library, Driver& cu) {
+  return Resolve(library, "cuInit", cu.Init) &&
+         Resolve(library, "cuGetErrorString", cu.GetErrorString) &&
+         Resolve(library, "cuDeviceGetCount", cu.DeviceGetCount) &&
+         Resolve(library, "cuDeviceGet", cu.DeviceGet) &&
+         Resolve(library, "cuDeviceGetName", cu.DeviceGetName) &&
+         Resolve(library, "cuDeviceTotalMem_v2", cu.DeviceTotalMem) &&
+         Resolve(library, "cuDevicePrimaryCtxRetain", cu.PrimaryCtxRetain) &&
+         Resolve(library, "cuDevicePrimaryCtxRelease_v2", cu.PrimaryCtxRelease) &&
+         Resolve(library, "cuCtxSetCurrent", cu.CtxSetCurrent) &&
+         Resolve(library, "cuMemHostRegister_v2", cu.MemHostRegister) &&
+         Resolve(library, "cuMemHostUnregister", cu.MemHostUnregister) &&
+         Resolve(library, "cuMemAlloc_v2", cu.MemAlloc) &&
+         Resolve(library, "cuMemFree_v2", cu.MemFree) &&
+         Resolve(library, "cuMemAllocHost_v2", cu.MemAllocHost) &&
+         Resolve(library, "cuMemFreeHost", cu.MemFreeHost) &&
+         Resolve(library, "cuStreamCreate", cu.StreamCreate) &&
+         Resolve(library, "cuStreamDestroy_v2", cu.StreamDestroy) &&
+         Resolve(library, "cuStreamSynchronize", cu.StreamSynchronize) &&
+         Resolve(library, "cuMemcpyHtoDAsync_v2", cu.MemcpyHtoDAsync) &&
+         Resolve(library, "cuMemcpyDtoH_v2", cu.MemcpyDtoH) &&
+         Resolve(library, "cuEventCreate", cu.EventCreate) &&
+         Resolve(library, "cuEventRecord", cu.EventRecord) &&
+         Resolve(library, "cuEventSynchronize", cu.EventSynchronize) &&
+         Resolve(library, "cuEventDestroy_v2", cu.EventDestroy);
+}
+
 std::unique_ptr<CudaStager> CudaStager::Open(std::string* why) {
   void* library = OpenFirst({"libcuda.so.1", "libcuda.so"});
   if (library == nullptr) {
@@ -198,30 +226,7 @@ std::unique_ptr<CudaStager> CudaStager::Open(std::string* why) {
   }
   auto stager = std::unique_ptr<CudaStager>(new CudaStager());
   Driver& cu = stager->cu_;
-  const bool all = Resolve(library, "cuInit", cu.Init) &&
-                   Resolve(library, "cuGetErrorString", cu.GetErrorString) &&
-                   Resolve(library, "cuDeviceGetCount", cu.DeviceGetCount) &&
-                   Resolve(library, "cuDeviceGet", cu.DeviceGet) &&
-                   Resolve(library, "cuDeviceGetName", cu.DeviceGetName) &&
-                   Resolve(library, "cuDeviceTotalMem_v2", cu.DeviceTotalMem) &&
-                   Resolve(library, "cuDevicePrimaryCtxRetain", cu.PrimaryCtxRetain) &&
-                   Resolve(library, "cuDevicePrimaryCtxRelease_v2", cu.PrimaryCtxRelease) &&
-                   Resolve(library, "cuCtxSetCurrent", cu.CtxSetCurrent) &&
-                   Resolve(library, "cuMemHostRegister_v2", cu.MemHostRegister) &&
-                   Resolve(library, "cuMemHostUnregister", cu.MemHostUnregister) &&
-                   Resolve(library, "cuMemAlloc_v2", cu.MemAlloc) &&
-                   Resolve(library, "cuMemFree_v2", cu.MemFree) &&
-                   Resolve(library, "cuMemAllocHost_v2", cu.MemAllocHost) &&
-                   Resolve(library, "cuMemFreeHost", cu.MemFreeHost) &&
-                   Resolve(library, "cuStreamCreate", cu.StreamCreate) &&
-                   Resolve(library, "cuStreamDestroy_v2", cu.StreamDestroy) &&
-                   Resolve(library, "cuStreamSynchronize", cu.StreamSynchronize) &&
-                   Resolve(library, "cuMemcpyHtoDAsync_v2", cu.MemcpyHtoDAsync) &&
-                   Resolve(library, "cuMemcpyDtoH_v2", cu.MemcpyDtoH) &&
-                   Resolve(library, "cuEventCreate", cu.EventCreate) &&
-                   Resolve(library, "cuEventRecord", cu.EventRecord) &&
-                   Resolve(library, "cuEventSynchronize", cu.EventSynchronize) &&
-                   Resolve(library, "cuEventDestroy_v2", cu.EventDestroy);
+  const bool all = ResolveDriver(library, cu);
   if (!all) {
     *why = fmt::format("the CUDA driver lacks an entry point: {}", dlerror());
     return nullptr;

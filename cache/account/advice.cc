@@ -212,6 +212,45 @@ Prediction Predict(const StallEpoch& epoch, const WhatIfPoint& point) {
   return p;
 }
 
+namespace {
+
+// The verdict on the measured epoch and the advice it leads to, from the predictions
+// (today's settings first), into `j`.
+void Verdict(const AdviceInput& in, const std::vector<Prediction>& predictions, nlohmann::json& j) {
+  using namespace advice_stat;
+  std::vector<const Prediction*> memory, tier;
+  const Prediction* best = nullptr;
+  for (const Prediction& p : predictions) {
+    const bool fits = p.point.cache_bytes <= std::max(in.memory_available, in.cache_bytes);
+    const bool tier_fits = p.point.tier_bytes <= std::max(in.disk_available, in.tier_bytes);
+    if (!fits || !tier_fits) continue;
+    (p.point.tier_bytes == in.tier_bytes ? memory : tier).push_back(&p);
+    if (!best || p.epoch_s < best->epoch_s) best = &p;
+  }
+  const Prediction* chosen = nullptr;
+  std::string verdict = kFed;
+  if (in.epoch.StallFraction() >= in.target) {
+    if (predictions.front().StallFraction() < in.target) {
+      verdict = kEnough;  // no smaller budget is advice
+      chosen = &predictions.front();
+    } else if ((chosen = Smallest(memory, in.target, ReplayedPolicy(in), false))) {
+      verdict = kMemory;
+    } else if ((chosen = Smallest(tier, in.target, ReplayedPolicy(in), true))) {
+      verdict = kTier;
+    } else {
+      verdict = kUnreachable;
+    }
+  }
+  if (verdict == kUnreachable && !best) best = &predictions.front();
+  j[kVerdict] = verdict;
+  j[kAdvice] = chosen                            ? PointJson(*chosen)
+               : best && verdict == kUnreachable ? PointJson(*best)
+                                                 : nlohmann::json();
+  j[kText] = Words(verdict, in, chosen, best);
+}
+
+}  // namespace
+
 nlohmann::json Advise(const WhatIfShape& shape, const AdviceInput& in) {
   using namespace advice_stat;
   nlohmann::json j{{kTarget, in.target},
@@ -252,35 +291,7 @@ nlohmann::json Advise(const WhatIfShape& shape, const AdviceInput& in) {
   for (const MissRatioPoint& m : LruMissRatioCurve(shape, in.accesses, in.rate)) {
     j[kLru].push_back({{kCacheBytes, m.cache_bytes}, {kHitRatio, m.hit_ratio}});
   }
-  std::vector<const Prediction*> memory, tier;
-  const Prediction* best = nullptr;
-  for (const Prediction& p : predictions) {
-    const bool fits = p.point.cache_bytes <= std::max(in.memory_available, in.cache_bytes);
-    const bool tier_fits = p.point.tier_bytes <= std::max(in.disk_available, in.tier_bytes);
-    if (!fits || !tier_fits) continue;
-    (p.point.tier_bytes == in.tier_bytes ? memory : tier).push_back(&p);
-    if (!best || p.epoch_s < best->epoch_s) best = &p;
-  }
-  const Prediction* chosen = nullptr;
-  std::string verdict = kFed;
-  if (in.epoch.StallFraction() >= in.target) {
-    if (predictions.front().StallFraction() < in.target) {
-      verdict = kEnough;  // no smaller budget is advice
-      chosen = &predictions.front();
-    } else if ((chosen = Smallest(memory, in.target, ReplayedPolicy(in), false))) {
-      verdict = kMemory;
-    } else if ((chosen = Smallest(tier, in.target, ReplayedPolicy(in), true))) {
-      verdict = kTier;
-    } else {
-      verdict = kUnreachable;
-    }
-  }
-  if (verdict == kUnreachable && !best) best = &predictions.front();
-  j[kVerdict] = verdict;
-  j[kAdvice] = chosen                            ? PointJson(*chosen)
-               : best && verdict == kUnreachable ? PointJson(*best)
-                                                 : nlohmann::json();
-  j[kText] = Words(verdict, in, chosen, best);
+  Verdict(in, predictions, j);
   return j;
 }
 

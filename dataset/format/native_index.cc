@@ -400,6 +400,40 @@ std::vector<std::string> Strings(std::string_view names, std::span<const StrRef>
   return out;
 }
 
+using SectionParts = std::array<std::pair<const void*, uint64_t>, kSectionCount>;
+
+// The index file: `h` (its sections, size and checksum filled in here), then each section
+// of `parts`, the names in two pieces (the catalog's, then the index's own).
+std::string IndexBytes(Header h, const SectionParts& parts, std::string_view names,
+                       std::string_view more_names) {
+  static_assert(sizeof(Header) % 8 == 0, "sections are aligned from the file's start");
+  // One buffer of the file's exact size, the header written last: at 14 M files the
+  // index is 366 MB, and a copy of it (or a doubling) would be the mount's peak.
+  uint64_t end = sizeof(Header);
+  for (int i = 0; i < kSectionCount; ++i) {
+    end = Align8(end);
+    h.sections[i] = Section{end, parts[i].second};
+    end += parts[i].second * kRecordSize[i];
+  }
+  std::string bytes;
+  bytes.reserve(end);
+  bytes.resize(sizeof(Header));
+  for (int i = 0; i < kSectionCount; ++i) {
+    bytes.resize(Align8(bytes.size()), '\0');
+    if (i == 0) {
+      bytes += names;
+      bytes += more_names;
+    } else {
+      bytes.append(static_cast<const char*>(parts[i].first), parts[i].second * kRecordSize[i]);
+    }
+  }
+  h.file_size = bytes.size();
+  h.body_checksum = XXH3_64bits(bytes.data() + sizeof(Header), bytes.size() - sizeof(Header));
+  const std::string header = HeaderBytes(h);
+  bytes.replace(0, header.size(), header);
+  return bytes;
+}
+
 }  // namespace
 
 Status WriteNativeIndex(const Catalog& catalog, const IndexInfo& info,
@@ -416,7 +450,7 @@ Status WriteNativeIndex(const Catalog& catalog, const IndexInfo& info,
     image.blobs.push_back(
         BlobRecord{image.AddName(t.blobs[i]), info.blobs[i].size, info.blobs[i].checksum});
   }
-  const std::array<std::pair<const void*, uint64_t>, kSectionCount> parts = {{
+  const SectionParts parts = {{
       {t.names.data(), t.names.size() + image.names.size()},  // in two pieces, below
       {image.classes.data(), image.classes.size()},
       {image.blobs.data(), image.blobs.size()},
@@ -440,31 +474,7 @@ Status WriteNativeIndex(const Catalog& catalog, const IndexInfo& info,
   h.alignment = info.alignment;
   h.source_size = info.source.size;
   h.source_mtime_ns = info.source.mtime_ns;
-  static_assert(sizeof(Header) % 8 == 0, "sections are aligned from the file's start");
-  // One buffer of the file's exact size, the header written last: at 14 M files the
-  // index is 366 MB, and a copy of it (or a doubling) would be the mount's peak.
-  uint64_t end = sizeof(Header);
-  for (int i = 0; i < kSectionCount; ++i) {
-    end = Align8(end);
-    h.sections[i] = Section{end, parts[i].second};
-    end += parts[i].second * kRecordSize[i];
-  }
-  std::string bytes;
-  bytes.reserve(end);
-  bytes.resize(sizeof(Header));
-  for (int i = 0; i < kSectionCount; ++i) {
-    bytes.resize(Align8(bytes.size()), '\0');
-    if (i == 0) {
-      bytes += t.names;
-      bytes += image.names;
-    } else {
-      bytes.append(static_cast<const char*>(parts[i].first), parts[i].second * kRecordSize[i]);
-    }
-  }
-  h.file_size = bytes.size();
-  h.body_checksum = XXH3_64bits(bytes.data() + sizeof(Header), bytes.size() - sizeof(Header));
-  const std::string header = HeaderBytes(h);
-  bytes.replace(0, header.size(), header);
+  const std::string bytes = IndexBytes(h, parts, t.names, image.names);
   return WriteFileAtomically(path, bytes, access);
 }
 

@@ -73,6 +73,39 @@ T Must(gpufs::Result<T> r) {
   return std::move(*r);
 }
 
+// The members to read: a dataset's first batch, or the files named under a mount.
+std::vector<MemberLocation> Members(const std::string& dataset,
+                                    const std::vector<std::string>& files, size_t batch) {
+  std::vector<MemberLocation> members;
+  if (!dataset.empty()) return FromDataset(dataset, batch, 1);
+  for (const std::string& f : files) members.push_back(Must(gpufs::gpu::LocateMember(f)));
+  return members;
+}
+
+// Seconds of the best run of each way: the pinned peak, read() with a pageable and a
+// pinned copy, the gpufs client.
+struct Timings {
+  double peak, page, pin, ours;
+};
+
+void PrintTable(const std::vector<MemberLocation>& members, uint64_t bytes,
+                const gpufs::gpu::Stager& stager, const gpufs::gpu::BatchPlan& plan,
+                const Timings& t) {
+  const auto [peak, page, pin, ours] = t;
+  const double mean_kb = bytes / 1e3 / members.size();
+  fmt::print("{} members, mean {:.0f} KB, {:.1f} MB; {} ({}); {} runs over {} blobs\n",
+             members.size(), mean_kb, bytes / 1e6, stager.name(), stager.description(),
+             plan.runs.size(), plan.blobs.size());
+  fmt::print("{:<34}{:>10}{:>12}{:>14}\n", "", "GB/s", "x peak", "x pageable");
+  for (const auto& [name, seconds] : {std::pair{"pinned cudaMemcpy peak", peak},
+                                      {"read() + pageable copy", page},
+                                      {"read() + pinned copy", pin},
+                                      {"gpufs client", ours}}) {
+    fmt::print("{:<34}{:>10.2f}{:>12.2f}{:>14.2f}\n", name, bytes / seconds / 1e9, peak / seconds,
+               page / seconds);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -94,12 +127,7 @@ int main(int argc, char** argv) {
     fmt::print("gpufs-gpu-bench: skipped: {}\n", stager->description());
     return 77;
   }
-  std::vector<MemberLocation> members;
-  if (!dataset.empty()) {
-    members = FromDataset(dataset, batch, 1);
-  } else {
-    for (const std::string& f : files) members.push_back(Must(gpufs::gpu::LocateMember(f)));
-  }
+  const std::vector<MemberLocation> members = Members(dataset, files, batch);
   auto reader = Must(gpufs::gpu::BatchReader::Create(*stager));
   const gpufs::gpu::BatchPlan plan = gpufs::gpu::PlanBatch(members);
   uint64_t bytes = 0;
@@ -130,18 +158,7 @@ int main(int argc, char** argv) {
   const double pin = BestSeconds(repeat, [&] { read_then_copy(pinned); });
   const double ours = BestSeconds(repeat, [&] { Must(reader->ReadInto(plan, device)); });
 
-  const double mean_kb = bytes / 1e3 / members.size();
-  fmt::print("{} members, mean {:.0f} KB, {:.1f} MB; {} ({}); {} runs over {} blobs\n",
-             members.size(), mean_kb, bytes / 1e6, stager->name(), stager->description(),
-             plan.runs.size(), plan.blobs.size());
-  fmt::print("{:<34}{:>10}{:>12}{:>14}\n", "", "GB/s", "x peak", "x pageable");
-  for (const auto& [name, seconds] : {std::pair{"pinned cudaMemcpy peak", peak},
-                                      {"read() + pageable copy", page},
-                                      {"read() + pinned copy", pin},
-                                      {"gpufs client", ours}}) {
-    fmt::print("{:<34}{:>10.2f}{:>12.2f}{:>14.2f}\n", name, bytes / seconds / 1e9, peak / seconds,
-               page / seconds);
-  }
+  PrintTable(members, bytes, *stager, plan, {peak, page, pin, ours});
   for (int fd : fds) close(fd);
   stager->DestroyStream(stream);
   stager->FreePinned(pinned);

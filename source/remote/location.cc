@@ -159,6 +159,52 @@ bool IsDnsBucket(std::string_view bucket) {
   return bucket.front() != '-' && bucket.back() != '-';
 }
 
+// The region (AWS_REGION, AWS_DEFAULT_REGION, the profile's, us-east-1) and the CA bundle
+// (--ca-bundle, AWS_CA_BUNDLE, the profile's), as the AWS CLI picks them.
+Status PickRegionAndCa(StoreConfig& config, const LocationOptions& options, const Env& env,
+                       const AwsFile& config_file, const std::string& profile) {
+  config.region.clear();
+  for (const char* name : {"AWS_REGION", "AWS_DEFAULT_REGION"}) {
+    if (config.region.empty()) config.region = Get(env, name);
+  }
+  if (config.region.empty()) config.region = Setting(config_file.profile, "region");
+  if (config.region.empty()) config.region = "us-east-1";
+  Result<std::string> bundle = PickCaBundle(
+      {{"--ca-bundle", options.ca_bundle},
+       {"AWS_CA_BUNDLE", Get(env, "AWS_CA_BUNDLE")},
+       {"ca_bundle of profile '" + profile + "'", Setting(config_file.profile, "ca_bundle")}});
+  if (!bundle.ok()) return bundle.error();
+  config.ca_bundle = std::move(*bundle);
+  return Ok{};
+}
+
+// The keys that sign requests to `url`, from the chain; refused, naming what was looked at,
+// when there are none or a named profile is in neither file.
+Result<std::shared_ptr<CredentialProvider>> FindCredentials(std::string_view url,
+                                                            const ChainInput& chain,
+                                                            bool named_profile,
+                                                            const AwsFile& credentials_file,
+                                                            const AwsFile& config_file) {
+  const Env& env = *chain.env;
+  const std::string& profile = chain.profile;
+  const bool env_keys =
+      !Get(env, "AWS_ACCESS_KEY_ID").empty() || !Get(env, "AWS_SECRET_ACCESS_KEY").empty();
+  if (named_profile && !env_keys && !credentials_file.profile && !config_file.profile) {
+    return Fail(EINVAL, "cannot use profile '{}' (AWS_PROFILE) for {}: not in {}", profile, url,
+                Looked(profile, credentials_file, config_file));
+  }
+  std::vector<std::string> looked;
+  Result<std::shared_ptr<CredentialProvider>> found = ResolveCredentials(chain, looked);
+  if (!found.ok()) return found.error();
+  if (!*found) {
+    return Fail(EACCES,
+                "cannot sign requests to {}: no credentials (looked at {}, {}); "
+                "--no-sign-request reads a public bucket",
+                url, Looked(profile, credentials_file, config_file), fmt::join(looked, ", "));
+  }
+  return found;
+}
+
 Result<Location> ResolveS3(std::string_view url, const LocationOptions& options, const Env& env) {
   const std::string_view rest = url.substr(5);  // after "s3://"
   const size_t slash = rest.find('/');
@@ -182,18 +228,9 @@ Result<Location> ResolveS3(std::string_view url, const LocationOptions& options,
   Result<AwsFile> config_file = LoadAwsFile(env, "AWS_CONFIG_FILE", ".aws/config", profile, true);
   if (!config_file.ok()) return config_file.error();
 
-  config.region.clear();
-  for (const char* name : {"AWS_REGION", "AWS_DEFAULT_REGION"}) {
-    if (config.region.empty()) config.region = Get(env, name);
+  if (Status s = PickRegionAndCa(config, options, env, *config_file, profile); !s) {
+    return s.error();
   }
-  if (config.region.empty()) config.region = Setting(config_file->profile, "region");
-  if (config.region.empty()) config.region = "us-east-1";
-  Result<std::string> bundle = PickCaBundle(
-      {{"--ca-bundle", options.ca_bundle},
-       {"AWS_CA_BUNDLE", Get(env, "AWS_CA_BUNDLE")},
-       {"ca_bundle of profile '" + profile + "'", Setting(config_file->profile, "ca_bundle")}});
-  if (!bundle.ok()) return bundle.error();
-  config.ca_bundle = std::move(*bundle);
   ChainInput chain{
       &env,
       profile,
@@ -211,21 +248,9 @@ Result<Location> ResolveS3(std::string_view url, const LocationOptions& options,
   config.path_style = custom || !IsDnsBucket(bucket);
 
   if (options.no_sign_request) return location;
-  const bool env_keys =
-      !Get(env, "AWS_ACCESS_KEY_ID").empty() || !Get(env, "AWS_SECRET_ACCESS_KEY").empty();
-  if (named_profile && !env_keys && !credentials_file->profile && !config_file->profile) {
-    return Fail(EINVAL, "cannot use profile '{}' (AWS_PROFILE) for {}: not in {}", profile, url,
-                Looked(profile, *credentials_file, *config_file));
-  }
-  std::vector<std::string> looked;
-  Result<std::shared_ptr<CredentialProvider>> found = ResolveCredentials(chain, looked);
+  Result<std::shared_ptr<CredentialProvider>> found =
+      FindCredentials(url, chain, named_profile, *credentials_file, *config_file);
   if (!found.ok()) return found.error();
-  if (!*found) {
-    return Fail(EACCES,
-                "cannot sign requests to {}: no credentials (looked at {}, {}); "
-                "--no-sign-request reads a public bucket",
-                url, Looked(profile, *credentials_file, *config_file), fmt::join(looked, ", "));
-  }
   config.credentials = std::move(*found);
   return location;
 }
