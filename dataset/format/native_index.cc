@@ -14,112 +14,14 @@
 
 #include "dataset/format/file_io.h"
 #include "dataset/format/name_rules.h"
+#include "dataset/format/native_layout.h"
 #include "dataset/format/private_files.h"
 
 namespace gpufs {
 namespace {
 
-static_assert(std::endian::native == std::endian::little, "the index is little-endian");
+using namespace native_layout;
 
-constexpr char kMagic[8] = {'G', 'P', 'U', 'F', 'S', 'I', 'D', 'X'};
-constexpr uint32_t kHasChecksums = 1;
-constexpr uint32_t kHasSha256 = 2;
-// A tar's listing made as GNU tar extracts the archive (long link targets, v7 folders, the
-// last member of a path): an older listing of an unchanged archive may differ, so it is
-// made again.
-constexpr uint32_t kTarListedAsExtracted = 4;
-
-struct Section {
-  uint64_t offset = 0;
-  uint64_t count = 0;
-};
-
-enum SectionId {
-  kNames,
-  kClasses,
-  kBlobs,
-  kGroups,
-  kDirs,
-  kFileNames,
-  kExtents,
-  kWide,
-  kFileClasses,
-  kChecksums,
-  kSha256,
-  kSectionCount
-};
-
-struct Header {
-  char magic[8];
-  uint32_t version;
-  uint32_t header_size;
-  uint64_t file_size;
-  uint64_t body_checksum;
-  uint32_t flags;
-  uint32_t alignment;
-  uint64_t source_size;
-  int64_t source_mtime_ns;
-  Section sections[kSectionCount];
-  uint64_t header_checksum;  // XXH3-64 of the header with this field zero
-};
-static_assert(sizeof(Header) == 240);
-
-struct StrRef {
-  uint32_t offset;
-  uint32_t size;
-};
-
-struct BlobRecord {
-  StrRef name;
-  uint64_t size;
-  uint64_t checksum;
-};
-static_assert(sizeof(BlobRecord) == 24);
-
-constexpr std::array<size_t, kSectionCount> kRecordSize = {1,
-                                                           sizeof(StrRef),
-                                                           sizeof(BlobRecord),
-                                                           sizeof(GroupExtent),
-                                                           sizeof(CatalogDir),
-                                                           sizeof(uint32_t),
-                                                           sizeof(PackedExtent),
-                                                           sizeof(WideExtent),
-                                                           sizeof(uint32_t),
-                                                           sizeof(uint64_t),
-                                                           sizeof(Sha256Digest)};
-
-uint64_t Align8(uint64_t n) { return (n + 7) & ~uint64_t{7}; }
-
-template <typename H>
-uint64_t HeaderChecksum(H header) {
-  header.header_checksum = 0;
-  return XXH3_64bits(&header, sizeof(header));
-}
-
-// The header with its checksum set, as bytes.
-std::string HeaderBytes(Header h) {
-  h.version = kNativeIndexVersion;
-  h.header_size = sizeof(Header);
-  h.header_checksum = HeaderChecksum(h);
-  return std::string(reinterpret_cast<const char*>(&h), sizeof(h));
-}
-
-// The sections of an index that are not the catalog's tables as they are. The names
-// section is the catalog's names followed by `names`, the classes' and blobs' own.
-struct IndexImage {
-  size_t base = 0;  // the catalog's names, before these
-  std::string names;
-  std::vector<StrRef> classes;
-  std::vector<BlobRecord> blobs;
-
-  StrRef AddName(std::string_view name) {
-    StrRef ref{static_cast<uint32_t>(base + names.size()), static_cast<uint32_t>(name.size())};
-    names += name;
-    return ref;
-  }
-};
-
-// A read-only mapping of the whole index file, unmapped with the last Catalog using it.
 struct Mapping {
   void* address = MAP_FAILED;
   size_t size = 0;
@@ -400,83 +302,7 @@ std::vector<std::string> Strings(std::string_view names, std::span<const StrRef>
   return out;
 }
 
-using SectionParts = std::array<std::pair<const void*, uint64_t>, kSectionCount>;
-
-// The index file: `h` (its sections, size and checksum filled in here), then each section
-// of `parts`, the names in two pieces (the catalog's, then the index's own).
-std::string IndexBytes(Header h, const SectionParts& parts, std::string_view names,
-                       std::string_view more_names) {
-  static_assert(sizeof(Header) % 8 == 0, "sections are aligned from the file's start");
-  // One buffer of the file's exact size, the header written last: at 14 M files the
-  // index is 366 MB, and a copy of it (or a doubling) would be the mount's peak.
-  uint64_t end = sizeof(Header);
-  for (int i = 0; i < kSectionCount; ++i) {
-    end = Align8(end);
-    h.sections[i] = Section{end, parts[i].second};
-    end += parts[i].second * kRecordSize[i];
-  }
-  std::string bytes;
-  bytes.reserve(end);
-  bytes.resize(sizeof(Header));
-  for (int i = 0; i < kSectionCount; ++i) {
-    bytes.resize(Align8(bytes.size()), '\0');
-    if (i == 0) {
-      bytes += names;
-      bytes += more_names;
-    } else {
-      bytes.append(static_cast<const char*>(parts[i].first), parts[i].second * kRecordSize[i]);
-    }
-  }
-  h.file_size = bytes.size();
-  h.body_checksum = XXH3_64bits(bytes.data() + sizeof(Header), bytes.size() - sizeof(Header));
-  const std::string header = HeaderBytes(h);
-  bytes.replace(0, header.size(), header);
-  return bytes;
-}
-
 }  // namespace
-
-Status WriteNativeIndex(const Catalog& catalog, const IndexInfo& info,
-                        const std::filesystem::path& path, FileAccess access) {
-  const CatalogTables& t = catalog.tables();
-  if (info.blobs.size() != t.blobs.size()) {
-    return Fail(EINVAL, "cannot write index {}: {} blob records for {} blobs", path.string(),
-                info.blobs.size(), t.blobs.size());
-  }
-  IndexImage image;
-  image.base = t.names.size();
-  for (const std::string& c : t.classes) image.classes.push_back(image.AddName(c));
-  for (size_t i = 0; i < t.blobs.size(); ++i) {
-    image.blobs.push_back(
-        BlobRecord{image.AddName(t.blobs[i]), info.blobs[i].size, info.blobs[i].checksum});
-  }
-  const SectionParts parts = {{
-      {t.names.data(), t.names.size() + image.names.size()},  // in two pieces, below
-      {image.classes.data(), image.classes.size()},
-      {image.blobs.data(), image.blobs.size()},
-      {t.groups.data(), t.groups.size()},
-      {t.dirs.data(), t.dirs.size()},
-      {t.file_names.data(), t.file_names.size()},
-      {t.extents.data(), t.extents.size()},
-      {t.wide.data(), t.wide.size()},
-      {t.file_classes.data(), t.file_classes.size()},
-      {t.checksums.data(), t.checksums.size()},
-      {t.sha256.data(), t.sha256.size()},
-  }};
-  if (!t.sha256.empty() && t.sha256.size() != t.file_count()) {
-    return Fail(EINVAL, "cannot write index {}: {} SHA-256 digests for {} files", path.string(),
-                t.sha256.size(), t.file_count());
-  }
-  Header h{};
-  std::memcpy(h.magic, kMagic, sizeof(kMagic));
-  h.flags = (t.checksums.empty() ? 0 : kHasChecksums) | (t.sha256.empty() ? 0 : kHasSha256) |
-            (info.tar_listed_as_extracted ? kTarListedAsExtracted : 0);
-  h.alignment = info.alignment;
-  h.source_size = info.source.size;
-  h.source_mtime_ns = info.source.mtime_ns;
-  const std::string bytes = IndexBytes(h, parts, t.names, image.names);
-  return WriteFileAtomically(path, bytes, access);
-}
 
 Result<OpenedIndex> OpenNativeIndex(const std::filesystem::path& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
