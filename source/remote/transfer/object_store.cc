@@ -20,85 +20,13 @@
 #include "source/remote/transfer/gather.h"
 #include "source/remote/transfer/hash_workers.h"
 #include "source/remote/transfer/responses.h"
+#include "source/remote/transfer/store_loops.h"
+#include "source/remote/transfer/store_requests.h"
 #include "source/remote/transfer/store_stats.h"
 #include "source/remote/transfer/transfer_loop.h"
 
 namespace gpufs::remote {
 namespace {
-
-// A listing page is a few hundred bytes per key; a page larger than this is not a listing.
-constexpr size_t kMaxListPage = 64 << 20;
-
-// Waits on another thread for a call that reports through a callback.
-template <typename T, typename Start>
-Result<T> Await(Start start) {
-  std::promise<Result<T>> promise;
-  std::future<Result<T>> future = promise.get_future();
-  start([&promise](Result<T> result) { promise.set_value(std::move(result)); });
-  return future.get();
-}
-
-// The URL of `name` (or of the bucket, for a listing), with `query` already in canonical
-// order: curl signs the path and query exactly as they are sent.
-std::string UrlOf(const StoreConfig& config, const std::string& name, const std::string& query,
-                  bool bucket_only) {
-  std::string url;
-  if (config.scheme == Scheme::kHttp) {
-    const bool typed = config.typed_object && config.typed_object->name == name;
-    url = config.endpoint + config.root + (typed ? config.typed_object->target : EncodePath(name));
-  } else if (config.path_style) {
-    url = config.endpoint + "/" + EncodePath(config.bucket);
-    if (!bucket_only) url += "/" + EncodePath(config.root + name);
-  } else {
-    const size_t host = config.endpoint.find("//") + 2;
-    url = config.endpoint.substr(0, host) + config.bucket + "." + config.endpoint.substr(host) +
-          "/" + (bucket_only ? "" : EncodePath(config.root + name));
-  }
-  if (!query.empty()) url += "?" + query;
-  return url;
-}
-
-// The headers every request carries. radosgw refuses a signed request without a payload
-// hash, and curl 7.88 signs with the one it is given. A session token goes with each
-// attempt's keys (transfer_loop.cc).
-std::vector<std::string> BaseHeaders(const StoreConfig& config) {
-  std::vector<std::string> headers;
-  if (config.scheme == Scheme::kS3 && config.request_payer) {
-    headers.push_back("x-amz-request-payer: requester");
-  }
-  if (config.scheme == Scheme::kS3 && config.credentials) {
-    headers.push_back("x-amz-content-sha256: UNSIGNED-PAYLOAD");
-  }
-  return headers;
-}
-
-// An exchange for `object` with what every request carries; the caller adds the sink.
-Exchange Request(const StoreConfig& config, const std::string& object, const char* verb,
-                 std::string url) {
-  Exchange exchange;
-  exchange.object = object;
-  exchange.verb = verb;
-  exchange.url = std::move(url);
-  exchange.headers = BaseHeaders(config);
-  return exchange;
-}
-
-// ListObjectsV2's query, its parameters in the sorted order SigV4 signs.
-std::string ListQuery(const std::string& prefix, const std::string& token, unsigned page_size) {
-  std::string query;
-  if (!token.empty()) query += "continuation-token=" + EncodeQueryValue(token) + "&";
-  query += "encoding-type=url&list-type=2";
-  if (page_size > 0) query += fmt::format("&max-keys={}", page_size);
-  if (!prefix.empty()) query += "&prefix=" + EncodeQueryValue(prefix);
-  return query;
-}
-
-// "http://host:port/path?query" as the authority ("host:port") and the rest ("/path?query").
-std::pair<std::string, std::string> SplitUrl(const std::string& url) {
-  const size_t authority = url.find("://") + 3;
-  const size_t path = std::min(url.find('/', authority), url.size());
-  return {url.substr(authority, path - authority), url.substr(path)};
-}
 
 // Answers from a peer about the object itself (another ETag, a 4xx) are logged this many
 // times, then only counted: a changed object would log once per block.
@@ -134,92 +62,8 @@ struct ObjectStore::Block {
   bool urgent = false;        // a reader waits on it (GetRequest::urgent)
 };
 
-class ObjectStore::Impl {
- public:
-  explicit Impl(const StoreConfig& config) : region(config.region, config.endpoint) {
-    // Each loop has its share of the connections, and none goes without one.
-    const unsigned threads =
-        std::clamp(config.transfer_threads, 1u, std::max(1u, config.connections));
-    LoopConfig loop_config = LoopConfigFor(config);
-    const unsigned connections = loop_config.connections;
-    for (unsigned i = 0; i < threads; ++i) {
-      loop_config.connections = connections / threads + (i < connections % threads ? 1 : 0);
-      loops.push_back(std::make_unique<TransferLoop>(loop_config, counters, region));
-    }
-    if (config.peers.urls.empty()) return;
-    peers = std::make_unique<PeerSet>(config.peers);
-    hashers = std::make_unique<HashWorkers>(HashWorkers::DefaultThreads());
-  }
-  // The hashers finish their jobs while the loops still take what they submit; a read that
-  // completes while the loops stop is then hashed on a loop's thread. Every loop stops
-  // before any is freed: a callback on one may submit to another, which then answers at once.
-  ~Impl() {
-    if (hashers) hashers->Stop();
-    for (auto& loop : loops) loop->Stop();
-  }
-
-  // The loop with the fewest exchanges pending, looking from the next one round: requests
-  // spread over the threads, and a loop slowed by its transfers gets fewer.
-  TransferLoop& Loop() {
-    const size_t start = next_loop.fetch_add(1, std::memory_order_relaxed);
-    TransferLoop* best = nullptr;
-    for (size_t i = 0; i < loops.size(); ++i) {
-      TransferLoop& loop = *loops[(start + i) % loops.size()];
-      if (!best || loop.Pending() < best->Pending()) best = &loop;
-    }
-    return *best;
-  }
-
-  // Wraps `done` so that the request counts as in flight until it runs, and as an error
-  // when it fails.
-  template <typename T>
-  std::function<void(Result<T>)> Track(std::function<void(Result<T>)> done) {
-    counters.in_flight.fetch_add(1, std::memory_order_relaxed);
-    return [this, done = std::move(done)](Result<T> result) {
-      counters.in_flight.fetch_sub(1, std::memory_order_relaxed);
-      if (!result.ok()) counters.errors.fetch_add(1, std::memory_order_relaxed);
-      done(std::move(result));
-    };
-  }
-
-  // One page of a listing, waited for.
-  Result<ListPage> FetchPage(Exchange exchange) {
-    return Await<ListPage>([&](std::function<void(Result<ListPage>)> done) {
-      exchange.max_text = kMaxListPage;
-      exchange.done = [object = exchange.object,
-                       finish = Track(std::move(done))](Result<Reply> reply) {
-        if (!reply.ok()) return finish(reply.error());
-        if (reply->status != 200) return finish(StatusError(*reply, "list", object));
-        Result<ListPage> parsed = ParseListObjectsV2(reply->text);
-        if (!parsed.ok()) {
-          return finish(Fail(EIO, "cannot list {}: {}", object, parsed.error().message));
-        }
-        finish(std::move(parsed));
-      };
-      Loop().Submit(std::move(exchange));
-    });
-  }
-
-  // The error of a blocking call made from the loop's own thread, which would wait forever.
-  std::optional<Error> RefuseOnLoopThread(std::string_view verb, const std::string& object) {
-    const bool on_loop = std::any_of(loops.begin(), loops.end(),
-                                     [](const auto& loop) { return loop->OnLoopThread(); });
-    if (!on_loop) return std::nullopt;
-    return Fail(EDEADLK, "cannot {} {}: a blocking call from a store callback", verb, object);
-  }
-
-  std::unique_ptr<PeerSet> peers;        // none without --peers
-  std::unique_ptr<HashWorkers> hashers;  // with peers; outlives the loop
-  std::atomic<uint64_t> peer_answers_logged{0};
-  std::atomic<uint64_t> mismatches_logged{0};
-  StoreCounters counters;  // before the loops, which use it until they stop
-  BucketRegion region;     // shared by the loops: what one learns, all sign for
-  std::atomic<size_t> next_loop{0};
-  std::vector<std::unique_ptr<TransferLoop>> loops;
-};
-
 ObjectStore::ObjectStore(StoreConfig config)
-    : config_(std::move(config)), impl_(std::make_unique<Impl>(config_)) {}
+    : config_(std::move(config)), impl_(std::make_unique<StoreLoops>(config_)) {}
 
 ObjectStore::~ObjectStore() = default;
 

@@ -51,6 +51,8 @@
 
 namespace gpufs::remote {
 
+class StoreLoops;  // store_loops.h
+
 struct GetRequest {
   std::string name;  // relative to the root
   uint64_t offset = 0;
@@ -121,9 +123,8 @@ class ObjectStore {
   void CheckPeerRead(std::shared_ptr<PeerRead> read);
   Result<size_t> TakeStoreBytes(const PeerRead& read, const MemberDigests::Mismatch& member,
                                 const char* store_bytes);
-  class Impl;
   StoreConfig config_;
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<StoreLoops> impl_;
 };
 
 }  // namespace gpufs::remote
