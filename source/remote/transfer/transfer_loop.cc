@@ -1,5 +1,7 @@
 #include "source/remote/transfer/transfer_loop.h"
 
+#include "source/remote/transfer/transfer.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cstring>
@@ -11,9 +13,6 @@
 
 namespace gpufs::remote {
 namespace {
-
-// The start of an error answer's body kept for its message; the rest is dropped.
-constexpr size_t kMaxErrorBody = 64 * 1024;
 
 void InitCurlOnce() {
   static std::once_flag once;
@@ -39,21 +38,6 @@ bool IsRetryableTransport(CURLcode code) {
     default:
       return false;
   }
-}
-
-bool EqualsNoCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
-std::string_view TrimLine(std::string_view s) {
-  while (!s.empty() && (s.back() == '\r' || s.back() == '\n' || s.back() == ' ')) {
-    s.remove_suffix(1);
-  }
-  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
-  return s;
 }
 
 // The most body bytes an attempt of `exchange` may move: what its sink holds.
@@ -120,92 +104,6 @@ LoopConfig LoopConfigFor(const StoreConfig& config) {
     loop.netrc_file = config.netrc_file;
   }
   return loop;
-}
-
-// One exchange through its attempts. Owned by exactly one of the loop's queues at a time.
-struct TransferLoop::Transfer {
-  Exchange exchange;
-  TransferLoop* loop = nullptr;
-  Reply reply;  // of the attempt in progress
-  unsigned attempts = 0;
-  Clock::time_point first_start;
-  Clock::time_point attempt_start;
-  std::string signed_for;     // the region the attempt in progress was signed (or sent) for
-  unsigned region_moves = 0;  // times a wrong-region answer sent it again
-  CURL* easy = nullptr;
-  curl_slist* headers = nullptr;
-  std::shared_ptr<const Credentials> keys;  // of the attempt in progress; null: unsigned
-  bool renewed = false;                     // the keys were refused once and renewed
-  uint64_t refresh_mark = 0;                // the provider's Attempts() when renewal began
-  Clock::time_point keys_wait_until;
-  bool sink_stopped = false;  // the write callback ended the transfer on purpose
-  char error[CURL_ERROR_SIZE] = {};
-
-  ~Transfer() { curl_slist_free_all(headers); }
-
-  static size_t OnHeader(char* data, size_t size, size_t count, void* self);
-  static size_t OnBody(char* data, size_t size, size_t count, void* self);
-  size_t Body(const char* data, size_t n);
-};
-
-size_t TransferLoop::Transfer::OnHeader(char* data, size_t size, size_t count, void* self) {
-  auto* t = static_cast<Transfer*>(self);
-  const std::string_view line = TrimLine(std::string_view(data, size * count));
-  if (line.starts_with("HTTP/")) {  // a new answer (after a 100 Continue, say): start over
-    t->reply = Reply{};
-    const size_t space = line.find(' ');
-    if (space != std::string_view::npos) {
-      std::from_chars(line.data() + space + 1, line.data() + line.size(), t->reply.status);
-    }
-    return size * count;
-  }
-  const size_t colon = line.find(':');
-  if (colon == std::string_view::npos) return size * count;
-  const std::string_view name = line.substr(0, colon);
-  const std::string_view value = TrimLine(line.substr(colon + 1));
-  if (EqualsNoCase(name, "ETag")) {
-    t->reply.etag = std::string(value);
-  } else if (EqualsNoCase(name, "x-amz-bucket-region")) {
-    t->reply.bucket_region = std::string(value);
-  } else if (EqualsNoCase(name, "Content-Range")) {
-    t->reply.content_range = std::string(value);
-  } else if (EqualsNoCase(name, "Content-Length")) {
-    uint64_t length = 0;
-    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), length);
-    if (ec == std::errc() && end == value.data() + value.size()) t->reply.content_length = length;
-  }
-  return size * count;
-}
-
-size_t TransferLoop::Transfer::OnBody(char* data, size_t size, size_t count, void* self) {
-  return static_cast<Transfer*>(self)->Body(data, size * count);
-}
-
-// Returning less than `n` ends the transfer (CURLE_WRITE_ERROR), which sink_stopped marks
-// as the loop's own decision rather than a broken connection.
-size_t TransferLoop::Transfer::Body(const char* data, size_t n) {
-  if (reply.status < 200 || reply.status > 299) {
-    reply.text.append(data,
-                      std::min(n, kMaxErrorBody - std::min(kMaxErrorBody, reply.text.size())));
-    return n;
-  }
-  const auto stop = [this](bool& why) {
-    why = true;
-    sink_stopped = true;
-    return size_t{0};
-  };
-  if (exchange.partial_only && reply.status != 206) return stop(reply.not_partial);
-  if (exchange.buffer != nullptr) {
-    if (n > exchange.capacity - reply.body_bytes) return stop(reply.overflow);
-    std::memcpy(exchange.buffer + reply.body_bytes, data, n);
-  } else {
-    if (n > exchange.max_text - reply.text.size()) return stop(reply.overflow);
-    reply.text.append(data, n);
-  }
-  reply.body_bytes += n;
-  (exchange.via_peer ? loop->counters_.peer_bytes : loop->counters_.bytes)
-      .fetch_add(n, std::memory_order_relaxed);
-  return n;
 }
 
 TransferLoop::TransferLoop(LoopConfig config, StoreCounters& counters, BucketRegion& region)
@@ -294,7 +192,7 @@ void TransferLoop::TakeIncoming(std::deque<Incoming>& incoming) {
     }
     auto transfer = std::make_unique<Transfer>();
     transfer->exchange = std::move(std::get<Exchange>(item));
-    transfer->loop = this;
+    transfer->counters = &counters_;
     // An urgent exchange goes behind the urgent ones already waiting, before all others.
     const auto at = transfer->exchange.urgent
                         ? std::find_if(ready_.begin(), ready_.end(),

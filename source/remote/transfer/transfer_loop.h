@@ -40,6 +40,8 @@
 
 namespace gpufs::remote {
 
+struct Transfer;  // transfer.h
+
 struct LoopConfig {
   unsigned connections = 16;
   unsigned max_attempts = 0;  // 0: as many as the retry budget allows
@@ -92,7 +94,6 @@ class TransferLoop {
   uint64_t Answered() const { return answered_.load(std::memory_order_relaxed); }
 
  private:
-  struct Transfer;
   using Clock = std::chrono::steady_clock;
   using Incoming = std::variant<Exchange, std::function<void()>>;
 
