@@ -19,125 +19,30 @@
 #include <cstring>
 #include <vector>
 
+#include "cache/tier_copy.h"
 #include "cache/tier_folder.h"
 #include "dataset/format/checksums.h"
 #include "dataset/format/private_files.h"
 
 namespace gpufs {
-namespace {
 
-constexpr char kMagic[8] = {'G', 'P', 'U', 'F', 'S', 'D', 'T', '\n'};
-constexpr uint32_t kVersion = 1;
-// Block sizes a copy may have been written with: a power of two, 4 KiB to 1 MiB.
-bool KnownBlockBytes(uint32_t bytes) {
-  return bytes >= DiskTier::kAlign && bytes <= (1u << 20) && (bytes & (bytes - 1)) == 0;
-}
+static_assert(DiskTier::kAlign == kCopyAlign);
+
+namespace {
 
 // What Full() asks room for: about a group, so that room made by a deletion is seen.
 constexpr uint64_t kFullProbe = 16 << 20;
-
-// The fixed start of a copy's header; the name (padded to 8 bytes) and the block
-// checksums follow. Host byte order: the tier is a node's local disk.
-struct FixedHeader {
-  char magic[8];
-  uint32_t version;
-  uint32_t header_bytes;
-  uint64_t payload;
-  uint32_t block_bytes;
-  uint32_t name_bytes;
-};
-static_assert(sizeof(FixedHeader) == 32);
-
-size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
-size_t BlockCount(uint64_t payload, size_t block = DiskTier::kBlock) {
-  return (payload + block - 1) / block;
-}
-size_t HeaderBytes(size_t name_bytes, uint64_t payload, size_t block = DiskTier::kBlock) {
-  return RoundUp(sizeof(FixedHeader) + RoundUp(name_bytes, 8) + 8 * BlockCount(payload, block),
-                 DiskTier::kAlign);
-}
-
-struct FreeDeleter {
-  void operator()(char* p) const { std::free(p); }
-};
-using AlignedBuffer = std::unique_ptr<char, FreeDeleter>;
-AlignedBuffer Aligned(size_t bytes) {
-  return AlignedBuffer(static_cast<char*>(std::aligned_alloc(DiskTier::kAlign, bytes)));
-}
-
-// Reads until `want` bytes or the end; the bytes read, or -1.
-ssize_t ReadFully(int fd, char* buffer, size_t want, uint64_t offset) {
-  size_t got = 0;
-  while (got < want) {
-    const ssize_t n = pread(fd, buffer + got, want - got, static_cast<off_t>(offset + got));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return -1;
-    if (n == 0) break;
-    got += static_cast<size_t>(n);
-  }
-  return static_cast<ssize_t>(got);
-}
-
-bool WriteFully(int fd, const char* bytes, size_t size, uint64_t offset) {
-  size_t done = 0;
-  while (done < size) {
-    const ssize_t n = pwrite(fd, bytes + done, size - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      if (n == 0) errno = EIO;
-      return false;
-    }
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
-
-uint64_t BlockChecksum(const char* payload, uint64_t length, size_t block,
-                       size_t block_bytes = DiskTier::kBlock) {
-  const uint64_t start = uint64_t{block} * block_bytes;
-  return ChecksumOf(payload + start, std::min<uint64_t>(block_bytes, length - start));
-}
 
 void LogTightened(const std::string& note) {
   if (!note.empty()) spdlog::warn("{}", note);
 }
 
-// The header of a copy of `length` bytes at `bytes` named `name`, checked in blocks of
-// `block`: HeaderBytes long, zero-padded to the alignment.
-AlignedBuffer CopyHeader(const std::string& name, const char* bytes, size_t length, size_t block) {
-  const size_t header_bytes = HeaderBytes(name.size(), length, block);
-  AlignedBuffer header = Aligned(header_bytes);
-  std::memset(header.get(), 0, header_bytes);
-  FixedHeader fixed{{},
-                    kVersion,
-                    static_cast<uint32_t>(header_bytes),
-                    length,
-                    static_cast<uint32_t>(block),
-                    static_cast<uint32_t>(name.size())};
-  std::memcpy(fixed.magic, kMagic, sizeof(kMagic));
-  std::memcpy(header.get(), &fixed, sizeof(fixed));
-  std::memcpy(header.get() + sizeof(fixed), name.data(), name.size());
-  char* blocks = header.get() + sizeof(fixed) + RoundUp(name.size(), 8);
-  for (size_t b = 0; b < BlockCount(length, block); ++b) {
-    const uint64_t sum = BlockChecksum(bytes, length, b, block);
-    std::memcpy(blocks + 8 * b, &sum, 8);
-  }
-  return header;
-}
-
 }  // namespace
-
-struct DiskTier::Header {
-  uint64_t payload = 0;
-  size_t header_bytes = 0;
-  std::vector<uint64_t> blocks;
-  size_t block_bytes = kBlock;  // as the copy was written (64 KiB before 16 KiB)
-};
 
 struct DiskTier::OpenedCopy {
   int fd = -1;
-  Header header;
-  OpenedCopy(int fd, Header header) : fd(fd), header(std::move(header)) {}
+  CopyHeader header;
+  OpenedCopy(int fd, CopyHeader header) : fd(fd), header(std::move(header)) {}
   ~OpenedCopy() { close(fd); }
   OpenedCopy(const OpenedCopy&) = delete;
   OpenedCopy& operator=(const OpenedCopy&) = delete;
@@ -227,42 +132,11 @@ int DiskTier::OpenCopy(const std::string& name) {
   return -1;
 }
 
-Result<DiskTier::Header> DiskTier::ReadHeader(int fd, const std::string& name, size_t length) {
-  AlignedBuffer first = Aligned(kAlign);
-  if (ReadFully(fd, first.get(), kAlign, 0) < static_cast<ssize_t>(sizeof(FixedHeader))) {
-    return Fail(EIO, "no header");
-  }
-  FixedHeader fixed{};
-  std::memcpy(&fixed, first.get(), sizeof(fixed));
-  if (std::memcmp(fixed.magic, kMagic, sizeof(kMagic)) != 0 || fixed.version != kVersion ||
-      !KnownBlockBytes(fixed.block_bytes) || fixed.name_bytes != name.size() ||
-      (length != 0 && fixed.payload != length) ||
-      fixed.header_bytes != HeaderBytes(name.size(), fixed.payload, fixed.block_bytes)) {
-    return Fail(EIO, "a header that does not match");
-  }
-  AlignedBuffer whole = std::move(first);
-  if (fixed.header_bytes > kAlign) {
-    whole = Aligned(fixed.header_bytes);
-    if (ReadFully(fd, whole.get(), fixed.header_bytes, 0) != fixed.header_bytes) {
-      return Fail(EIO, "a short header");
-    }
-  }
-  if (std::string_view(whole.get() + sizeof(FixedHeader), name.size()) != name) {
-    return Fail(EIO, "another group's header");
-  }
-  Header header{fixed.payload, fixed.header_bytes,
-                std::vector<uint64_t>(BlockCount(fixed.payload, fixed.block_bytes)),
-                fixed.block_bytes};
-  std::memcpy(header.blocks.data(), whole.get() + sizeof(FixedHeader) + RoundUp(name.size(), 8),
-              8 * header.blocks.size());
-  return header;
-}
-
 bool DiskTier::ReadWhole(const std::string& name, char* buffer, size_t length) {
   if (!enabled_ || name.empty()) return false;
   const int fd = OpenCopy(name);
   if (fd < 0) return false;
-  auto header = ReadHeader(fd, name, length);
+  auto header = ReadCopyHeader(fd, name, length);
   std::string damage = header ? "" : header.error().message;
   if (header && ReadFully(fd, buffer, RoundUp(length, kAlign), header->header_bytes) <
                     static_cast<ssize_t>(length)) {
@@ -287,7 +161,7 @@ std::shared_ptr<const DiskTier::OpenedCopy> DiskTier::Opened(const std::string& 
   }
   const int fd = OpenCopy(name);
   if (fd < 0) return nullptr;
-  auto header = ReadHeader(fd, name, 0);
+  auto header = ReadCopyHeader(fd, name, 0);
   if (!header) {
     close(fd);
     Damaged(name, header.error().message);
@@ -316,7 +190,7 @@ bool DiskTier::ReadSlice(const std::string& name, uint64_t offset, size_t size, 
   if (!enabled_ || name.empty()) return false;
   const auto copy = Opened(name);
   if (!copy) return false;
-  const Header& header = copy->header;
+  const CopyHeader& header = copy->header;
   std::string damage;
   if (offset + size > header.payload) damage = "it is shorter than the group";
   if (damage.empty() && size > 0) {
@@ -417,7 +291,7 @@ bool DiskTier::Write(const std::string& name, const char* bytes, size_t length, 
     return false;
   }
   const size_t header_bytes = HeaderBytes(name.size(), length, options_.block_bytes);
-  AlignedBuffer header = CopyHeader(name, bytes, length, options_.block_bytes);
+  AlignedBuffer header = MakeCopyHeader(name, bytes, length, options_.block_bytes);
   const uint64_t file_bytes = FileBytes(name, length);
   if (!claimed && !Reserve(file_bytes)) {
     ++counters_.skipped;
@@ -596,7 +470,7 @@ std::string TierFileName(uint32_t group, std::string_view blob, std::string_view
                          uint64_t offset, uint64_t length) {
   if (identity.empty()) return {};
   const std::string key =
-      fmt::format("v{}\n{}\n{}\n{}\n{}", kVersion, blob, identity, offset, length);
+      fmt::format("v{}\n{}\n{}\n{}\n{}", kCopyVersion, blob, identity, offset, length);
   return fmt::format("g{:06}-{:016x}{}", group, ChecksumOf(key.data(), key.size()), kSuffix);
 }
 

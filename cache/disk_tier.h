@@ -129,7 +129,6 @@ class DiskTier {
     std::atomic<uint64_t> hash_mismatches{0};
     std::atomic<uint64_t> writes{0}, write_bytes{0}, skipped{0}, write_errors{0}, evictions{0};
   };
-  struct Header;
   struct OpenedCopy;  // a descriptor of a copy and its header, cached for slice reads
 
   DiskTier(DiskTierOptions options, uint64_t keep_free, int root_fd, int dir_fd, int ledger_fd);
@@ -139,7 +138,6 @@ class DiskTier {
   // read counted in `hits`.
   bool Settle(int fd, const std::string& name, const std::string& damage,
               std::atomic<uint64_t>& hits, uint64_t bytes);
-  Result<Header> ReadHeader(int fd, const std::string& name, size_t length);
   // `name`'s copy opened with its header read, from the cache of open copies or opened now
   // (and cached); null on a miss or a damaged header (deleted).
   std::shared_ptr<const OpenedCopy> Opened(const std::string& name);
