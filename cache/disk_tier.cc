@@ -1,8 +1,6 @@
 #include "cache/disk_tier.h"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -14,7 +12,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -106,17 +103,21 @@ uint64_t DiskTier::DefaultKeepFree(uint64_t total_bytes) {
 DiskTier::DiskTier(DiskTierOptions options, uint64_t keep_free, int root_fd, int dir_fd,
                    int ledger_fd)
     : options_(std::move(options)),
-      keep_free_(keep_free),
       dir_(options_.root / options_.dataset),
       root_fd_(root_fd),
       dir_fd_(dir_fd),
-      ledger_fd_(ledger_fd),
-      opened_(OpenedTime()) {}
+      opened_(OpenedTime()),
+      ledger_(root_fd, dir_fd, ledger_fd,
+              TierLedger::Bounds{options_.max_bytes, keep_free, options_.evict, options_.dataset,
+                                 opened_},
+              [this](const TierCopy& copy) {
+                if (copy.dataset == options_.dataset) Forget(copy.name);  // its space, freed now
+                ++counters_.evictions;
+              }) {}
 
 DiskTier::~DiskTier() {
   close(root_fd_);
   close(dir_fd_);
-  close(ledger_fd_);
 }
 
 int DiskTier::OpenCopy(const std::string& name) {
@@ -241,7 +242,7 @@ void DiskTier::Delete(const std::string& name) {
   Forget(name);
   // Unlinked with the ledger locked: a count of the folder in between would already leave
   // the copy out, and the release would then take its bytes off twice.
-  ChangeLedger([&](uint64_t& used) {
+  ledger_.Change([&](uint64_t& used) {
     struct stat st {};
     if (fstatat(dir_fd_, name.c_str(), &st, 0) == 0 && unlinkat(dir_fd_, name.c_str(), 0) == 0) {
       used -= std::min(used, static_cast<uint64_t>(st.st_size));
@@ -270,7 +271,7 @@ uint64_t DiskTier::FileBytes(const std::string& name, size_t length) const {
 
 bool DiskTier::Claim(const std::string& name, size_t length) {
   if (!enabled_ || name.empty()) return false;
-  if (Reserve(FileBytes(name, length))) return true;
+  if (ledger_.Reserve(FileBytes(name, length))) return true;
   ++counters_.skipped;
   return false;
 }
@@ -279,8 +280,8 @@ bool DiskTier::Claim(const std::string& name, size_t length) {
 // folder in between would already leave them out, and they would be taken off twice.
 void DiskTier::Unclaim(const std::string& name, size_t length) {
   const uint64_t bytes = FileBytes(name, length);
-  ChangeLedger([&](uint64_t& used) {
-    pending_ -= bytes;
+  ledger_.Change([&](uint64_t& used) {
+    ledger_.Unpend(bytes);
     used -= std::min(used, bytes);
   });
 }
@@ -293,7 +294,7 @@ bool DiskTier::Write(const std::string& name, const char* bytes, size_t length, 
   const size_t header_bytes = HeaderBytes(name.size(), length, options_.block_bytes);
   AlignedBuffer header = MakeCopyHeader(name, bytes, length, options_.block_bytes);
   const uint64_t file_bytes = FileBytes(name, length);
-  if (!claimed && !Reserve(file_bytes)) {
+  if (!claimed && !ledger_.Reserve(file_bytes)) {
     ++counters_.skipped;
     return false;
   }
@@ -318,11 +319,11 @@ bool DiskTier::Write(const std::string& name, const char* bytes, size_t length, 
   // is as good as ours.
   bool renamed = false;
   int rename_error = 0;
-  ChangeLedger([&](uint64_t& used) {
+  ledger_.Change([&](uint64_t& used) {
     renamed = written && syscall(SYS_renameat2, dir_fd_, temp.c_str(), dir_fd_, name.c_str(),
                                  1 /* RENAME_NOREPLACE */) == 0;
     rename_error = errno;
-    pending_ -= file_bytes;  // in the folder now, or gone
+    ledger_.Unpend(file_bytes);  // in the folder now, or gone
     if (renamed) return;
     unlinkat(dir_fd_, temp.c_str(), 0);
     used -= std::min(used, file_bytes);
@@ -356,102 +357,21 @@ void DiskTier::WriteFailed(const std::string& what, int error) {
   }
 }
 
-bool DiskTier::Full() const {
-  return full_.load(std::memory_order_relaxed) && !Fits(Used(), kFullProbe);
-}
+bool DiskTier::Full() const { return ledger_.Full(); }
+uint64_t DiskTier::Room() const { return ledger_.Room(); }
+uint64_t DiskTier::OnDisk() const { return ledger_.OnDisk(); }
 
 bool DiskTier::Present(const std::string& name) const {
   return enabled_ && !name.empty() && faccessat(dir_fd_, name.c_str(), F_OK, 0) == 0;
 }
 
-bool DiskTier::Fits(uint64_t used, uint64_t bytes, uint64_t slack) const {
-  if (options_.max_bytes != 0 && used + bytes + slack > options_.max_bytes) return false;
-  struct statvfs vfs {};
-  if (fstatvfs(dir_fd_, &vfs) != 0) return false;
-  return uint64_t{vfs.f_bavail} * vfs.f_frsize >= keep_free_ + bytes + slack;
-}
-
-uint64_t DiskTier::Used() const {
-  uint64_t used = 0;
-  if (pread(ledger_fd_, &used, sizeof(used), 0) != sizeof(used)) used = 0;
-  return used;
-}
-
-uint64_t DiskTier::OnDisk() const {
-  const uint64_t used = Used();
-  struct statvfs vfs {};
-  const uint64_t free = fstatvfs(dir_fd_, &vfs) == 0 ? uint64_t{vfs.f_bavail} * vfs.f_frsize : 0;
-  return used + free - std::min(free, keep_free_);
-}
-
-uint64_t DiskTier::Room() const {
-  const uint64_t on_disk = OnDisk();
-  return options_.max_bytes != 0 ? std::min(options_.max_bytes, on_disk) : on_disk;
-}
-
-// Under the ledger lock: the bytes in use as this daemon and the others left them, and
-// what this daemon has reserved for copies not yet in the folder.
-uint64_t DiskTier::Recount() { return ScanRoot(root_fd_, nullptr) + pending_; }
-
-// Under the ledger lock: deletes the copies read least recently, of every dataset under
-// root, until `bytes` more fit with room to spare (a twentieth of the bound, or sixteen
-// such writes, but never more than a quarter of what is kept), so that the next writes
-// do not count the folder again at once.
-void DiskTier::EvictFor(uint64_t& used, uint64_t bytes) {
-  std::vector<TierCopy> copies;
-  used = ScanRoot(root_fd_, &copies) + pending_;
-  std::sort(copies.begin(), copies.end(), ReadBefore);
-  std::erase_if(copies, [this](const TierCopy& copy) {
-    return copy.dataset == options_.dataset && !ReadBefore(copy, TierCopy{{}, {}, 0, opened_});
-  });
-  const uint64_t spare = std::min(std::max(options_.max_bytes / 20, 16 * bytes), used / 4);
-  for (const TierCopy& copy : copies) {
-    if (Fits(used, bytes, spare)) break;
-    if (!RemoveCopy(root_fd_, copy)) continue;
-    if (copy.dataset == options_.dataset) Forget(copy.name);  // its space, freed now
-    used -= std::min(used, copy.bytes);
-    ++counters_.evictions;
-  }
-}
-
-bool DiskTier::Reserve(uint64_t bytes) {
-  std::lock_guard lock(ledger_mu_);
-  if (flock(ledger_fd_, LOCK_EX) != 0) return false;
-  uint64_t used = 0;
-  if (pread(ledger_fd_, &used, sizeof(used), 0) != sizeof(used)) used = Recount();
-  if (!Fits(used, bytes)) {
-    used = Recount();  // the ledger may count writers that died; the folder does not
-    if (!Fits(used, bytes) && options_.evict) EvictFor(used, bytes);
-  }
-  const bool fits = Fits(used, bytes);
-  if (fits) used += bytes;
-  if (fits) pending_ += bytes;
-  full_.store(!fits, std::memory_order_relaxed);
-  [[maybe_unused]] ssize_t n = pwrite(ledger_fd_, &used, sizeof(used), 0);
-  flock(ledger_fd_, LOCK_UN);
-  return fits;
-}
-
-void DiskTier::ChangeLedger(const std::function<void(uint64_t&)>& change) {
-  std::lock_guard lock(ledger_mu_);
-  const bool locked = flock(ledger_fd_, LOCK_EX) == 0;
-  uint64_t used = 0;
-  const bool read = locked && pread(ledger_fd_, &used, sizeof(used), 0) == sizeof(used);
-  const uint64_t before = used;
-  change(used);
-  if (read && used != before) {  // a copy renamed into place leaves it as it was
-    [[maybe_unused]] ssize_t n = pwrite(ledger_fd_, &used, sizeof(used), 0);
-  }
-  if (locked) flock(ledger_fd_, LOCK_UN);
-}
-
 nlohmann::json DiskTier::Stats() const {
-  const uint64_t used = Used();
+  const uint64_t used = ledger_.Used();
   const Counters& c = counters_;
   return {{tier_stat::kRoot, options_.root.string()},
           {tier_stat::kEnabled, enabled_.load()},
           {tier_stat::kBound, options_.max_bytes},
-          {tier_stat::kKeepFree, keep_free_},
+          {tier_stat::kKeepFree, ledger_.keep_free()},
           {tier_stat::kUsed, used},
           {tier_stat::kHits, c.hits.load()},
           {tier_stat::kSliceHits, c.slice_hits.load()},

@@ -42,7 +42,6 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -52,6 +51,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cache/tier_folder.h"
 #include "cache/tier_stat.h"
 #include "dataset/error.h"
 
@@ -145,30 +145,15 @@ class DiskTier {
   void Damaged(const std::string& name, std::string_view why);
   void Delete(const std::string& name);
   uint64_t FileBytes(const std::string& name, size_t length) const;
-  bool Reserve(uint64_t bytes);
-  // Under ledger_mu_ and the flock: `change` may alter the folder and adjusts the bytes in
-  // use to match, written back where the ledger could be read and they changed.
-  void ChangeLedger(const std::function<void(uint64_t&)>& change);
-  uint64_t Recount();
-  // Whether `bytes` more, and `slack` besides, fit the bound and leave keep_free free.
-  bool Fits(uint64_t used, uint64_t bytes, uint64_t slack = 0) const;
-  uint64_t Used() const;  // as the ledger has it
-  void EvictFor(uint64_t& used, uint64_t bytes);
   void WriteFailed(const std::string& what, int error);
 
   const DiskTierOptions options_;
-  const uint64_t keep_free_;
   const std::filesystem::path dir_;  // root/dataset
   const int root_fd_;                // checked private; all else is reached beneath it
   const int dir_fd_;
-  const int ledger_fd_;
   std::atomic<bool> enabled_{true};
   std::atomic<bool> direct_{true};  // O_DIRECT works on this filesystem
   std::atomic<uint64_t> temp_counter_{0};
-  std::atomic<bool> full_{false};  // see Full()
-  // Bytes reserved by this daemon for copies not yet renamed into the folder (claimed, or
-  // being written): a count of the folder does not see them.
-  std::atomic<uint64_t> pending_{0};
   // Copies of this dataset read or written since this time are not evicted for room: in
   // a random epoch a full tier that evicts to admit each new group would hold, at the next
   // epoch, the groups read last, which are as likely to come late as any (no hits); one
@@ -187,9 +172,9 @@ class DiskTier {
   std::mutex open_mu_;
   std::unordered_map<std::string, OpenEntry> open_;  // guarded by open_mu_
   uint64_t open_clock_ = 0;                          // guarded by open_mu_
-  // Lock order: ledger_mu_, then the flock on ledger_fd_ (it serializes daemons; the mutex
-  // serializes this daemon's threads, which share one open file and so one flock).
-  std::mutex ledger_mu_;
+  // The folder's bytes and eviction; its lock is taken before open_mu_. Last: its eviction
+  // callback uses what is above.
+  TierLedger ledger_;
 };
 
 // The file name of a group's copy: group id for people, a hash of what identifies the

@@ -8,6 +8,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sys/file.h>
+#include <sys/statvfs.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -136,6 +139,101 @@ bool RemoveCopy(int root_fd, const TierCopy& copy) {
   const bool removed = unlinkat(dir_fd, copy.name.c_str(), 0) == 0;
   close(dir_fd);
   return removed;
+}
+
+TierLedger::TierLedger(int root_fd, int dir_fd, int ledger_fd, Bounds bounds,
+                       std::function<void(const TierCopy&)> evicted)
+    : root_fd_(root_fd),
+      dir_fd_(dir_fd),
+      ledger_fd_(ledger_fd),
+      bounds_(std::move(bounds)),
+      evicted_(std::move(evicted)) {}
+
+TierLedger::~TierLedger() { close(ledger_fd_); }
+
+bool TierLedger::Full() const {
+  return full_.load(std::memory_order_relaxed) && !Fits(Used(), kFullProbe);
+}
+
+bool TierLedger::Fits(uint64_t used, uint64_t bytes, uint64_t slack) const {
+  if (bounds_.max_bytes != 0 && used + bytes + slack > bounds_.max_bytes) return false;
+  struct statvfs vfs {};
+  if (fstatvfs(dir_fd_, &vfs) != 0) return false;
+  return uint64_t{vfs.f_bavail} * vfs.f_frsize >= bounds_.keep_free + bytes + slack;
+}
+
+uint64_t TierLedger::Used() const {
+  uint64_t used = 0;
+  if (pread(ledger_fd_, &used, sizeof(used), 0) != sizeof(used)) used = 0;
+  return used;
+}
+
+uint64_t TierLedger::OnDisk() const {
+  const uint64_t used = Used();
+  struct statvfs vfs {};
+  const uint64_t free = fstatvfs(dir_fd_, &vfs) == 0 ? uint64_t{vfs.f_bavail} * vfs.f_frsize : 0;
+  return used + free - std::min(free, bounds_.keep_free);
+}
+
+uint64_t TierLedger::Room() const {
+  const uint64_t on_disk = OnDisk();
+  return bounds_.max_bytes != 0 ? std::min(bounds_.max_bytes, on_disk) : on_disk;
+}
+
+// Under the ledger lock: the bytes in use as this daemon and the others left them, and
+// what this daemon has reserved for copies not yet in the folder.
+uint64_t TierLedger::Recount() { return ScanRoot(root_fd_, nullptr) + pending_; }
+
+// Under the ledger lock: deletes the copies read least recently, of every dataset under
+// root, until `bytes` more fit with room to spare (a twentieth of the bound, or sixteen
+// such writes, but never more than a quarter of what is kept), so that the next writes
+// do not count the folder again at once.
+void TierLedger::EvictFor(uint64_t& used, uint64_t bytes) {
+  std::vector<TierCopy> copies;
+  used = ScanRoot(root_fd_, &copies) + pending_;
+  std::sort(copies.begin(), copies.end(), ReadBefore);
+  std::erase_if(copies, [this](const TierCopy& copy) {
+    return copy.dataset == bounds_.dataset &&
+           !ReadBefore(copy, TierCopy{{}, {}, 0, bounds_.opened});
+  });
+  const uint64_t spare = std::min(std::max(bounds_.max_bytes / 20, 16 * bytes), used / 4);
+  for (const TierCopy& copy : copies) {
+    if (Fits(used, bytes, spare)) break;
+    if (!RemoveCopy(root_fd_, copy)) continue;
+    used -= std::min(used, copy.bytes);
+    evicted_(copy);
+  }
+}
+
+bool TierLedger::Reserve(uint64_t bytes) {
+  std::lock_guard lock(ledger_mu_);
+  if (flock(ledger_fd_, LOCK_EX) != 0) return false;
+  uint64_t used = 0;
+  if (pread(ledger_fd_, &used, sizeof(used), 0) != sizeof(used)) used = Recount();
+  if (!Fits(used, bytes)) {
+    used = Recount();  // the ledger may count writers that died; the folder does not
+    if (!Fits(used, bytes) && bounds_.evict) EvictFor(used, bytes);
+  }
+  const bool fits = Fits(used, bytes);
+  if (fits) used += bytes;
+  if (fits) pending_ += bytes;
+  full_.store(!fits, std::memory_order_relaxed);
+  [[maybe_unused]] ssize_t n = pwrite(ledger_fd_, &used, sizeof(used), 0);
+  flock(ledger_fd_, LOCK_UN);
+  return fits;
+}
+
+void TierLedger::Change(const std::function<void(uint64_t&)>& change) {
+  std::lock_guard lock(ledger_mu_);
+  const bool locked = flock(ledger_fd_, LOCK_EX) == 0;
+  uint64_t used = 0;
+  const bool read = locked && pread(ledger_fd_, &used, sizeof(used), 0) == sizeof(used);
+  const uint64_t before = used;
+  change(used);
+  if (read && used != before) {  // a copy renamed into place leaves it as it was
+    [[maybe_unused]] ssize_t n = pwrite(ledger_fd_, &used, sizeof(used), 0);
+  }
+  if (locked) flock(ledger_fd_, LOCK_UN);
 }
 
 }  // namespace gpufs
