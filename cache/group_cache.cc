@@ -1,7 +1,5 @@
 #include "cache/group_cache.h"
 
-#include "cache/cache_stat.h"
-
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -38,31 +36,16 @@ GroupCache::GroupCache(const Catalog& catalog, BlobSource& source, PinnedArena& 
       entries_(catalog.group_count()),
       failed_(catalog.group_count(), false),
       busy_(catalog.group_count(), false),
-      window_(options_.adapt_window ? WindowFloor() : std::max(1u, options_.reads_in_flight)),
-      tier_(tier) {
+      window_(options_.adapt_window ? WindowFloor() : std::max(1u, options_.reads_in_flight)) {
   for (unsigned i = 0; i < options_.prefetch_depth; ++i) {
     prefetchers_.emplace_back([this] { Prefetch(); });
   }
-  if (!tier_) return;
+  if (!tier) return;
+  tier_ = std::make_unique<CacheTier>(
+      catalog, source, *tier, options_, arena_.capacity(), checks_.get(), counters_,
+      [this](uint32_t group, const char* bytes) { return IntactGroup(group, bytes); });
   tier_queued_.assign(catalog.group_count(), false);
-  for (uint32_t g = 0; g < catalog.group_count(); ++g) {
-    uint64_t start = 0;
-    const size_t length = SpanOf(g, &start);
-    const uint32_t blob = catalog.Group(g).blob;
-    tier_names_.push_back(
-        TierFileName(g, source.Describe(blob), source.Identity(blob), start, length));
-  }
-  tier_digests_ = options_.digests;
-  if (!tier_digests_ && catalog.has_sha256()) {
-    auto digests = MemberDigests::FromCatalog(catalog);
-    if (digests) tier_digests_ = std::move(*digests);
-    if (!digests) spdlog::warn("disk cache copies are not served: {}", digests.error().message);
-  }
-  if (catalog.has_sha256()) {
-    tier_hashed_ = std::make_unique<std::atomic<uint64_t>[]>((catalog.file_count() + 63) / 64);
-  }
   for (unsigned i = 0; i < kTierWorkers; ++i) tier_workers_.emplace_back([this] { TierLoop(); });
-  StartStager();
 }
 
 GroupCache::~GroupCache() {
@@ -79,16 +62,12 @@ GroupCache::~GroupCache() {
   }
   tier_wake_.notify_all();
   for (std::thread& t : tier_workers_) t.join();
-  stager_.reset();  // its reads in flight call back into it, and count into counters_
+  tier_.reset();  // its stager's reads in flight call back into it, and count into counters_
 }
 
 // The aligned byte range of the blob a group's load reads; returns its length.
 size_t GroupCache::SpanOf(uint32_t group, uint64_t* start) const {
-  const GroupExtent& g = catalog_.Group(group);
-  const uint64_t align = source_.Alignment();
-  *start = g.offset / align * align;
-  const uint64_t end = (g.offset + g.size + align - 1) / align * align;
-  return static_cast<size_t>(end - *start);
+  return GroupSpan(catalog_, source_, group, start);
 }
 
 Result<CachedBytes> GroupCache::Read(NodeId file, uint64_t offset, size_t size) {
@@ -199,61 +178,6 @@ void GroupCache::FileDone(uint32_t group, NodeId file) {
   if (event == StallAccount::kEndedWith) trace_.NextEpoch();
 }
 
-// Without mu_: a member of a ready group, pinned in its hot slot; nullopt when the group
-// is not open there (not cached, loading, or with damaged members), for Read's slow path.
-std::optional<CachedBytes> GroupCache::ServeHot(NodeId file, uint64_t offset, size_t size) {
-  const FileExtent& f = catalog_.Extent(file);
-  HotSlot& slot = hot_[f.group];
-  uint64_t state = slot.state.load(std::memory_order_relaxed);
-  do {
-    if (!(state & HotSlot::kOpen)) return std::nullopt;
-  } while (!slot.state.compare_exchange_weak(state, state + 1, std::memory_order_acquire,
-                                             std::memory_order_relaxed));
-  // Pinned: the slot's fields hold until UnpinHot.
-  ++counters_.hits;
-  if (slot.unused_prefetch.load(std::memory_order_relaxed) &&
-      slot.unused_prefetch.exchange(false, std::memory_order_relaxed)) {
-    ++counters_.prefetch_used;
-  }
-  counters_.bytes_served += size;
-  stall_.Served(ServedFrom::kMemory, size, 0);  // before the file's end: its epoch's read
-  if (offset + size >= f.size) FileDone(f.group, file);
-  return CachedBytes::Pinned(
-      this, arena_.base() + slot.arena_offset + (f.offset + offset - slot.data_start), size, &slot);
-}
-
-// Under mu_: a group just made ready opens its hot slot, unless reads of it must be
-// checked against its damaged list (rare: those stay on the slow path).
-void GroupCache::OpenHot(Entry& entry) {
-  if (!entry.damaged.empty()) return;
-  HotSlot& slot = hot_[entry.group];
-  slot.arena_offset = entry.arena_offset;
-  slot.data_start = entry.data_start;
-  slot.unused_prefetch.store(entry.prefetched && !entry.used, std::memory_order_relaxed);
-  slot.state.store(HotSlot::kOpen, std::memory_order_release);
-  entry.hot = true;
-}
-
-// Under mu_: pins the group and points into it.
-Result<CachedBytes> GroupCache::ServeHit(uint32_t group, NodeId file, uint64_t offset,
-                                         size_t size) {
-  Entry& entry = *entries_[group];
-  const FileExtent& f = catalog_.Extent(file);
-  if (std::binary_search(entry.damaged.begin(), entry.damaged.end(), catalog_.FileIndex(file))) {
-    ++counters_.io_errors;
-    return Fail(EIO, "cannot read {}: its checksum does not match; {} is damaged",
-                catalog_.PathOf(file), source_.Describe(catalog_.Group(group).blob));
-  }
-  if (entry.prefetched && !entry.used) ++counters_.prefetch_used;
-  entry.used = true;
-  ++entry.pins;
-  busy_[group] = true;
-  counters_.bytes_served += size;
-  return CachedBytes::Pinned(
-      this, arena_.base() + entry.arena_offset + (f.offset + offset - entry.data_start), size,
-      nullptr, entries_[group]);
-}
-
 // Outside mu_: the bytes of a pinned hit are the whole member's, checked in place the
 // first time it is read (a whole-blob checksum already covered it when there is one).
 Status GroupCache::VerifyHit(NodeId file, const CachedBytes& bytes, uint64_t offset) {
@@ -270,7 +194,7 @@ Result<CachedBytes> GroupCache::ReadMember(NodeId file, uint64_t offset, size_t 
                                            ServedFrom* from) {
   *from = ServedFrom::kSourceMember;
   if (tier_) {
-    if (auto from_tier = ReadMemberFromTier(file, offset, size, from)) return std::move(*from_tier);
+    if (auto from_tier = tier_->ReadMember(file, offset, size, from)) return std::move(*from_tier);
   }
   auto bytes = ReadMemberBytes(source_, catalog_, file, offset, size, checks_.get());
   if (!bytes) {
@@ -364,32 +288,6 @@ bool GroupCache::Evict(uint32_t group) {
   return true;
 }
 
-void GroupCache::Unpin(void* hot, void* entry) {
-  if (hot) return UnpinHot(hot);
-  UnpinEntry(entry);
-}
-
-// `pinned` is the pinned load, kept alive by the bytes: a load that failed after a member
-// was served early has left the table, and its room waits for this.
-void GroupCache::UnpinEntry(void* pinned) {
-  std::lock_guard lock(mu_);
-  Entry& entry = *static_cast<Entry*>(pinned);
-  --entry.pins;
-  if (entries_[entry.group].get() != &entry) return FreeFailed(entry);
-  if (entry.pins == 0) busy_[entry.group] = !entry.ready;  // served early: still loading
-}
-
-// Without mu_: a hot slot's pin; eviction looks at the count when it needs room, so
-// nobody is woken.
-void GroupCache::UnpinHot(void* slot) {
-  static_cast<HotSlot*>(slot)->state.fetch_sub(1, std::memory_order_release);
-}
-
-bool GroupCache::Resident(uint32_t group) const {
-  std::lock_guard lock(mu_);
-  return entries_[group] && entries_[group]->ready;
-}
-
 // One of prefetch_depth loops: queues a group the policy still wants into free room, behind
 // the demanded pieces, and waits for it, so that at most prefetch_depth are queued.
 void GroupCache::Prefetch() {
@@ -423,68 +321,6 @@ void GroupCache::Prefetch() {
     if (entry->failed) spdlog::warn("{}", entry->error.message);
     --prefetch_loads_;
   }
-}
-
-std::vector<bool> GroupCache::ResidentGroups() const {
-  std::lock_guard lock(mu_);
-  std::vector<bool> resident(entries_.size());
-  for (size_t g = 0; g < entries_.size(); ++g) resident[g] = entries_[g] && entries_[g]->ready;
-  return resident;
-}
-
-nlohmann::json GroupCache::Stats() const {
-  using namespace cache_stat;
-  const auto& c = counters_;
-  nlohmann::json j;
-  uint64_t cached_groups = 0;
-  {
-    std::lock_guard lock(mu_);
-    for (const auto& e : entries_) cached_groups += e && e->ready;
-    j[kPrefetchInFlight] = prefetch_loads_;
-    j[kPrefetchWindow] = window_;
-  }
-  const double served = static_cast<double>(c.bytes_served.load());
-  // One definition of an epoch for every view: the stall account's (stall_account.h),
-  // which the -w line, /metrics and --advise all read; the policy's own detection only
-  // steers what it keeps.
-  const StallEpoch current = stall_.Current();
-  j[kEpoch] = current.epoch;
-  j[kEpochFilesServed] = current.distinct_files;
-  j[kPolicy] = std::string(policy_->name());
-  j[kBudget] = arena_.capacity();
-  j[kCachedBytes] = arena_.used();
-  j[kCachedGroups] = cached_groups;
-  j[kGroups] = catalog_.group_count();
-  j[kArenaLocked] = arena_.locked();
-  j[kArenaPrefaulted] = arena_.prefaulted();
-  j[kArenaTaken] = arena_.taken();
-  j[kHugePages] = arena_.huge_pages();
-  // Each read once: the striped ones sum their stripes.
-  for (const auto& [key, value] : {std::pair<const char*, uint64_t>{kHits, c.hits},
-                                   {kMisses, c.misses},
-                                   {kSharedWaits, c.shared_waits},
-                                   {kMemberReads, c.member_reads},
-                                   {kBytesFromDisk, c.bytes_from_disk},
-                                   {kMemberBytesFromSource, c.member_bytes_from_source},
-                                   {kBytesServed, c.bytes_served},
-                                   {kGroupsLoaded, c.groups_loaded},
-                                   {kEvictions, c.evictions},
-                                   {kPrefetchIssued, c.prefetch_issued},
-                                   {kPrefetchUsed, c.prefetch_used},
-                                   {kPrefetchWasted, c.prefetch_wasted},
-                                   {kIoErrors, c.io_errors},
-                                   {kDemandReads, c.demand_reads}}) {
-    j[key] = value;
-  }
-  if (tier_) {
-    j[kTier] = tier_->Stats();
-    const nlohmann::json staging = stager_->Stats();
-    j[kTier][tier_stat::kFills] = staging[staging_stat::kStaged];
-    j[kTier][tier_stat::kStaging] = staging;
-  }
-  j[stall_stat::kStall] = stall_.Stats();
-  j[kReadAmplification] = served > 0 ? static_cast<double>(c.bytes_from_disk) / served : 0.0;
-  return j;
 }
 
 }  // namespace gpufs

@@ -80,6 +80,8 @@
 #include "cache/account/what_if.h"
 #include "cache/arena.h"
 #include "cache/block_loads.h"
+#include "cache/cache_options.h"
+#include "cache/cache_tier.h"
 #include "cache/cached_bytes.h"
 #include "cache/disk_tier.h"
 #include "cache/member_reads.h"
@@ -92,48 +94,6 @@
 #include "source/member_digests.h"
 
 namespace gpufs {
-
-struct CacheOptions {
-  std::string policy = "consume-once";
-  unsigned prefetch_depth = 8;  // groups prefetched at once; 0: no prefetch
-  size_t io_piece = 0;          // bytes per prefetch read of a group load; 0: the whole group
-  // Bytes per block of a load's grid: what a waiting reader's own request rounds to. 0:
-  // io_piece. io_piece is a multiple of it.
-  size_t demand_block = 0;
-  unsigned reads_in_flight = 4;  // requests of group loads in flight at once, demand included
-  // The window of prefetch reads starts small and follows what demand reads cost
-  // (group_loads.cc); false: it is reads_in_flight throughout.
-  bool adapt_window = true;
-  bool verify = false;  // check each member's checksum on its first read
-  // False: a read that misses serves its member alone and no group is loaded, prefetched
-  // or fetched to the disk tier (a node of a sharded job that cannot keep the dataset).
-  bool whole_groups = true;
-  // What disk tier copies are checked against (the source's, shared); null: made from the
-  // catalog when it has SHA-256 digests.
-  std::shared_ptr<const MemberDigests> digests = nullptr;
-  // Bytes of groups being staged into the disk tier at once (tier_staging.h); 0: a
-  // quarter of the budget, within 128-256 MiB.
-  size_t staging_budget = 0;
-};
-
-// Those bumped on every read are striped per thread (a read of one sums its stripes); the
-// rest change under mu_ or once a load.
-struct CacheCounters {
-  StripedCounter hits;                                // reads served from a cached group
-  std::atomic<uint64_t> misses{0};                    // reads that loaded their group
-  std::atomic<uint64_t> shared_waits{0};              // reads that waited for a load in flight
-  StripedCounter member_reads;                        // reads served by reading just the member
-  std::atomic<uint64_t> bytes_from_disk{0};           // from the source: loads, staging, members
-  std::atomic<uint64_t> member_bytes_from_source{0};  // of which members read alone
-  StripedCounter bytes_served;
-  std::atomic<uint64_t> groups_loaded{0};
-  std::atomic<uint64_t> evictions{0};
-  std::atomic<uint64_t> prefetch_issued{0};
-  StripedCounter prefetch_used;
-  std::atomic<uint64_t> prefetch_wasted{0};
-  std::atomic<uint64_t> io_errors{0};
-  std::atomic<uint64_t> demand_reads{0};  // requests sent for a waiting reader, ahead of prefetch
-};
 
 class GroupCache : private PinHolder {
  public:
@@ -245,23 +205,17 @@ class GroupCache : private PinHolder {
   void UnpinHot(void* slot);
   size_t SpanOf(uint32_t group, uint64_t* start) const;
   void Prefetch();
-  // The disk tier's side (group_cache_tier.cc).
+  // Write-backs into the disk tier (group_cache_tier.cc); its reads are tier_'s (cache_tier.h).
   struct TierJob {
     uint32_t group = 0;
     bool write_back = false;  // the group's loaded bytes, pinned; else fetch it first
   };
-  std::optional<Result<CachedBytes>> ReadMemberFromTier(NodeId file, uint64_t offset, size_t size,
-                                                        ServedFrom* served_from);
   void QueueTierJob(uint32_t group, bool write_back);
   void TierLoop();
-  void StartStager();
   // Whether `group` is being fetched into the disk tier: its readers are served from
   // there, and it is not loaded into the pinned tier meanwhile (never fetched twice).
   bool Staging(uint32_t group) const;
   bool IntactGroup(uint32_t group, const char* bytes) const;
-  // Whether the tier's copy of `length` bytes of blob `blob` at `offset` (a group, or a
-  // member) matches the digests of the members in it; a copy that does not is deleted.
-  bool TierCopyTrusted(uint32_t group, uint64_t offset, const char* bytes, size_t length);
 
   const Catalog& catalog_;
   BlobSource& source_;
@@ -298,20 +252,12 @@ class GroupCache : private PinHolder {
 
   // Write-backs at once: two keep a local disk busy.
   static constexpr unsigned kTierWorkers = 2;
-  DiskTier* const tier_;
-  std::vector<std::string> tier_names_;  // by group; empty: not kept on disk
-  // What copies read back are checked against; null when the index has no digests.
-  std::shared_ptr<const MemberDigests> tier_digests_;
-  // Members read alone whose bytes in their copy matched their digests, one bit each: such
-  // a member is hashed whole on its first read from a copy, not on every read of a piece
-  // of it (its copy's block sums are still checked). Set once, never cleared.
-  std::unique_ptr<std::atomic<uint64_t>[]> tier_hashed_;
+  std::unique_ptr<CacheTier> tier_;    // with a disk tier
   std::condition_variable tier_wake_;  // a tier job was queued, or tier_stop_
   bool tier_stop_ = false;             // set once no load can finish any more; guarded by mu_
   std::deque<TierJob> tier_jobs_;      // guarded by mu_
   std::vector<bool> tier_queued_;      // a job for the group is queued or running; guarded by mu_
   std::vector<std::thread> tier_workers_;
-  std::unique_ptr<TierStager> stager_;  // with a tier
 };
 
 }  // namespace gpufs

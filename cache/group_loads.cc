@@ -46,8 +46,7 @@ bool GroupCache::LoadFromTier(Entry& entry, std::unique_lock<std::mutex>& lock) 
   lock.unlock();
   const GroupExtent& g = catalog_.Group(group);
   const char* bytes = target + (g.offset - entry.data_start);
-  const bool kept = tier_->ReadWhole(tier_names_[group], target, entry.arena_bytes) &&
-                    TierCopyTrusted(group, g.offset, bytes, g.size);
+  const bool kept = tier_->ReadGroup(group, target, entry.arena_bytes, bytes);
   std::vector<uint32_t> damaged;
   Status s = kept ? CheckWholeBlob(group, bytes, &damaged) : Status(Ok{});
   lock.lock();
