@@ -81,8 +81,8 @@ def main():
     median = {n: {k: statistics.median(r[k] for r in rs) for k in keys} for n, rs in rows.items()}
     print(f"{len(paths)} files, {args.mib} MiB pack in /dev/shm, --cache-size 4GiB, "
           f"median of {args.rounds} rounds")
-    print(f"| gpufsd | RSS 2 s after mount (MiB) | RSS after epoch (MiB) | cold epoch files/s "
-          f"| daemon CPU s in epoch |")
+    print("| gpufsd | RSS 2 s after mount (MiB) | RSS after epoch (MiB) | cold epoch files/s "
+          "| daemon CPU s in epoch |")
     print("|---|---:|---:|---:|---:|")
     for name in rows:
         m = median[name]

@@ -1,7 +1,9 @@
 """Helpers shared by the benchmarks."""
+import glob
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -91,6 +93,61 @@ def sample_tree(cache, files, classes):
         make_sample.make_tree(tree + ".part", classes, files // classes, 0, False, 720)
         os.rename(tree + ".part", tree)
     return tree
+
+
+def grouped_files(src, tree):
+    """Files the index lists (the grouping tool leaves len % G out), relative to the tree."""
+    with open(os.path.join(src, "metadata.txt"), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    members = [line.split(",", 4) for line in lines[int(lines[0]) + 1:]]
+    return [os.path.relpath(m[4], tree) for m in members if len(m) == 5]
+
+
+def sample_mytar(work, files, classes, max_side, group_size):
+    """A tree of real JPEGs and its mytar grouping under `work`, each made once and reused:
+    (tree, mytar folder, the grouped files relative to the tree, their mean size in KB)."""
+    tree = os.path.join(work, "tree")
+    if not os.path.isdir(tree):
+        make_sample.make_tree(tree, classes, files // classes, 0, False, max_side)
+    src = os.path.join(work, "mytar", str(group_size))
+    if not os.path.isfile(os.path.join(src, "metadata.txt")):
+        make_sample.group_mytar(tree, os.path.join(work, "mytar"), group_size, 0)
+    rel = grouped_files(src, tree)
+    mean_kb = sum(os.path.getsize(os.path.join(tree, r)) for r in rel) / len(rel) / 1000
+    return tree, src, rel, mean_kb
+
+
+class Work:
+    """Fresh folders under one work folder; the daemons' logs are kept apart."""
+
+    def __init__(self, root):
+        self.root = root
+        self.serial = 0
+
+    def fresh(self, what):
+        self.serial += 1
+        path = os.path.join(self.root, f"{what.replace(' ', '-')}-{self.serial}")
+        os.mkdir(path)
+        return path
+
+    def keep_logs(self, out):
+        logs = os.path.join(out, "logs")
+        os.makedirs(logs, exist_ok=True)
+        for path in glob.glob(os.path.join(self.root, "*.log")):
+            shutil.copy(path, logs)
+
+
+def packed_work(stack, gpufsd, tree, prefix, base, out):
+    """A work folder under `base` for one run, removed when `stack` closes (the daemons'
+    logs kept in `out` first), and a folder in it that holds `tree` packed as "pack".
+    Returns (work, that folder)."""
+    work = Work(tempfile.mkdtemp(prefix=prefix, dir=base))
+    stack.callback(shutil.rmtree, work.root, ignore_errors=True)
+    stack.callback(work.keep_logs, out)
+    served = work.fresh("served")
+    subprocess.run([gpufsd, "pack", tree, os.path.join(served, "pack")], check=True,
+                   capture_output=True)
+    return work, served
 
 
 def begin_run(cache, out, files, classes):

@@ -43,7 +43,6 @@ error or Ctrl-C too.
 """
 import argparse
 import contextlib
-import glob
 import json
 import os
 import shutil
@@ -56,7 +55,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from benchlib import (ROOT, FuseMount, SlowVolume, begin_run, drop_caches,  # noqa: E402
-                      loader_epochs, text_bars, tree_bytes, version_line)
+                      loader_epochs, packed_work, text_bars, tree_bytes, version_line)
 from slow_disk import budget_for  # noqa: E402
 from servers import nginx  # noqa: E402
 
@@ -79,26 +78,6 @@ class ListedOrigin(nginx.NginxOrigin):
 
     def _http_body(self):
         return super()._http_body().replace("autoindex off;", "autoindex on;")
-
-
-class Work:
-    """Fresh folders under one work folder; the daemons' logs are kept apart."""
-
-    def __init__(self, root):
-        self.root = root
-        self.serial = 0
-
-    def fresh(self, what):
-        self.serial += 1
-        path = os.path.join(self.root, f"{what.replace(' ', '-')}-{self.serial}")
-        os.mkdir(path)
-        return path
-
-    def keep_logs(self, out):
-        logs = os.path.join(out, "logs")
-        os.makedirs(logs, exist_ok=True)
-        for path in glob.glob(os.path.join(self.root, "*.log")):
-            shutil.copy(path, logs)
 
 
 # --- epochs ---------------------------------------------------------------------------
@@ -430,14 +409,9 @@ def main():
     print(f"{files} files, mean {data_bytes / files / 1e3:.0f} KB, {data_bytes / 1e6:.0f} MB",
           flush=True)
     with contextlib.ExitStack() as stack:
-        work = Work(tempfile.mkdtemp(prefix="gpufs-bench-tier-", dir=args.work))
-        stack.callback(shutil.rmtree, work.root, ignore_errors=True)
-        stack.callback(work.keep_logs, args.out)
-        served = work.fresh("served")
-        os.symlink(tree, os.path.join(served, "tree"))
         start = time.perf_counter()
-        subprocess.run([GPUFSD, "pack", tree, os.path.join(served, "pack")], check=True,
-                       capture_output=True)
+        work, served = packed_work(stack, GPUFSD, tree, "gpufs-bench-tier-", args.work, args.out)
+        os.symlink(tree, os.path.join(served, "tree"))
         pack_files, pack_bytes = tree_bytes(os.path.join(served, "pack"))
         result.update(pack_bytes=pack_bytes, pack_files=pack_files)
         print(f"packed in {time.perf_counter() - start:.0f} s: {pack_files} files, "

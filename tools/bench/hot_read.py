@@ -28,8 +28,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "mount"))
 import gpufs_testlib as lib  # noqa: E402
-import make_sample  # noqa: E402
-from warm_read import files_per_second, grouped_files, os_open, python_open  # noqa: E402
+from benchlib import sample_mytar  # noqa: E402
+from warm_read import files_per_second, os_open, python_open  # noqa: E402
 
 
 def buffered_open(paths):
@@ -102,15 +102,8 @@ def main():
     if os.geteuid() != 0:
         sys.exit("hot_read.py drops the page cache: run it as root")
 
-    tree = os.path.join(args.work, "tree")
-    if not os.path.isdir(tree):
-        make_sample.make_tree(tree, args.classes, args.files // args.classes, 0, False,
-                              args.max_side)
-    src = os.path.join(args.work, "mytar", str(args.group_size))
-    if not os.path.isfile(os.path.join(src, "metadata.txt")):
-        make_sample.group_mytar(tree, os.path.join(args.work, "mytar"), args.group_size, 0)
-    rel = grouped_files(src, tree)
-    mean_kb = sum(os.path.getsize(os.path.join(tree, r)) for r in rel) / len(rel) / 1000
+    tree, src, rel, mean_kb = sample_mytar(args.work, args.files, args.classes, args.max_side,
+                                           args.group_size)
     print(f"{len(rel)} files, mean {mean_kb:.0f} KB, group size {args.group_size}, "
           f"{os.cpu_count()} CPUs; gpufs rows: drop_caches {args.drop} before each pass\n")
 

@@ -66,8 +66,7 @@ import urllib.parse
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from benchlib import (PYTHON, ROOT, FuseMount, begin_run, cpu_seconds,  # noqa: E402
-                      drop_caches, text_bars, version_line)
-from disk_tier import Work  # noqa: E402
+                      drop_caches, packed_work, text_bars, version_line)
 from servers import nginx  # noqa: E402
 from servers.procs import free_port, wait_for  # noqa: E402
 
@@ -621,12 +620,7 @@ def main():
           flush=True)
     runs = {mode: [] for mode in args.modes}
     with contextlib.ExitStack() as stack:
-        work = Work(tempfile.mkdtemp(prefix="gpufs-bench-peers-", dir=args.work))
-        stack.callback(shutil.rmtree, work.root, ignore_errors=True)
-        stack.callback(work.keep_logs, args.out)
-        served = work.fresh("served")
-        subprocess.run([GPUFSD, "pack", tree, os.path.join(served, "pack")], check=True,
-                       capture_output=True)
+        work, served = packed_work(stack, GPUFSD, tree, "gpufs-bench-peers-", args.work, args.out)
         blobs = [n for n in os.listdir(os.path.join(served, "pack")) if n.startswith("blob")]
         result["groups"] = len(blobs)
         result["pack_bytes"] = sum(os.path.getsize(os.path.join(served, "pack", n))

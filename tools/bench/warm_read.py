@@ -32,8 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "mount"))
 import gpufs_testlib as lib  # noqa: E402
-import make_sample  # noqa: E402
-from benchlib import drop_caches  # noqa: E402
+from benchlib import drop_caches, sample_mytar  # noqa: E402
 
 VARIANTS = [
     ("gpufs defaults", []),
@@ -126,14 +125,6 @@ def print_table(rows):
         print(f"{name:32}" + "".join(f"{row[key] / base[key]:>13.2f}x" for key, _ in COLUMNS))
 
 
-def grouped_files(src, tree):
-    """Files the index lists (the grouping tool leaves len % G out), relative to the tree."""
-    with open(os.path.join(src, "metadata.txt"), encoding="utf-8") as f:
-        lines = f.read().splitlines()
-    members = [line.split(",", 4) for line in lines[int(lines[0]) + 1:]]
-    return [os.path.relpath(m[4], tree) for m in members if len(m) == 5]
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--files", type=int, default=3000)
@@ -149,15 +140,8 @@ def main():
     words = [w for w in args.variants.split(",") if w]
     variants = [v for v in VARIANTS if not words or any(w in v[0] for w in words)]
 
-    tree = os.path.join(args.work, "tree")
-    if not os.path.isdir(tree):
-        make_sample.make_tree(tree, args.classes, args.files // args.classes, 0, False,
-                              args.max_side)
-    src = os.path.join(args.work, "mytar", str(args.group_size))
-    if not os.path.isfile(os.path.join(src, "metadata.txt")):
-        make_sample.group_mytar(tree, os.path.join(args.work, "mytar"), args.group_size, 0)
-    rel = grouped_files(src, tree)
-    mean_kb = sum(os.path.getsize(os.path.join(tree, r)) for r in rel) / len(rel) / 1000
+    tree, src, rel, mean_kb = sample_mytar(args.work, args.files, args.classes, args.max_side,
+                                           args.group_size)
     print(f"{len(rel)} files, mean {mean_kb:.0f} KB, group size {args.group_size}, "
           f"{os.cpu_count()} CPUs\n")
 
