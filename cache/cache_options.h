@@ -9,12 +9,13 @@
 #include <string>
 
 #include "cache/account/striped_counter.h"
+#include "cache/policy/policy.h"
 #include "source/member_digests.h"
 
 namespace gpufs {
 
 struct CacheOptions {
-  std::string policy = "consume-once";
+  std::string policy{policy_name::kConsumeOnce};
   unsigned prefetch_depth = 8;  // groups prefetched at once; 0: no prefetch
   size_t io_piece = 0;          // bytes per prefetch read of a group load; 0: the whole group
   // Bytes per block of a load's grid: what a waiting reader's own request rounds to. 0:

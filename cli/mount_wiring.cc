@@ -165,7 +165,7 @@ Result<std::unique_ptr<DiskTier>> OpenTier(const MountArgs& args, const Opened& 
                                          : std::filesystem::absolute(args.disk_cache);
   options.dataset = TierDatasetFolder(opened.Label());
   options.max_bytes = args.disk_cache_bytes;
-  options.evict = args.policy != "pin";
+  options.evict = args.policy != policy_name::kPin;
   if (args.disk_cache.empty()) {
     const auto type = FilesystemTypeOf(options.root);
     const auto network = type ? NetworkFilesystemName(*type) : std::nullopt;
@@ -219,7 +219,7 @@ GpuInfo RegisterWithGpu(const MountArgs& args, CacheStack& stack) {
 }
 
 std::unique_ptr<IoEngine> MakeEngine(const MountArgs& args, const Dataset& d, PinnedArena* a) {
-  if (args.io_engine == "io_uring" && a) {
+  if (args.io_engine == engine_name::kUring && a) {
     UringOptions options{args.io_threads, args.queue_depth, a->base(), a->capacity(),
                          static_cast<unsigned>(std::min<size_t>(d.catalog.blobs().size(), 65536))};
     std::string fallback;

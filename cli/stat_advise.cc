@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cache/account/advice.h"
+#include "cache/policy/policy.h"
 #include "cli/stat_source.h"
 #include "dataset/format/file_io.h"
 
@@ -60,7 +61,9 @@ std::string PointTable(const nlohmann::json& a) {
   std::string table =
       fmt::format("  {} {:>9} {:>9}  {:<13}{:>9} {:>12} {:>9} {:>8}\n", ' ', "cache", "disk tier",
                   "policy", "hit ratio", "from source", "epoch s", "stalled");
-  const std::string policy = a[kSettings].value(kPolicy, "") == "pin" ? "pin" : "consume-once";
+  const std::string policy(a[kSettings].value(kPolicy, "") == policy_name::kPin
+                               ? policy_name::kPin
+                               : policy_name::kConsumeOnce);
   const nlohmann::json chosen = a.value(kAdvice, nlohmann::json());
   std::set<std::string> shown;  // budgets that print alike (0.6 and 1.4 MiB) are one row
   bool bounds = false;

@@ -21,6 +21,13 @@
 
 namespace gpufs {
 
+// The engines' names, spelled here once for --io-engine and the stats.
+namespace engine_name {
+inline constexpr std::string_view kUring = "io_uring";
+inline constexpr std::string_view kPread = "pread";
+inline constexpr std::string_view kAll[] = {kUring, kPread};
+}  // namespace engine_name
+
 struct IoRequest {
   int fd = -1;
   int file_slot = -1;  // stable id of the file (a blob), for registered files; -1: none
@@ -68,7 +75,7 @@ class PreadEngine : public IoEngine {
  public:
   explicit PreadEngine(unsigned threads);
   ~PreadEngine() override;
-  std::string_view name() const override { return "pread"; }
+  std::string_view name() const override { return engine_name::kPread; }
   void Submit(std::vector<IoRequest> requests) override;
 
  private:

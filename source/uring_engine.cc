@@ -35,7 +35,7 @@ class UringEngine : public IoEngine {
     return Ok{};
   }
 
-  std::string_view name() const override { return "io_uring"; }
+  std::string_view name() const override { return engine_name::kUring; }
 
   void Submit(std::vector<IoRequest> requests) override { queue_.Push(std::move(requests)); }
 

@@ -1,5 +1,7 @@
 #include "cache/account/advice.h"
 
+#include "cache/policy/policy.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -13,7 +15,7 @@ constexpr size_t kMember = static_cast<size_t>(ServedFrom::kSourceMember);
 constexpr size_t kTierKind = static_cast<size_t>(ServedFrom::kDiskTier);
 // The policies the model replays exactly; lru is reported as its curve (a random epoch
 // makes it thrash below the dataset's size, so it is never the advice).
-constexpr const char* kReplayed[] = {"consume-once", "pin"};
+constexpr std::string_view kReplayed[] = {policy_name::kConsumeOnce, policy_name::kPin};
 // Budgets tried, as shares of the dataset.
 constexpr double kShares[] = {1.0 / 32, 1.0 / 16, 1.0 / 8, 3.0 / 16, 1.0 / 4, 3.0 / 8,
                               1.0 / 2,  5.0 / 8,  3.0 / 4, 7.0 / 8,  1.0,     1.05};
@@ -79,15 +81,17 @@ nlohmann::json PointJson(const Prediction& p) {
 
 // The policy the tier's points and ties favour: today's, where the advice may name it.
 std::string ReplayedPolicy(const AdviceInput& in) {
-  return in.policy == "pin" ? "pin" : "consume-once";
+  return std::string(in.policy == policy_name::kPin ? policy_name::kPin
+                                                    : policy_name::kConsumeOnce);
 }
 
 // Today's settings first (any policy replays exactly), then the grid.
 std::vector<WhatIfQuery> Queries(const AdviceInput& in) {
   std::vector<WhatIfQuery> q = {{in.policy, in.cache_bytes, in.tier_bytes}};
-  for (const char* policy : kReplayed) {
+  for (std::string_view policy : kReplayed) {
     for (double share : kShares) {
-      q.push_back({policy, static_cast<uint64_t>(in.dataset_bytes * share), in.tier_bytes});
+      q.push_back(
+          {std::string(policy), static_cast<uint64_t>(in.dataset_bytes * share), in.tier_bytes});
     }
   }
   if (in.disk_available > 0) {

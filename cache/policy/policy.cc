@@ -4,10 +4,11 @@ namespace gpufs {
 
 std::unique_ptr<EvictionPolicy> MakePolicy(std::string_view name, GroupSizes sizes,
                                            size_t file_count) {
-  if (name == "consume-once")
+  if (name == policy_name::kConsumeOnce) {
     return std::make_unique<ConsumeOncePolicy>(std::move(sizes), file_count);
-  if (name == "pin") return std::make_unique<PinPolicy>();
-  if (name == "lru") return std::make_unique<LruPolicy>();
+  }
+  if (name == policy_name::kPin) return std::make_unique<PinPolicy>();
+  if (name == policy_name::kLru) return std::make_unique<LruPolicy>();
   return nullptr;
 }
 

@@ -53,7 +53,15 @@ class EvictionPolicy {
 // Members per group, indexed by group id; what consume-once counts against.
 using GroupSizes = std::vector<uint32_t>;
 
-// "consume-once", "pin" or "lru"; null for an unknown name.
+// The policies' names, spelled here once for --policy, the stats and the advice.
+namespace policy_name {
+inline constexpr std::string_view kConsumeOnce = "consume-once";
+inline constexpr std::string_view kPin = "pin";
+inline constexpr std::string_view kLru = "lru";
+inline constexpr std::string_view kAll[] = {kConsumeOnce, kPin, kLru};
+}  // namespace policy_name
+
+// A policy by its name (policy_name); null for an unknown name.
 std::unique_ptr<EvictionPolicy> MakePolicy(std::string_view name, GroupSizes sizes,
                                            size_t file_count);
 
@@ -78,7 +86,7 @@ class LockedPolicy : public EvictionPolicy {
 
 class LruPolicy : public EvictionPolicy {
  public:
-  std::string_view name() const override { return "lru"; }
+  std::string_view name() const override { return policy_name::kLru; }
   void Admitted(uint32_t group) override;
   void Served(uint32_t group, uint32_t file) override;
   void Evicted(uint32_t group) override;
@@ -91,7 +99,7 @@ class LruPolicy : public EvictionPolicy {
 
 class PinPolicy : public EvictionPolicy {
  public:
-  std::string_view name() const override { return "pin"; }
+  std::string_view name() const override { return policy_name::kPin; }
   void Admitted(uint32_t) override {}
   void Served(uint32_t, uint32_t) override {}
   void Evicted(uint32_t) override {}
@@ -101,7 +109,7 @@ class PinPolicy : public EvictionPolicy {
 class ConsumeOncePolicy : public EvictionPolicy {
  public:
   ConsumeOncePolicy(GroupSizes sizes, size_t file_count);
-  std::string_view name() const override { return "consume-once"; }
+  std::string_view name() const override { return policy_name::kConsumeOnce; }
   void Admitted(uint32_t group) override;
   void Served(uint32_t group, uint32_t file) override;
   void Evicted(uint32_t group) override;

@@ -29,8 +29,8 @@ constexpr std::string_view kLogs = "Logs and metrics";
 constexpr std::string_view kGroups[] = {kMount,     kCache, kDisk,   kLocal, kRemote,
                                         kDeadlines, kPeers, kKernel, kLogs};
 
-constexpr std::string_view kPolicies[] = {"consume-once", "pin", "lru"};
-constexpr std::string_view kEngines[] = {"io_uring", "pread"};
+constexpr const auto& kPolicies = policy_name::kAll;
+constexpr const auto& kEngines = engine_name::kAll;
 constexpr std::string_view kOnOff[] = {"auto", "on", "off"};
 constexpr std::string_view kPayers[] = {"requester"};
 constexpr std::string_view kLevels[] = {"trace", "debug", "info", "warn", "error", "off"};

@@ -16,8 +16,10 @@
 #include <variant>
 #include <vector>
 
+#include "cache/policy/policy.h"
 #include "dataset/error.h"
 #include "fuse/fuse_ops.h"
+#include "source/io_engine.h"
 #include "source/remote/location.h"
 #include "source/remote/transfer/deadline.h"
 
@@ -51,10 +53,10 @@ struct MountArgs {
   int ready_fd = -1;                           // written "ready\n" once the mount serves requests
   bool verify = false;                         // check checksums on first read
   uint64_t cache_bytes = DefaultCacheBytes();  // group cache budget; 0: no cache
-  std::string policy = "consume-once";
+  std::string policy{policy_name::kConsumeOnce};
   bool prefetch = true;
-  unsigned prefetch_depth = 8;         // groups prefetched at once
-  std::string io_engine = "io_uring";  // or "pread"
+  unsigned prefetch_depth = 8;                 // groups prefetched at once
+  std::string io_engine{engine_name::kUring};  // engine_name
   unsigned io_threads = 2;
   unsigned queue_depth = 64;
   uint64_t io_size = 0;  // group loads are read as pieces this large; 0: the source's choice
