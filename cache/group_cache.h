@@ -95,7 +95,7 @@
 
 namespace gpufs {
 
-class GroupCache : private PinHolder {
+class GroupCache : public MemberReader, private PinHolder {
  public:
   // All references, and `tier` when given, must outlive the cache. Thread-safe.
   GroupCache(const Catalog& catalog, BlobSource& source, PinnedArena& arena,
@@ -104,7 +104,7 @@ class GroupCache : private PinHolder {
   ~GroupCache();
 
   // Up to `size` bytes of file node `file` at `offset` (clamped to its end).
-  Result<CachedBytes> Read(NodeId file, uint64_t offset, size_t size);
+  Result<CachedBytes> Read(NodeId file, uint64_t offset, size_t size) override;
 
   bool Resident(uint32_t group) const;
   // Which groups are cached, all at one instant. Thread-safe.

@@ -54,4 +54,15 @@ Result<CachedBytes> ReadMemberBytes(BlobSource& source, const Catalog& catalog, 
   return CachedBytes::Owned(std::move(bytes), offset - start, size);
 }
 
+DirectReads::DirectReads(BlobSource& source, const Catalog& catalog, bool verify)
+    : source_(source),
+      catalog_(catalog),
+      checks_(verify && catalog.has_checksums()
+                  ? std::make_unique<MemberChecks>(catalog.file_count())
+                  : nullptr) {}
+
+Result<CachedBytes> DirectReads::Read(NodeId file, uint64_t offset, size_t size) {
+  return ReadMemberBytes(source_, catalog_, file, offset, size, checks_.get());
+}
+
 }  // namespace gpufs

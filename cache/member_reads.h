@@ -39,4 +39,27 @@ class MemberChecks {
 Result<CachedBytes> ReadMemberBytes(BlobSource& source, const Catalog& catalog, NodeId file,
                                     uint64_t offset, size_t size, MemberChecks* checks);
 
+// What serves members' bytes to the filesystem core, its one way to them: the group cache,
+// or DirectReads where the mount has none. Thread-safe.
+class MemberReader {
+ public:
+  virtual ~MemberReader() = default;
+  // Up to `size` bytes of file node `file` at `offset` (clamped to its end).
+  virtual Result<CachedBytes> Read(NodeId file, uint64_t offset, size_t size) = 0;
+};
+
+// Without a cache (--cache-size 0): each read from its blob for its reply alone, checked
+// on a member's first read with `verify` where the index has checksums.
+class DirectReads : public MemberReader {
+ public:
+  // `source` and `catalog` must outlive the reader.
+  DirectReads(BlobSource& source, const Catalog& catalog, bool verify);
+  Result<CachedBytes> Read(NodeId file, uint64_t offset, size_t size) override;
+
+ private:
+  BlobSource& source_;
+  const Catalog& catalog_;
+  std::unique_ptr<MemberChecks> checks_;  // with verify
+};
+
 }  // namespace gpufs

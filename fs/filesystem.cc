@@ -19,10 +19,12 @@ constexpr uint64_t kBlockSize = 4096;
 
 Filesystem::Filesystem(const Catalog& catalog, BlobSource& source, ServeOptions options,
                        GroupCache* cache)
-    : catalog_(catalog), source_(source), options_(std::move(options)), cache_(cache) {
-  if (options_.verify && !cache_ && catalog_.has_checksums()) {
-    checks_ = std::make_unique<MemberChecks>(catalog_.file_count());
-  }
+    : catalog_(catalog),
+      source_(source),
+      options_(std::move(options)),
+      cache_(cache),
+      direct_(cache ? nullptr : std::make_unique<DirectReads>(source, catalog, options_.verify)),
+      reader_(cache ? static_cast<MemberReader&>(*cache) : *direct_) {
   lookups_ = std::make_unique<std::atomic<uint32_t>[]>(catalog_.node_count());
   for (size_t i = 0; i < catalog_.node_count(); ++i) {
     lookups_[i].store(0, std::memory_order_relaxed);
@@ -142,9 +144,7 @@ Result<CachedBytes> Filesystem::Fetch(uint64_t ino, uint64_t offset, size_t size
   auto id = FileOf(ino);
   if (!id) return id.error();
   const uint64_t file_size = catalog_.Extent(*id).size;
-  Result<CachedBytes> bytes =
-      cache_ ? cache_->Read(*id, offset, size)
-             : ReadMemberBytes(source_, catalog_, *id, offset, size, checks_.get());
+  Result<CachedBytes> bytes = reader_.Read(*id, offset, size);
   if (!bytes) {
     // The reader's file first: the log line then says what failed, and why.
     return Error{bytes.error().code,

@@ -129,7 +129,8 @@ class Filesystem {
   BlobSource& source_;
   const ServeOptions options_;
   GroupCache* const cache_;
-  std::unique_ptr<MemberChecks> checks_;              // with --verify and no cache
+  std::unique_ptr<DirectReads> direct_;  // without a cache
+  MemberReader& reader_;                 // the cache, or direct_: Fetch's one way to bytes
   std::unique_ptr<std::atomic<uint32_t>[]> lookups_;  // by node id
   std::atomic<uint64_t> references_{0};
   ServeCounters served_;
