@@ -46,7 +46,7 @@ import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from benchlib import (ROOT, FuseMount, Sampler, begin_run, cpu_seconds,  # noqa: E402
+from benchlib import (ROOT, FuseMount, Sampler, Work, begin_run, cpu_seconds,  # noqa: E402
                       gpufs_source_bytes, gpufs_tier_argv, loader_epochs, reading_split,
                       text_bars, version_line)
 from servers import ceph_s3, nginx  # noqa: E402
@@ -155,14 +155,7 @@ class Peers:
         with open(os.open(self.passwd, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
             f.write(f"{store.access_key}:{store.secret_key}\n")
         self.rclone_conf = store.rclone_config(os.path.join(work, "rclone.conf"))
-        self.serial = 0
-
-    def fresh(self, what):
-        """A new empty folder under the work folder."""
-        self.serial += 1
-        path = os.path.join(self.work, f"{what}-{self.serial}")
-        os.mkdir(path)
-        return path
+        self.fresh = Work(work).fresh  # a new empty folder under the work folder
 
     def mount(self, peer, endpoint, gpufsd=GPUFSD):
         """A FuseMount of `peer` reaching the store at `endpoint`; gpufs through the
