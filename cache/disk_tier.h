@@ -163,7 +163,7 @@ class DiskTier {
   // Open copies for slice reads, the least recently used closed past kOpenCopies; a copy
   // this daemon deletes is forgotten (one another daemon deletes still reads its own
   // bytes, names key the bytes, and holds its space until it is closed). Guarded by
-  // open_mu_, taken alone or inside ledger_mu_.
+  // open_mu_, taken alone or inside the ledger's lock (ledger_, when it evicts).
   static constexpr size_t kOpenCopies = 256;
   struct OpenEntry {
     std::shared_ptr<const OpenedCopy> copy;

@@ -1,5 +1,4 @@
 #include "cache/disk_tier.h"
-#include "dataset/catalog_builder.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,6 +16,7 @@
 
 #include "cache/group_cache.h"
 #include "cache/network_fs.h"
+#include "dataset/catalog_builder.h"
 #include "dataset/format/checksums.h"
 #include "tests/unit/fake_source.h"
 #include "tests/unit/temp_dir.h"

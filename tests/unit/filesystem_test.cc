@@ -1,5 +1,4 @@
 #include "fs/filesystem.h"
-#include "dataset/catalog_builder.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -10,6 +9,7 @@
 #include <fstream>
 #include <map>
 
+#include "dataset/catalog_builder.h"
 #include "dataset/format/checksums.h"
 #include "dataset/format/mytar.h"
 #include "dataset/format/open_dataset.h"

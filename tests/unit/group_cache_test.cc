@@ -1,5 +1,4 @@
 #include "cache/group_cache.h"
-#include "dataset/catalog_builder.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -13,6 +12,7 @@
 #include <future>
 #include <thread>
 
+#include "dataset/catalog_builder.h"
 #include "dataset/format/checksums.h"
 #include "source/local_source.h"
 #include "tests/unit/temp_dir.h"

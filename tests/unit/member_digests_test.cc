@@ -1,11 +1,11 @@
 // What peers' bytes are checked against: ranges widened and cut at member bounds, and
 // every whole member of a block hashed, so that no byte of a member is served unchecked.
 #include "source/member_digests.h"
-#include "dataset/catalog_builder.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "dataset/catalog_builder.h"
 #include "dataset/format/checksums.h"
 
 namespace gpufs {

@@ -1,5 +1,4 @@
 #include "dataset/format/native_index.h"
-#include "dataset/catalog_builder.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -7,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "dataset/catalog_builder.h"
 #include "dataset/format/checksums.h"
 #include "dataset/format/file_io.h"
 #include "dataset/format/open_dataset.h"

@@ -1,5 +1,4 @@
 #include "fs/residency.h"
-#include "dataset/catalog_builder.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -8,9 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <sstream>
 
 #include "cache/page_cache.h"
 #include "cli/stat_report.h"
+#include "dataset/catalog_builder.h"
 #include "fs/control.h"
 #include "fs/metrics.h"
 #include "source/local_source.h"
@@ -170,6 +171,17 @@ TEST_F(ResidencyTest, MetricsAreInPrometheusTextFormat) {
   EXPECT_THAT(text, HasSubstr("gpufs_cache_misses_total 1\n"));
   EXPECT_THAT(text, HasSubstr("gpufs_cache_disk_bytes_total "));
   EXPECT_THAT(text, HasSubstr("gpufs_dataset_files 4\n"));
+  // Every series exported is in the listing the guide's table is made from.
+  const std::string listing = MetricsListing();
+  std::istringstream lines(text);
+  int families = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.starts_with("# TYPE ")) continue;
+    const std::string name = line.substr(7, line.find(' ', 7) - 7);
+    EXPECT_THAT(listing, HasSubstr("| `" + name + "` |")) << name << " is not in gpufsd metrics";
+    ++families;
+  }
+  EXPECT_GT(families, 20);
 }
 
 TEST(KernelPages, CountsWhatThePageCacheHoldsBothWays) {

@@ -2,7 +2,6 @@
 // against the real group cache, the sampled replay against the unsampled one, and the
 // access trace's bounds.
 #include "cache/account/what_if.h"
-#include "dataset/catalog_builder.h"
 
 #include <unistd.h>
 
@@ -18,6 +17,7 @@
 #include <random>
 
 #include "cache/group_cache.h"
+#include "dataset/catalog_builder.h"
 #include "tests/unit/fake_source.h"
 #include "tests/unit/temp_dir.h"
 
