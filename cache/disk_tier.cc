@@ -83,7 +83,7 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(DiskTierOptions options) {
   const int ledger_fd = OpenLedger(root->fd.get(), why);
   if (ledger_fd < 0) {
     return Fail(EPERM, "cannot use disk cache {}: cannot open {}: {}", options.root.string(),
-                (options.root / kLedger).string(), why);
+                (options.root / kTierLedger).string(), why);
   }
   const int dir_fd = dir->fd.release();
   uint64_t keep_free = 0;
@@ -391,7 +391,8 @@ std::string TierFileName(uint32_t group, std::string_view blob, std::string_view
   if (identity.empty()) return {};
   const std::string key =
       fmt::format("v{}\n{}\n{}\n{}\n{}", kCopyVersion, blob, identity, offset, length);
-  return fmt::format("g{:06}-{:016x}{}", group, ChecksumOf(key.data(), key.size()), kSuffix);
+  return fmt::format("g{:06}-{:016x}{}", group, ChecksumOf(key.data(), key.size()),
+                     kTierCopySuffix);
 }
 
 std::string TierDatasetFolder(std::string_view label) {

@@ -1,8 +1,5 @@
 // The group cache's write-backs of groups loaded into the pinned tier into the disk tier
 // (its reads from the tier and its staging are cache_tier.h's), see group_cache.h.
-#include <cstdlib>
-
-#include <fmt/format.h>
 
 #include "cache/group_cache.h"
 #include "dataset/format/checksums.h"

@@ -62,14 +62,14 @@ uint64_t ScanDataset(DIR* dir, const std::string& dataset, std::vector<TierCopy>
       continue;
     }
     const std::string name = entry->d_name;
-    if (name.starts_with(kTempPrefix) &&
+    if (name.starts_with(kTierTempPrefix) &&
         std::chrono::system_clock::from_time_t(st.st_mtim.tv_sec) < stale_before) {
       unlinkat(fd, name.c_str(), 0);
       continue;
     }
     if (name.starts_with(own_temp)) continue;
     used += static_cast<uint64_t>(st.st_size);
-    if (copies && name.ends_with(kSuffix)) {
+    if (copies && name.ends_with(kTierCopySuffix)) {
       copies->push_back(TierCopy{dataset, name, static_cast<uint64_t>(st.st_size), st.st_mtim});
     }
   }
@@ -85,7 +85,7 @@ bool ReadBefore(const TierCopy& a, const TierCopy& b) {
 
 // This daemon's temporary files: what it writes now, counted by its reservations
 // (pending_) rather than by the bytes written so far, which would count them twice.
-std::string OwnTempPrefix() { return fmt::format("{}{}-", kTempPrefix, getpid()); }
+std::string OwnTempPrefix() { return fmt::format("{}{}-", kTierTempPrefix, getpid()); }
 
 // Every file under root's dataset folders (root open at `root_fd`), each folder reached
 // beneath it without following a link: their bytes in all, and the copies among them.
@@ -111,9 +111,10 @@ const FolderRole& TierRole() {
 // ROOT/.ledger, created 0600 exclusively or, when there, opened without following a link
 // and checked to be ours. Returns the descriptor, or -1 with `why` set.
 int OpenLedger(int root_fd, std::string& why) {
-  int fd = openat(root_fd, kLedger, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  int fd = openat(root_fd, kTierLedger, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd >= 0) return fd;
-  if (errno == EEXIST) fd = openat(root_fd, kLedger, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (errno == EEXIST)
+    fd = openat(root_fd, kTierLedger, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   struct stat st {};
   if (fd < 0 || fstat(fd, &st) != 0) {
     why = errno == ELOOP ? "it is a symbolic link" : strerror(errno);

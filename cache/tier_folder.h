@@ -15,9 +15,9 @@
 
 namespace gpufs {
 
-inline constexpr const char* kTempPrefix = ".tmp-";  // a copy being written
-inline constexpr const char* kSuffix = ".grp";       // a copy
-inline constexpr const char* kLedger = ".ledger";    // the bytes every daemon counts
+inline constexpr const char* kTierTempPrefix = ".tmp-";  // a copy being written
+inline constexpr const char* kTierCopySuffix = ".grp";   // a copy
+inline constexpr const char* kTierLedger = ".ledger";    // the bytes every daemon counts
 
 // One copy found by a count: where it is (a dataset folder under root, a name in it), how
 // big, when it was last read.

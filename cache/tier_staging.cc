@@ -7,12 +7,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "cache/tier_copy.h"
+
 namespace gpufs {
-namespace {
-
-size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
-
-}  // namespace
 
 struct TierStager::Job {
   uint32_t group = 0;

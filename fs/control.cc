@@ -10,11 +10,7 @@
 
 #include <fmt/format.h>
 
-#include <tuple>
-
-#include "cache/account/stall_account.h"
 #include "cache/cache_stat.h"
-#include "cache/disk_tier.h"
 #include "dataset/format/open_dataset.h"
 #include "fs/problem_log.h"
 #include "fs/residency.h"
