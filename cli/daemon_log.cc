@@ -16,6 +16,7 @@
 #include <mutex>
 
 #include "dataset/format/open_dataset.h"
+#include "dataset/printable.h"
 #include "fs/problem_log.h"
 
 namespace gpufs {
@@ -46,6 +47,24 @@ class FdSink final : public spdlog::sinks::base_sink<std::mutex> {
   int fd_;
 };
 
+// Every message is written through PrintableLine once, here: the names in messages come
+// from dataset authors, tar members and other users' processes (dataset/printable.h), and
+// each sink (the terminal, the file, syslog, the problem ring) gets the escaped line.
+class PrintableLogger final : public spdlog::logger {
+ public:
+  using spdlog::logger::logger;
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    const std::string_view payload(msg.payload.data(), msg.payload.size());
+    const std::string printable = PrintableLine(payload);
+    if (printable == payload) return spdlog::logger::sink_it_(msg);
+    spdlog::details::log_msg escaped = msg;
+    escaped.payload = printable;
+    spdlog::logger::sink_it_(escaped);
+  }
+};
+
 bool SyslogAnswers() {
   const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
@@ -57,7 +76,7 @@ bool SyslogAnswers() {
   return up;
 }
 
-// Opens `name` beneath `dir_fd` (AT_FDCWD: a path) for appending, creating it 0600; a
+// Opens `name` beneath the checked folder `dir_fd` for appending, creating it 0600; a
 // link there is refused, and so is a file that is not this user's.
 Result<UniqueFd> OpenLogFile(int dir_fd, const std::string& name, const std::string& shown) {
   UniqueFd fd(openat(dir_fd, name.c_str(),
@@ -82,6 +101,14 @@ void Install(std::shared_ptr<spdlog::logger> logger, spdlog::level::level_enum l
 
 }  // namespace
 
+void EscapeDefaultLog() {
+  const auto plain = spdlog::default_logger();
+  auto logger = std::make_shared<PrintableLogger>(plain->name(), plain->sinks().begin(),
+                                                  plain->sinks().end());
+  logger->set_level(plain->level());
+  spdlog::set_default_logger(std::move(logger));
+}
+
 std::filesystem::path DefaultLogFolder() {
   if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg && *xdg) {
     return std::filesystem::path(xdg) / "gpufs";
@@ -99,11 +126,15 @@ Result<DaemonLog> DaemonLog::Open(const LogOptions& options, bool foreground) {
   DaemonLog log;
   log.level_ = spdlog::level::from_str(options.level);
   if (!options.file.empty()) {
-    const std::string path = std::filesystem::absolute(options.file).string();
-    Result<UniqueFd> fd = OpenLogFile(AT_FDCWD, path, path);
+    // Every level above the file is walked as for the private folders: a user who may
+    // write a folder above root's log file could otherwise point it anywhere.
+    const std::filesystem::path path = std::filesystem::absolute(options.file).lexically_normal();
+    auto folder = OpenFolderAbove(path, {"log file", "name a log file with --log-file"});
+    if (!folder.ok()) return folder.error();
+    Result<UniqueFd> fd = OpenLogFile(folder->get(), path.filename(), path);
     if (!fd.ok()) return fd.error();
     log.file_ = std::move(*fd);
-    log.where_ = path;
+    log.where_ = path.string();
   } else if (foreground) {
     log.where_ = "stderr";
   } else if (SyslogAnswers()) {
@@ -119,7 +150,7 @@ Result<DaemonLog> DaemonLog::Open(const LogOptions& options, bool foreground) {
     log.fallback_ = true;
   }
   if (foreground) {
-    auto logger = std::make_shared<spdlog::logger>(
+    auto logger = std::make_shared<PrintableLogger>(
         "gpufsd", std::make_shared<spdlog::sinks::stderr_sink_mt>());
     if (log.file_.get() >= 0) logger->sinks().push_back(std::make_shared<FdSink>(log.file_.get()));
     Install(std::move(logger), log.level_);
@@ -132,9 +163,11 @@ void DaemonLog::UseInDaemon() {
   if (fallback_) fmt::print(stderr, "gpufsd: no syslog at /dev/log: logging to {}\n", where_);
   std::shared_ptr<spdlog::logger> logger;
   if (file_.get() >= 0) {
-    logger = std::make_shared<spdlog::logger>("gpufsd", std::make_shared<FdSink>(file_.get()));
+    logger = std::make_shared<PrintableLogger>("gpufsd", std::make_shared<FdSink>(file_.get()));
   } else {
-    logger = spdlog::syslog_logger_mt("gpufsd-syslog", "gpufsd", LOG_PID);
+    logger = std::make_shared<PrintableLogger>(
+        "gpufsd",
+        std::make_shared<spdlog::sinks::syslog_sink_mt>("gpufsd", LOG_PID, LOG_USER, false));
   }
   // The terminal hears of problems until the mount is ready and it is dropped.
   auto terminal = std::make_shared<spdlog::sinks::stderr_sink_mt>();

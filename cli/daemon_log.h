@@ -39,6 +39,10 @@ class DaemonLog {
   bool fallback_ = false;  // the default file, for want of syslog
 };
 
+// Makes the default logger (what a command logs before DaemonLog takes over) write its
+// messages through PrintableLine too. Called first thing by gpufsd's main.
+void EscapeDefaultLog();
+
 // The default log file when there is no syslog: gpufsd.log in the user's state folder.
 std::filesystem::path DefaultLogFolder();
 

@@ -11,11 +11,12 @@
 #include "cli/stat_report.h"
 #include "cli/stat_scan.h"
 #include "cli/stat_watch.h"
+#include "dataset/printable.h"
 
 namespace {
 
 int Failed(const gpufs::Error& error) {
-  fmt::print(stderr, "gpufs-stat: {}\n", error.message);
+  fmt::print(stderr, "gpufs-stat: {}\n", gpufs::PrintableLine(error.message));
   return 1;
 }
 
@@ -80,7 +81,8 @@ int Report(StatArgs& a) {
                                    : gpufs::GroupBy::kNone;
   auto report = gpufs::Measure(a.paths, a.options);
   if (!report) return Failed(report.error());
-  for (const std::string& note : report->notes) fmt::print(stderr, "gpufs-stat: {}\n", note);
+  for (const std::string& note : report->notes)
+    fmt::print(stderr, "gpufs-stat: {}\n", gpufs::PrintableLine(note));
   const auto format = a.json             ? gpufs::StatFormat::kJson
                       : a.output == "kv" ? gpufs::StatFormat::kKv
                                          : gpufs::StatFormat::kText;

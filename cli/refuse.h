@@ -7,13 +7,15 @@
 #include <cstdio>
 
 #include "dataset/error.h"
+#include "dataset/printable.h"
 
 namespace gpufs {
 
 inline constexpr int kFailed = 1;
 
+// The message may name a dataset's or another user's names: escaped for the terminal.
 inline int Refuse(const Error& error) {
-  fmt::print(stderr, "gpufsd: {}\n", error.message);
+  fmt::print(stderr, "gpufsd: {}\n", PrintableLine(error.message));
   return kFailed;
 }
 

@@ -18,6 +18,7 @@
 #include "cache/policy/policy.h"
 #include "cli/stat_source.h"
 #include "dataset/format/file_io.h"
+#include "dataset/printable.h"
 
 namespace gpufs {
 namespace {
@@ -159,21 +160,28 @@ std::string AdviceScreen(const std::string& mount, const nlohmann::json& a) {
 int RunAdvise(const std::string& path, const AdviseOptions& options) {
   const std::string absolute = std::filesystem::absolute(path).lexically_normal().string();
   auto mount = MountOf(absolute);
-  if (!mount) return fmt::print(stderr, "gpufs-stat: {}\n", mount.error().message), 1;
+  if (!mount)
+    return fmt::print(stderr, "gpufs-stat: {}\n", PrintableLine(mount.error().message)), 1;
   if (!mount->is_gpufs()) {
     fmt::print(stderr, "gpufs-stat: {} is not on a gpufs mount; --advise asks its gpufsd\n", path);
     return 1;
   }
   auto client = DaemonClient::Connect(*mount, options.timeout_s);
-  if (!client) return fmt::print(stderr, "gpufs-stat: {}\n", client.error().message), 1;
+  if (!client)
+    return fmt::print(stderr, "gpufs-stat: {}\n", PrintableLine(client.error().message)), 1;
   auto reply = client->Ask({{"op", "advise"}});
-  if (!reply) return fmt::print(stderr, "gpufs-stat: {}\n", reply.error().message), 1;
+  if (!reply)
+    return fmt::print(stderr, "gpufs-stat: {}\n", PrintableLine(reply.error().message)), 1;
   const nlohmann::json advice = nlohmann::json::parse(*reply, nullptr, false);
   if (advice.is_discarded() || !advice.is_object()) {
-    return fmt::print(stderr, "gpufs-stat: cannot read the daemon's advice: {}\n", *reply), 1;
+    return fmt::print(stderr, "gpufs-stat: cannot read the daemon's advice: {}\n",
+                      PrintableLine(*reply)),
+           1;
   }
   if (advice.contains("error")) {
-    return fmt::print(stderr, "gpufs-stat: {}\n", advice["error"].get<std::string>()), 1;
+    return fmt::print(stderr, "gpufs-stat: {}\n",
+                      PrintableLine(advice["error"].get<std::string>())),
+           1;
   }
   if (options.json) {
     fmt::print("{}\n", advice.dump(1));

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dataset/printable.h"
+
 namespace gpufs {
 namespace {
 
@@ -29,7 +31,7 @@ std::string JsonName(const std::string& tier) {
 
 void PrintText(const StatReport& r, GroupBy by, std::FILE* out) {
   for (const FileStat& file : r.listed) {
-    fmt::print(out, "{}\n", file.path);
+    fmt::print(out, "{}\n", Printable(file.path));
     for (size_t t = 0; t < r.tiers.size(); ++t) {
       fmt::print(out, "[{}] {}/{}  {}\n", ResidencyChart(file.charts[t]), file.resident[t],
                  file.pages, r.tiers[t]);
@@ -52,7 +54,7 @@ void PrintText(const StatReport& r, GroupBy by, std::FILE* out) {
   for (const std::string& tier : r.tiers) fmt::print(out, " {:>8}", KvName(tier));
   fmt::print(out, "\n");
   for (const BucketStat& b : r.buckets) {
-    fmt::print(out, "{:<24} {:>9} {:>12}", b.name, b.files, b.pages);
+    fmt::print(out, "{:<24} {:>9} {:>12}", Printable(b.name), b.files, b.pages);
     for (size_t t = 0; t < r.tiers.size(); ++t) {
       fmt::print(out, " {:>7.3g}%", Percent(b.resident[t], b.pages));
     }
@@ -73,12 +75,12 @@ std::string KvTiers(const std::vector<std::string>& tiers, const std::vector<uin
 
 void PrintKv(const StatReport& r, GroupBy by, std::FILE* out) {
   for (const FileStat& f : r.listed) {
-    fmt::print(out, "File={} TotalPages={}{}\n", f.path, f.pages,
+    fmt::print(out, "File={} TotalPages={}{}\n", KvValue(f.path), f.pages,
                KvTiers(r.tiers, f.resident, f.pages));
   }
   for (const BucketStat& b : r.buckets) {
     fmt::print(out, "{}={} Files={} TotalPages={}{}\n", by == GroupBy::kClass ? "Class" : "Group",
-               b.name, b.files, b.pages, KvTiers(r.tiers, b.resident, b.pages));
+               KvValue(b.name), b.files, b.pages, KvTiers(r.tiers, b.resident, b.pages));
   }
   fmt::print(out, "Files={} Directories={} TotalPages={} TotalSize={}{} Elapsed={:.5g}\n", r.files,
              r.dirs, r.pages, r.pages * kStatPageSize, KvTiers(r.tiers, r.resident, r.pages),
@@ -127,7 +129,8 @@ void PrintJson(const StatReport& r, GroupBy by, std::FILE* out) {
     }
     j["file_list"] = std::move(files);
   }
-  fmt::print(out, "{}\n", j.dump(2));
+  // A name that is not UTF-8 cannot be JSON: its bytes are replaced (U+FFFD), not refused.
+  fmt::print(out, "{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 }  // namespace

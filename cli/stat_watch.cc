@@ -16,6 +16,7 @@
 #include "cache/cache_stat.h"
 #include "cache/disk_tier.h"
 #include "cli/stat_source.h"
+#include "dataset/printable.h"
 #include "source/blob_source.h"
 #include "source/remote/address/peers.h"
 
@@ -391,14 +392,15 @@ std::string WatchLine(const nlohmann::json& previous, const nlohmann::json& now,
 int RunWatch(const std::string& path, const WatchOptions& options) {
   const std::string absolute = std::filesystem::absolute(path).lexically_normal().string();
   auto mount = MountOf(absolute);
-  if (!mount) return fmt::print(stderr, "gpufs-stat: {}\n", mount.error().message), 1;
+  if (!mount)
+    return fmt::print(stderr, "gpufs-stat: {}\n", PrintableLine(mount.error().message)), 1;
   if (!mount->is_gpufs()) {
     fmt::print(stderr, "gpufs-stat: {} is not on a gpufs mount; -w watches a gpufsd\n", path);
     return 1;
   }
   auto client = DaemonClient::Connect(*mount, options.timeout_s);
   if (!client) {
-    fmt::print(stderr, "gpufs-stat: {}\n", client.error().message);
+    fmt::print(stderr, "gpufs-stat: {}\n", PrintableLine(client.error().message));
     std::fflush(stderr);
     if (client.error().code == ETIMEDOUT) _exit(1);  // see gpufs_stat.cc
     return 1;
@@ -438,7 +440,7 @@ int RunWatch(const std::string& path, const WatchOptions& options) {
   if (options.terminal) fmt::print("\x1b[?25h");
   if (!previous) {
     fmt::print(stderr, "gpufs-stat: the gpufsd of {} is gone: {}\n", mount->path,
-               previous.error().message);
+               PrintableLine(previous.error().message));
     status = 1;
   }
   return status;

@@ -81,7 +81,8 @@ void ReplyResidency(const Filesystem& fs, const nlohmann::json& request, const R
     header["memory"] = {{"budget_bytes", stats[cache_stat::kBudget]},
                         {"taken_bytes", stats[cache_stat::kArenaTaken]}};
   }
-  reply(header.dump() + "\n");
+  // A class name that is not UTF-8 cannot be JSON: its bytes are replaced, not refused.
+  reply(header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   constexpr size_t kPiece = 1 << 20;
   for (size_t at = 0; at < lines.size(); at += kPiece) {
     reply(std::string_view(lines).substr(at, kPiece));

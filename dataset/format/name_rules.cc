@@ -15,22 +15,6 @@ std::string_view NameProblem(std::string_view name) {
   return {};
 }
 
-std::string Printable(std::string_view name) {
-  std::string out;
-  out.reserve(name.size());
-  for (char c : name) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u >= 0x20 && u < 0x7f && c != '\\') {
-      out += c;
-    } else if (u >= 0x80) {
-      out += c;  // UTF-8 is common in names and harmless in a log line
-    } else {
-      out += fmt::format("\\x{:02x}", u);
-    }
-  }
-  return out;
-}
-
 Result<std::string> NormalizeRelativePath(std::string_view path) {
   std::string out;
   out.reserve(path.size());
@@ -42,7 +26,7 @@ Result<std::string> NormalizeRelativePath(std::string_view path) {
     pos = end + 1;
     if (segment.empty()) continue;  // "a//b" and a trailing '/' name the same file
     if (std::string_view why = NameProblem(segment); !why.empty()) {
-      return Fail(EINVAL, "segment '{}' is invalid ({})", segment, why);
+      return Fail(EINVAL, "segment '{}' is invalid ({})", Printable(segment), why);
     }
     if (!out.empty()) out += '/';
     out += segment;

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "dataset/error.h"
+#include "dataset/printable.h"  // Printable, for the messages that name a name
 
 namespace gpufs {
 
@@ -13,10 +14,6 @@ inline constexpr size_t kNameMax = 255;  // NAME_MAX: longest path component
 
 // Empty when `name` is a valid single component, else why it is not.
 std::string_view NameProblem(std::string_view name);
-
-// `name` with NUL and control bytes (and the backslash) written as \xNN, for messages and logs: a
-// name from an untrusted dataset must not be able to forge a log line.
-std::string Printable(std::string_view name);
 
 // Joins the non-empty '/'-separated segments of `path`, refusing '.', '..' and overlong
 // segments. `path` must name at least one segment.
