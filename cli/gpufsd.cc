@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "cli/daemon_log.h"
 #include "cli/dataset_commands.h"
 #include "cli/mount_command.h"
 #include "cli/mount_point.h"
@@ -126,6 +127,7 @@ int PrintListing(const Listings& l) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  gpufs::EscapeDefaultLog();
   CLI::App app{"gpufsd: serve a grouped image dataset as a read-only ImageFolder tree"};
   app.set_version_flag("--version,-V", std::string("gpufsd ") + GPUFS_VERSION);
   app.require_subcommand(1);
@@ -141,8 +143,13 @@ int main(int argc, char** argv) {
       app.add_subcommand("unmount", "unmount a gpufs mount and wait for its daemon to exit");
   unmount->add_option("MNT", unmount_point, "the mount point")->required()->type_name("PATH");
   bool lazy = false;
+  bool force = false;
   unmount->add_flag("--lazy,-z", lazy,
                     "detach it now, even in use; its daemon exits once the last user lets go");
+  unmount
+      ->add_flag("--force,-f", force,
+                 "even in use: cut it off (its users get errors), detach it, wait for its daemon")
+      ->excludes("--lazy");
 
   gpufs::PackArgs pack_args;
   pack_args.options.threads = DefaultThreads();
@@ -174,5 +181,8 @@ int main(int argc, char** argv) {
   if (dataset.verify->parsed()) {
     return gpufs::RunVerify(dataset.source, dataset.group_size, dataset.threads);
   }
-  return gpufs::RunUnmount(unmount_point, lazy);
+  using gpufs::InUse;
+  return gpufs::RunUnmount(unmount_point, force  ? InUse::kForce
+                                          : lazy ? InUse::kDetach
+                                                 : InUse::kRefuse);
 }

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -20,6 +21,8 @@
 #include "cache/network_fs.h"
 #include "cli/refuse.h"
 #include "cli/stat_source.h"
+#include "dataset/format/private_files.h"
+#include "dataset/printable.h"
 #include "dataset/xattr_names.h"
 
 namespace gpufs {
@@ -78,7 +81,8 @@ std::vector<std::string> Holders(const std::string& mountpoint) {
     if (!holds) continue;
     std::string name;
     std::getline(std::ifstream(entry.path() / "comm"), name);
-    holders.push_back(fmt::format("{} ({})", pid, name));
+    // A process's name is its owner's to set (prctl): escaped before root's terminal sees it.
+    holders.push_back(fmt::format("{} ({})", pid, Printable(name)));
   }
   return holders;
 }
@@ -87,7 +91,7 @@ std::vector<std::string> Holders(const std::string& mountpoint) {
 // for: the mount is removed, lazily when a reader still holds it, so the folder is usable
 // again at once.
 int UnmountOrphan(const std::string& mountpoint, const Error& why) {
-  fmt::print(stderr, "gpufsd: {}; unmounting it without the daemon\n", why.message);
+  fmt::print(stderr, "gpufsd: {}; unmounting it without the daemon\n", PrintableLine(why.message));
   if (Fusermount(mountpoint, "-u").empty()) return 0;
   if (std::string said = Fusermount(mountpoint, "-uz"); said.empty()) {
     fmt::print(stderr, "gpufsd: {} was busy: detached; it goes once its last user lets go\n",
@@ -98,12 +102,12 @@ int UnmountOrphan(const std::string& mountpoint, const Error& why) {
   }
 }
 
-Error InUse(const std::string& mountpoint, const std::string& said) {
+Error BusyError(const std::string& mountpoint, const std::string& said) {
   const std::vector<std::string> holders = Holders(mountpoint);
   if (holders.empty()) return Fail(EBUSY, "cannot unmount {}: {}", mountpoint, said);
   return Fail(EBUSY,
               "cannot unmount {}: in use by {}; stop them, or `gpufsd unmount --lazy {}` "
-              "detaches it now and ends it once they let go",
+              "detaches it now and ends it once they let go (--force: cuts them off now)",
               mountpoint, fmt::join(holders, ", "), mountpoint);
 }
 
@@ -130,7 +134,7 @@ Status ClearDeadMount(const std::string& path) {
     }
   }
   fmt::print(stderr, "gpufsd: cleared a gpufs mount of {} at {} whose daemon had exited\n",
-             mount->source, where);
+             Printable(mount->source), where);
   return Ok{};
 }
 
@@ -160,6 +164,38 @@ std::string FirstEntry(const std::string& path) {
     if (name != "." && name != "..") return std::string(name);
   }
   return {};
+}
+
+// How long unmount waits for the daemon to exit once its mount is gone.
+constexpr int kDaemonExitMs = 10000;
+
+bool Exited(int pidfd, int timeout_ms) {
+  pollfd wait_exit{pidfd, POLLIN, 0};
+  return poll(&wait_exit, 1, timeout_ms) == 1;
+}
+
+// Cuts the FUSE connection of `mount` and detaches it, as `umount -f -l` does: the
+// daemon's next read of /dev/fuse fails and it exits, and whoever still holds the mount
+// gets ENOTCONN. Root asks the kernel directly; another user writes the connection's abort
+// file (fusectl), which the kernel gives to the user who mounted it.
+Status ForceUnmount(const MountPoint& mount) {
+  if (geteuid() == 0) {
+    if (umount2(mount.path.c_str(), MNT_FORCE | MNT_DETACH) == 0) return Ok{};
+    return Fail(errno, "cannot force {}: {}", mount.path, strerror(errno));
+  }
+  const std::string minor = mount.device.substr(mount.device.find(':') + 1);
+  const std::string abort = fmt::format("/sys/fs/fuse/connections/{}/abort", minor);
+  UniqueFd fd(open(abort.c_str(), O_WRONLY | O_CLOEXEC));
+  if (fd.get() < 0 || write(fd.get(), "1", 1) != 1) {
+    return Fail(errno,
+                "cannot force {}: cannot write {}: {} (the fusectl file system is mounted at "
+                "/sys/fs/fuse/connections on most systems; root may force any mount)",
+                mount.path, abort, strerror(errno));
+  }
+  if (std::string said = Fusermount(mount.path, "-uz"); !said.empty()) {
+    return Fail(EIO, "cannot force {}: {}", mount.path, said);
+  }
+  return Ok{};
 }
 
 }  // namespace
@@ -204,7 +240,7 @@ std::string FuseAccessHint() {
   return {};
 }
 
-int RunUnmount(const std::string& mountpoint_in, bool lazy) {
+int RunUnmount(const std::string& mountpoint_in, InUse in_use) {
   // The mount table, not the mount itself, says what is there: a stat or getxattr of a
   // mount whose daemon is stopped would never return.
   const std::string mountpoint = TablePath(mountpoint_in);
@@ -218,7 +254,7 @@ int RunUnmount(const std::string& mountpoint_in, bool lazy) {
   }
   auto pid_text = RootXattr(mountpoint, xattr::kPid, 5);
   if (!pid_text) return UnmountOrphan(mountpoint, pid_text.error());
-  if (lazy) {
+  if (in_use == InUse::kDetach) {
     std::string said = Fusermount(mountpoint, "-uz");
     if (!said.empty()) return Refuse(Fail(EIO, "cannot unmount {}: {}", mountpoint, said));
     fmt::print(stderr, "gpufsd: {} detached; its daemon exits once its last user lets go\n",
@@ -227,17 +263,19 @@ int RunUnmount(const std::string& mountpoint_in, bool lazy) {
   }
   const pid_t pid = static_cast<pid_t>(std::atoi(pid_text->c_str()));
   // pidfd lets us wait for a process that is not our child.
-  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  UniqueFd pidfd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
   if (std::string said = Fusermount(mountpoint, "-u"); !said.empty()) {
-    if (pidfd >= 0) close(pidfd);
-    return Refuse(said.find("busy") != std::string::npos
-                      ? InUse(mountpoint, said)
-                      : Fail(EIO, "cannot unmount {}: {}", mountpoint, said));
+    const bool busy = said.find("busy") != std::string::npos;
+    if (!busy) return Refuse(Fail(EIO, "cannot unmount {}: {}", mountpoint, said));
+    if (in_use != InUse::kForce) return Refuse(BusyError(mountpoint, said));
+    const std::vector<std::string> holders = Holders(mountpoint);
+    if (Status forced = ForceUnmount(*mount); !forced.ok()) return Refuse(forced.error());
+    fmt::print(stderr, "gpufsd: {} was in use{}{}: cut off and detached; they get errors now\n",
+               mountpoint, holders.empty() ? "" : " by ", fmt::join(holders, ", "));
   }
-  if (pidfd >= 0) {
-    pollfd wait_exit{pidfd, POLLIN, 0};
-    poll(&wait_exit, 1, 10000);
-    close(pidfd);
+  if (pidfd.get() >= 0 && !Exited(pidfd.get(), kDaemonExitMs)) {
+    return Refuse(Fail(ETIMEDOUT, "unmounted {}, but its daemon (pid {}) has not exited after {} s",
+                       mountpoint, pid, kDaemonExitMs / 1000));
   }
   return 0;
 }

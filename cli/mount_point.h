@@ -21,10 +21,16 @@ Status PrepareMountpoint(const std::string& path, bool allow_non_empty);
 // fusermount3 that is setuid root. Empty when none of these is the case.
 std::string FuseAccessHint();
 
-// `gpufsd unmount [--lazy] MNT`: unmounts the gpufs mount at `mountpoint` and waits for
-// its daemon to exit; a mount whose daemon is gone is cleared. In use, it fails naming the
-// processes that hold it, unless `lazy`: then it is detached at once and goes when they
-// let go. The process exit status.
-int RunUnmount(const std::string& mountpoint, bool lazy);
+// What `gpufsd unmount` does with a mount that is in use.
+enum class InUse {
+  kRefuse,  // fail, naming the processes that hold it
+  kDetach,  // --lazy: detach it now; it goes, with its daemon, when they let go
+  kForce,   // --force: cut its connection (they get errors), detach it, its daemon exits
+};
+
+// `gpufsd unmount [--lazy|--force] MNT`: unmounts the gpufs mount at `mountpoint` and waits
+// for its daemon to exit; a mount whose daemon is gone is cleared. In use, as `in_use`
+// says. The process exit status.
+int RunUnmount(const std::string& mountpoint, InUse in_use);
 
 }  // namespace gpufs

@@ -61,6 +61,7 @@ Result<MountPoint> MountOf(const std::filesystem::path& path) {
     mount.path = Unescape(where);
     fields >> mount.type >> mount.source;
     mount.source = Unescape(mount.source);
+    mount.device = dev;
     // Later lines are mounted over earlier ones: the last, longest match is what is seen.
     if (Under(target, mount.path) && mount.path.size() >= best.path.size()) best = mount;
   }

@@ -18,6 +18,7 @@ struct MountPoint {
   std::string path;    // where it is mounted
   std::string type;    // e.g. fuse.gpufs, ext4
   std::string source;  // what is mounted
+  std::string device;  // MAJOR:MINOR; a FUSE mount's connection is numbered by its minor
   bool is_gpufs() const { return type == "fuse.gpufs"; }
 };
 

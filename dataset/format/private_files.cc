@@ -203,6 +203,13 @@ Result<PrivateFolder> OpenPrivateFolder(const std::filesystem::path& dir_in,
   return OpenPrivateFolderAt(parent->get(), dir.filename(), dir, role);
 }
 
+Result<UniqueFd> OpenFolderAbove(const std::filesystem::path& file, const FolderRole& role) {
+  const std::filesystem::path path = std::filesystem::absolute(file).lexically_normal();
+  if (!path.has_filename())
+    return Fail(EINVAL, "cannot use {} {}: name a file", role.what, path.string());
+  return OpenLevelsAbove(path, role);
+}
+
 Result<PrivateFolder> OpenPrivateFolderAt(int parent_fd, const std::string& name,
                                           const std::filesystem::path& shown,
                                           const FolderRole& role) {

@@ -58,6 +58,13 @@ struct PrivateFolder {
 // another uid, or writable by group or others. Readable by others only: tightened to 0700.
 Result<PrivateFolder> OpenPrivateFolder(const std::filesystem::path& dir, const FolderRole& role);
 
+// The folder that holds `file`, opened level by level from '/' as OpenPrivateFolder opens
+// the levels above its own, creating a missing level 0700: a level another user owns or may
+// write (unless sticky) is refused, and a link is followed only where no one else may write.
+// The folder itself need not be private (/var/log); the caller opens `file` beneath it with
+// O_NOFOLLOW. `role.what` names the file in messages ("log file").
+Result<UniqueFd> OpenFolderAbove(const std::filesystem::path& file, const FolderRole& role);
+
 // As OpenPrivateFolder, for the folder `name` (one segment) beneath the checked `parent_fd`;
 // `shown` names it in messages.
 Result<PrivateFolder> OpenPrivateFolderAt(int parent_fd, const std::string& name,

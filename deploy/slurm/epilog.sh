@@ -1,8 +1,10 @@
 #!/bin/sh
 # Slurm Epilog of gpufs: unmounts what prolog.sh mounted for this job ($SLURM_JOB_ID), each
-# dataset in turn, and stops the job's peer caches, waiting until the daemons have exited. The peer's cache
-# folder stays for the next job. Nothing to undo is fine; a mount or nginx that will not
-# go fails (Slurm drains the node). Only this job's run folder is read or removed:
+# dataset in turn, and stops the job's peer caches, waiting until the daemons have exited.
+# The peer's cache folder stays for the next job. Nothing to undo is fine; a mount still in
+# use is forced (`gpufsd unmount --force`: its readers get errors, its daemon exits), so
+# that no user can make the epilog fail; a mount or nginx that will not go even so fails
+# (Slurm drains the node). Only this job's run folder is read or removed:
 # another job's mount, peer cache and secret on a shared node are left alone.
 # The mount is unmounted only while the mount table still shows it (same id, same place,
 # recorded by the prolog in `mount`), and the peer cache is signalled only while its pid
@@ -87,14 +89,25 @@ running() { # the process the prolog started, still there (a zombie has exited)
   [ -n "$started" ] && [ "$(identity "$1")" = "$started" ]
 }
 
-# gpufsd unmount returns once the daemon has exited.
+# gpufsd unmount returns once the daemon has exited. A mount someone still uses (a shell
+# of another user sitting in it: the mount is allow_other) would otherwise make the epilog
+# fail and drain the node: the job is over, so its mount is forced, its connection cut
+# (whoever still holds it gets errors) and its daemon gone all the same.
 mounted=$(cat "$run/mount" 2>/dev/null) || mounted=''
 mnt=${mounted#* }
 if [ -n "$mounted" ] &&
   awk -v id="${mounted%% *}" -v m="$mnt" '$1 == id && $5 == m { found = 1 } END { exit !found }' \
     /proc/self/mountinfo && ! "$GPUFSD" unmount "$mnt"; then
-  echo "gpufs epilog: cannot unmount $mnt" >&2
-  status=1
+  echo "gpufs epilog: $mnt is still in use: forcing it" >&2
+  if ! "$GPUFSD" unmount --force "$mnt"; then
+    echo "gpufs epilog: cannot unmount $mnt" >&2
+    status=1
+  fi
+fi
+# The mount point the prolog made for the job (an empty folder once unmounted).
+if [ -f "$run/made_mountpoint" ] && [ -n "${GPUFS_MOUNTPOINT:-}" ] &&
+  ! awk -v m="$mnt" '$5 == m { found = 1 } END { exit !found }' /proc/self/mountinfo; then
+  rmdir "$GPUFS_MOUNTPOINT" 2>/dev/null || true
 fi
 
 started=$(cat "$run/nginx.started" 2>/dev/null) || started=''

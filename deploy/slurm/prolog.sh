@@ -12,9 +12,16 @@
 # Slurm drains a node whose prolog fails: so does a node that cannot serve the dataset.
 #
 # Everything is the job's: its run folder ($GPUFS_RUN_DIR/$SLURM_JOB_ID), secret, peer
-# cache and mount. A second job on a shared node gets its own where the settings give it
-# one (a mount point and port made from $SLURM_JOB_ID), and is refused where they do not,
-# before it starts anything; a failed prolog undoes only what it started.
+# cache and mount. A failed prolog undoes only what it started.
+#
+# Since a prolog that exits non-zero drains the node for every job on it, nothing another
+# user can do makes it fail: the peer cache listens on a privileged port (by default one
+# per job, 700 + SLURM_JOB_ID % 100), which no user's process can take first; a job that
+# finds its mount point held (by another job, with a mount point shared by the settings)
+# mounts nothing and says so; a job that cannot start its peer cache on this node (its
+# folder or port in use) mounts without one here, its gpufsd reading through the job's
+# other peers and the store. Only what the site must fix (no key, no origin, a dataset
+# that cannot be mounted) fails the prolog.
 set -eu
 # slurmd may give no PATH, or one without where gpufs is installed.
 PATH=${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -49,13 +56,17 @@ PEER_CONFIG=${PEER_CONFIG:-gpufs-peer-config}
 runs=${GPUFS_RUN_DIR:-/run/gpufs-slurm}
 # The job's run folder for this dataset: JOB for slurm.conf, JOB.NAME for slurm.d/NAME.conf.
 run=$runs/$SLURM_JOB_ID$("$here/epilog.sh" --suffix "$conf")
-port=${GPUFS_PEER_PORT:-3128}
+port=${GPUFS_PEER_PORT:-$((700 + SLURM_JOB_ID % 100))}
 cache_dir=${GPUFS_PEER_CACHE_DIR:-/var/cache/gpufs-peer}
 key_file=${GPUFS_PEER_KEY_FILE:-/etc/gpufs/peer.key}
 node=${SLURMD_NODENAME:-$(hostname)}
 refuse() { # says why this job cannot start here; nothing was started, nothing is undone
   echo "gpufs prolog: $*" >&2
   exit 1
+}
+skip() { # says why this job mounts nothing here, and lets it run: a failure would drain the node
+  echo "gpufs prolog: $*" >&2
+  exit 0
 }
 fail() { # clears what this job's prolog started (epilog.sh), says why, and fails
   [ ! -f "$run/nginx/error.log" ] || tail -n 5 "$run/nginx/error.log" >&2
@@ -68,8 +79,8 @@ canonical() { echo "$(cd "$(dirname "$1")" 2>/dev/null && pwd -P)/$(basename "$1
 mount_id() { awk -v m="$1" '$5 == m { id = $1 } END { if (id == "") exit 1; print id }' \
   /proc/self/mountinfo; }
 
-# The job's peer cache on this node: its secret, nginx's config, nginx, and the list of
-# the job's peers.
+# The job's peers and secret, then its peer cache on this node. The peers file and secret
+# are written whether or not this node's cache starts: the job's gpufsd uses the others.
 start_peers() {
   # The peer cache forwards to the store's endpoint, or to the web server of an http(s)://
   # source.
@@ -80,8 +91,6 @@ start_peers() {
   case $address in *:*) listen="[$address]:$port" ;; *) listen="$address:$port" ;; esac
 
   # Every node of the job is a peer, at the name Slurm knows it by.
-  printf '%s\n' "$cache_dir" >"$run/cache_dir"
-  mkdir -p "$run/nginx" "$cache_dir"
   "$SCONTROL" show hostnames "$SLURM_JOB_NODELIST" >"$run/hosts" ||
     fail "cannot list the nodes of $SLURM_JOB_NODELIST"
   {
@@ -100,21 +109,46 @@ start_peers() {
     { printf 'gpufs peer secret of job %s\n' "$SLURM_JOB_ID" && cat "$key_file"; } |
       sha256sum | cut -d' ' -f1 >"$run/secret"
   ) || fail "cannot write the job's peer secret"
+  start_peer_cache
+}
+
+# This node's nginx for the job. What another job or user holds (the cache folder, the
+# port) costs the job its cache on this node, never the node.
+start_peer_cache() {
+  for other in "$runs"/*/cache_dir; do
+    if [ -f "$other" ] && [ "$(cat "$other")" = "$cache_dir" ]; then
+      without_cache "job $(basename "$(dirname "$other")") uses $cache_dir"
+      return
+    fi
+  done
+  unprivileged=$(cat /proc/sys/net/ipv4/ip_unprivileged_port_start 2>/dev/null || echo 1024)
+  if [ "$port" -ge "$unprivileged" ]; then
+    echo "gpufs prolog: warning: GPUFS_PEER_PORT=$port is not a privileged port (below $unprivileged): any user on $node may take it first" >&2
+  fi
+  printf '%s\n' "$cache_dir" >"$run/cache_dir"
+  mkdir -p "$run/nginx" "$cache_dir"
   (
     umask 077
     "$PEER_CONFIG" --main --listen "$listen" --origin "$origin" --cache-dir "$cache_dir" \
       --cache-size "${GPUFS_PEER_CACHE_SIZE:-100g}" --secret-file "$run/secret" \
       >"$run/nginx/nginx.conf"
   ) || fail "cannot write the peer cache's config"
-  # nginx returns once it listens, running on in the background.
-  "$nginx" -p "$run/nginx/" -c nginx.conf -e "$run/nginx/error.log" ||
-    fail "cannot start the peer cache on $listen"
+  # nginx returns once it listens, running on in the background (without the prolog's lock).
+  if ! "$nginx" -p "$run/nginx/" -c nginx.conf -e "$run/nginx/error.log" 9>&-; then
+    why=$(tail -n 1 "$run/nginx/error.log" 2>/dev/null)
+    rm -rf "$run/nginx" "$run/cache_dir"
+    without_cache "nginx cannot listen on $listen${why:+ ($why)}"
+    return
+  fi
   # Who the epilog may signal: this nginx, by pid, start time and program. A pid alone could
   # by then name another process.
   if ! pid=$(cat "$run/nginx/nginx.pid") ||
     ! "$here/epilog.sh" --identity "$pid" >"$run/nginx.started"; then
     fail "cannot record the peer cache's process"
   fi
+}
+without_cache() {
+  echo "gpufs prolog: job $SLURM_JOB_ID has no peer cache on $node: $*; its gpufsd reads through the job's other peers and the store" >&2
 }
 
 # Peers by default for a store or a web server, never for a path (every node reads the
@@ -125,22 +159,25 @@ yes | no) peers=$GPUFS_PEERS ;;
 *) refuse "GPUFS_PEERS=$GPUFS_PEERS in $conf: use yes, no or auto" ;;
 esac
 
-# Another job's mount point or peer cache folder is left alone: this job is refused.
+# Jobs whose prologs run at once take turns from here (slurmd runs them side by side): what
+# one finds free is still free when it takes it. Its children do not keep the lock.
+mkdir -p "$runs"
+exec 9<"$runs"
+flock -w 120 9 || refuse "cannot lock $runs: another job's prolog holds it"
+
+# Another job's mount point is left alone, and this job mounts nothing: it reads what is
+# there, and a refusal would drain the node for every job on it.
 mnt=$(canonical "$GPUFS_MOUNTPOINT")
 if mount_id "$mnt" >/dev/null; then
-  refuse "cannot mount at $GPUFS_MOUNTPOINT: something is mounted there already (another job's dataset?); on nodes shared by jobs, give each its own, e.g. GPUFS_MOUNTPOINT=/mnt/imagenet-\$SLURM_JOB_ID, in $conf"
+  skip "job $SLURM_JOB_ID mounts nothing at $GPUFS_MOUNTPOINT: something is mounted there already (another job's dataset?), which goes when that job ends; on nodes shared by jobs, give each its own, e.g. GPUFS_MOUNTPOINT=/mnt/imagenet-\$SLURM_JOB_ID, in $conf"
 fi
-if [ "$peers" = yes ]; then
-  for other in "$runs"/*/cache_dir; do
-    if [ -f "$other" ] && [ "$(cat "$other")" = "$cache_dir" ]; then
-      refuse "cannot start the peer cache: job $(basename "$(dirname "$other")") on this node uses $cache_dir; on nodes shared by jobs, give each its own GPUFS_PEER_CACHE_DIR and GPUFS_PEER_PORT in $conf"
-    fi
-  done
-fi
-mkdir -p "$runs"
 mkdir -m 0700 "$run" 2>/dev/null || refuse "cannot start job $SLURM_JOB_ID: $run exists (its prolog ran already?)"
 
-mkdir -p "$GPUFS_MOUNTPOINT"
+# A mount point the prolog makes is the epilog's to remove.
+if [ ! -d "$GPUFS_MOUNTPOINT" ]; then
+  mkdir -p "$GPUFS_MOUNTPOINT" || fail "cannot make the mount point $GPUFS_MOUNTPOINT"
+  : >"$run/made_mountpoint"
+fi
 set --
 if [ "$peers" = yes ]; then
   start_peers
@@ -149,7 +186,7 @@ fi
 
 # shellcheck disable=SC2086 # GPUFS_MOUNT_OPTIONS is a list of options
 if ! "$GPUFSD" mount "$@" -o allow_other ${GPUFS_MOUNT_OPTIONS:-} \
-  "$GPUFS_SOURCE" "$GPUFS_MOUNTPOINT"; then
+  "$GPUFS_SOURCE" "$GPUFS_MOUNTPOINT" 9>&-; then
   fail "cannot mount $GPUFS_SOURCE at $GPUFS_MOUNTPOINT"
 fi
 # What the epilog may unmount: this mount, by its id in the mount table and its place.

@@ -121,6 +121,43 @@ class MountPoints(unittest.TestCase):
             holder.wait()
         self.assertTrue(wait_gone(pid), "the daemon stayed after its last user let go")
 
+    def test_force_cuts_off_its_users_and_the_daemon_exits(self):
+        """What the Slurm epilog does with a mount another user's shell sits in: the
+        holder's process name (its owner's to set, here with ESC and BEL) reaches the
+        terminal escaped; --force leaves no mount and no daemon, and the holder gets errors."""
+        result = self.mount()
+        self.assertEqual(result.returncode, 0, result.stderr)
+        pid = int(os.getxattr(self.mnt, "user.gpufs.pid"))
+        code = ("import ctypes, os, sys, time\n"
+                "ctypes.CDLL(None).prctl(15, b'\\x1b]0;pwned\\x07', 0, 0, 0)\n"
+                "print('ready', flush=True)\n"
+                "sys.stdin.readline()\n"
+                "try:\n"
+                "    os.statvfs('.')\n"
+                "    print('listed')\n"
+                "except OSError as e:\n"
+                "    print(e.errno)\n")
+        holder = subprocess.Popen(["/usr/bin/python3", "-c", code], cwd=self.mnt, text=True,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        try:
+            self.assertEqual(holder.stdout.readline(), "ready\n")
+            result = lib.run_gpufsd("unmount", self.mnt)
+            self.assertEqual(result.returncode, 1)
+            self.assertNotIn("\x1b", result.stderr)
+            self.assertNotIn("\x07", result.stderr)
+            self.assertIn(f"in use by {holder.pid} (\\x1b]0;pwned\\x07)", result.stderr)
+            result = lib.run_gpufsd("unmount", "--force", self.mnt)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertIn(f"gpufsd: {self.mnt} was in use by {holder.pid} (\\x1b]0;pwned\\x07): "
+                          "cut off and detached", result.stderr)
+            self.assertEqual(mounts_at(self.mnt), 0)
+            self.assertFalse(lib.is_running(pid), "the daemon outlived a forced unmount")
+            out, _ = holder.communicate("\n", timeout=30)
+            self.assertEqual(out.strip(), str(errno.ENOTCONN))
+        finally:
+            holder.kill()
+            holder.wait()
+
     def test_without_dev_fuse_the_cause_and_the_fix_are_named(self):
         """As in a container started without /dev/fuse: a mount namespace whose /dev is an
         empty tmpfs."""

@@ -202,6 +202,34 @@ class Private(unittest.TestCase):
         self.assertEqual(os.listdir(theirs), [])
         self.assertEqual(stat.S_IMODE(os.stat(roots).st_mode), 0o755)
 
+    def test_a_log_file_through_a_level_another_user_controls_is_refused(self):
+        """Root's --log-file below a folder nobody may write: a link planted at a level
+        above the file would make root create or append its log wherever it points."""
+        roots = os.path.join(self.work, "roots-logs")
+        os.mkdir(roots, 0o755)
+        sticky = os.path.join(self.work, "sticky-logs")
+        os.mkdir(sticky)
+        os.chmod(sticky, 0o1777)
+        plant_link(roots, os.path.join(sticky, "logs"))
+        log = os.path.join(sticky, "logs", "gpufsd.log")
+        said = refused(self, self.mytar, "--log-file", log, env=self.env)
+        self.assertIn(f"cannot use log file {log}: {sticky}/logs: a symbolic link where others "
+                      "may write", said)
+        theirs = os.path.join(self.work, "theirs-logs")
+        os.mkdir(theirs, 0o755)
+        os.chown(theirs, NOBODY, NOBODY)
+        log = os.path.join(theirs, "gpufsd.log")
+        said = refused(self, self.mytar, "--log-file", log, env=self.env)
+        self.assertIn(f"cannot use log file {log}: {theirs}: it is owned by uid {NOBODY}, who "
+                      "could replace what lies beneath it", said)
+        self.assertEqual(os.listdir(roots), [])
+        self.assertEqual(os.listdir(theirs), [])
+        # A log file in a folder of root's (or in a sticky one, as /tmp) is fine.
+        ok = os.path.join(sticky, "gpufsd.log")
+        with lib.Mount(self.mytar, "--log-file", ok, env=self.env) as mnt:
+            self.assertEqual(files_below(mnt), self.expected)
+        self.assertEqual(stat.S_IMODE(os.stat(ok).st_mode), 0o600)
+
     def test_an_older_tier_is_made_private_and_the_log_says_so(self):
         tier = os.path.join(self.xdg, "old")
         with self.tier_mount(tier):

@@ -5,6 +5,7 @@ gpufsd mounts, and a stub scontrol; jobs alone on a node and jobs sharing one.""
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -17,7 +18,7 @@ from test_deploy import EPILOG, PEER_CONFIG, PROLOG, SLICE, daemon_pid, peers_mi
 
 sys.path.insert(0, lib.ROOT)
 from tests.servers import nginx  # noqa: E402
-from tests.servers.procs import free_port_run  # noqa: E402
+from tests.servers.procs import bindable, free_port_run  # noqa: E402
 
 
 class Slurm(unittest.TestCase):
@@ -219,7 +220,9 @@ class Slurm(unittest.TestCase):
         self.assertEqual(self.job_state(node, job), state, f"job {job}'s state changed")
         self.assertTrue(lib.is_running(state[0]), f"job {job}'s peer cache is gone")
 
-    def test_a_second_job_on_the_node_is_refused_and_leaves_the_first_intact(self):
+    def test_a_second_job_at_a_shared_mount_point_mounts_nothing_and_the_node_stays_up(self):
+        """A prolog that fails drains the node for every job on it: a second job at the
+        first one's mount point (settings that give jobs one) mounts nothing and runs."""
         reason = peers_missing()
         if reason:
             self.skipTest(reason)
@@ -228,11 +231,11 @@ class Slurm(unittest.TestCase):
         self.assertEqual(result.returncode, 0, result.stderr)
         first = self.job_state(node, "42")
         second = self.script(PROLOG, node, "43")
-        self.assertEqual(second.returncode, 1)
-        self.assertIn(f"gpufs prolog: cannot mount at {node['mnt']}: something is mounted there "
-                      "already", second.stderr)
+        self.assertEqual(second.returncode, 0, second.stderr)
+        self.assertIn(f"gpufs prolog: job 43 mounts nothing at {node['mnt']}: something is "
+                      "mounted there already", second.stderr)
         self.assert_job_intact(node, "42", node["mnt"], first)
-        # slurmd runs the epilog of the refused job too.
+        # slurmd runs the epilog of the second job too.
         result = self.script(EPILOG, node, "43")
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assert_job_intact(node, "42", node["mnt"], first)
@@ -241,6 +244,80 @@ class Slurm(unittest.TestCase):
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertFalse(lib.is_mounted(node["mnt"]))
         self.assertFalse(lib.is_running(first[0]))
+
+    def test_a_taken_peer_port_costs_the_job_its_cache_on_that_node_not_the_node(self):
+        """Whoever holds a node's peer port first (on an unprivileged port, any user): that
+        node runs the job without its own peer cache, reading through the other's."""
+        reason = peers_missing()
+        if reason:
+            self.skipTest(reason)
+        nodes = [self.node(n, f"{self.origin.url}/pack/") for n in self.NODES]
+        squatter = socket.socket()
+        squatter.bind((self.NODES[0], self.port))
+        squatter.listen()
+        try:
+            results = [self.script(PROLOG, node) for node in nodes]
+            for result in results:
+                self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertIn(f"gpufs prolog: job 42 has no peer cache on {self.NODES[0]}: nginx "
+                          f"cannot listen on {self.NODES[0]}:{self.port}", results[0].stderr)
+            self.assertNotIn("no peer cache", results[1].stderr)
+            for node in nodes:
+                self.assertEqual(lib.files_below(node["mnt"]), self.expected)
+            self.assertFalse(os.path.exists(os.path.join(self.job_run(nodes[0]), "nginx")))
+            for node in nodes:
+                result = self.script(EPILOG, node)
+                self.assertEqual(result.returncode, 0, result.stderr)
+                self.assertFalse(lib.is_mounted(node["mnt"]))
+                self.assertEqual(os.listdir(node["run"]), [])
+        finally:
+            squatter.close()
+
+    def test_the_default_peer_port_is_a_privileged_one_per_job(self):
+        """No user's process can listen on a port below 1024 before the prolog does."""
+        reason = peers_missing()
+        if reason:
+            self.skipTest(reason)
+        port = 700 + 42 % 100
+        if not all(bindable(n, port) for n in self.NODES):
+            self.skipTest(f"port {port} is taken on this machine")
+        node = self.node(self.NODES[0], f"{self.origin.url}/pack/")
+        with open(node["conf"]) as f:
+            settings = f.read()
+        with open(node["conf"], "w") as f:
+            f.write(re.sub(r"^GPUFS_PEER_PORT=.*\n", "", settings, flags=re.M))
+        result = self.script(PROLOG, node)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertNotIn("warning", result.stderr)
+        with open(os.path.join(self.job_run(node), "nginx", "nginx.conf")) as f:
+            self.assertIn(f"listen {node['name']}:{port};", f.read())
+        with open(os.path.join(self.job_run(node), "peers")) as f:
+            self.assertIn(f"http://{self.NODES[1]}:{port}", f.read())
+        result = self.script(EPILOG, node)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertTrue(refused(node["name"], port))
+
+    def test_a_mount_another_user_sits_in_is_forced_by_the_epilog(self):
+        """A user's shell in another job's mount (allow_other) when the job ends: the
+        epilog still succeeds, and the job's mount, daemon and folder are gone."""
+        node = self.node(self.NODES[0], self.pack, per_job=True)
+        mnt = f"{node['mnt']}-42"
+        result = self.script(PROLOG, node)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        pid = daemon_pid(mnt)
+        holder = subprocess.Popen(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sleep", "300"],
+            cwd=mnt)
+        try:
+            result = self.script(EPILOG, node)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertIn(f"gpufs epilog: {mnt} is still in use: forcing it", result.stderr)
+            self.assertFalse(lib.is_mounted(mnt))
+            self.assertFalse(lib.is_running(pid), "the job's daemon stayed")
+            self.assertEqual(os.listdir(node["run"]), [])
+        finally:
+            holder.kill()
+            holder.wait()
 
     def test_jobs_with_their_own_mount_point_and_port_share_a_node(self):
         reason = peers_missing()
@@ -265,6 +342,8 @@ class Slurm(unittest.TestCase):
         self.assertFalse(lib.is_mounted(mnts["43"]))
         self.assertFalse(lib.is_running(states["43"][0]))
         self.assertEqual(os.listdir(node["run"]), [])
+        # The mount points the prologs made went with their jobs.
+        self.assertEqual([m for m in mnts.values() if os.path.exists(m)], [])
 
     def test_a_job_without_the_site_key_fails_the_prolog(self):
         node = self.node(self.NODES[0], f"{self.origin.url}/mytar/")
@@ -335,7 +414,7 @@ class Slurm(unittest.TestCase):
         result = self.script(PROLOG, node, NGINX="/nonexistent/nginx")
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertEqual(lib.files_below(node["mnt"]), self.expected)
-        self.assertEqual(sorted(os.listdir(self.job_run(node))), ["mount"])
+        self.assertEqual(sorted(os.listdir(self.job_run(node))), ["made_mountpoint", "mount"])
         self.assertTrue(refused(node["name"], self.port))
         result = self.script(EPILOG, node)
         self.assertEqual(result.returncode, 0, result.stderr)

@@ -41,12 +41,12 @@ def free_port_run(count, hosts=(LOOPBACK,)):
         low = int(f.read().split()[0])
     for _ in range(200):
         base = random.randrange(max(1024, low - 12000), low - count)
-        if all(_bindable(h, p) for h in hosts for p in range(base, base + count)):
+        if all(bindable(h, p) for h in hosts for p in range(base, base + count)):
             return base
     raise ServerError(f"no {count} consecutive free ports below {low}")
 
 
-def _bindable(host, port):
+def bindable(host, port):
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         try:
             s.bind((host, port))
