@@ -8,6 +8,7 @@
 
 #include "dataset/format/checksums.h"
 #include "dataset/format/name_rules.h"
+#include "dataset/printable.h"
 #include "dataset/xattr_names.h"
 
 namespace gpufs {
@@ -147,8 +148,9 @@ Result<CachedBytes> Filesystem::Fetch(uint64_t ino, uint64_t offset, size_t size
   Result<CachedBytes> bytes = reader_.Read(*id, offset, size);
   if (!bytes) {
     // The reader's file first: the log line then says what failed, and why.
-    return Error{bytes.error().code,
-                 fmt::format("cannot read {}: {}", catalog_.PathOf(*id), bytes.error().message)};
+    return Error{
+        bytes.error().code,
+        fmt::format("cannot read {}: {}", Printable(catalog_.PathOf(*id)), bytes.error().message)};
   }
   if (bytes->size() > 0) Count(offset, bytes->size(), file_size);
   return bytes;
