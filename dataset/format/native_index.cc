@@ -135,12 +135,13 @@ class IndexChecker {
     return Ok{};
   }
 
-  // The tree must be one a lookup can walk: every folder but the root sits in exactly the
-  // subfolder run of its parent, which comes before it; the file runs follow the folders'
-  // order and cover the file table once; each run is strictly name-sorted (so the binary
-  // searches of Catalog::Find find what a listing shows), no name is both a file and a
-  // folder of one folder, and every name is one path segment. Together these make every
-  // node reachable from the root, once.
+  // The tree must be one a lookup can walk: the root is its own parent (a listing of the
+  // root stats its '..'); every other folder sits in exactly the subfolder run of its
+  // parent, which comes before it; the file runs follow the folders' order and cover the
+  // file table once; each run is strictly name-sorted (so the binary searches of
+  // Catalog::Find find what a listing shows), no name is both a file and a folder of one
+  // folder, and every name is one path segment. Together these make every node reachable
+  // from the root, once.
   Status CheckDirs(const CatalogTables& t) {
     const size_t n = t.dirs.size();
     for (size_t id = 0; id < n; ++id) {  // names first: the runs below compare them
@@ -153,6 +154,10 @@ class IndexChecker {
       if (std::string_view why = NameProblem(name); id > 0 && !why.empty()) {
         return Bad("folder {} is named '{}', which is invalid ({})", id, Printable(name), why);
       }
+    }
+    if (t.dirs[0].parent != 0) {
+      return Bad("the root names folder {} as its parent, where it must be its own",
+                 t.dirs[0].parent);
     }
     uint64_t next_file = 0;
     for (size_t id = 0; id < n; ++id) {

@@ -78,10 +78,13 @@ inline void CheckFileRuns(const Catalog& catalog) {
 
 // Every folder lists subfolders that name it as their parent and files whose folder it is,
 // the merged listing sorted strictly by name so that Find, two binary searches, finds each
-// of them; every node but the root is listed by its parent.
+// of them; every node but the root is listed by its parent, and the root is its own (a
+// listing of the root stats its '..').
 inline void CheckFolders(const Catalog& catalog) {
   const CatalogTables& t = catalog.tables();
   const uint64_t n = t.dirs.size();
+  Require(t.dirs[Catalog::kRoot].parent == Catalog::kRoot, "the root's parent is not the root",
+          t.dirs[Catalog::kRoot].parent);
   for (NodeId id = 0; id < n; ++id) {
     const CatalogDir& d = t.dirs[id];
     // An empty run's first is never used, so it may hold anything.

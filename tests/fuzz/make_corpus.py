@@ -7,7 +7,9 @@ mytar/    metadata.txt texts: subfolders, commas and spaces in class names, CRLF
           folder in the dataset root
 native_index/  indexes written by the real packer (`gpufsd pack`, with and without splits
           and alignment: version 2, with SHA-256 digests), by `gpufsd index` of a mytar
-          folder, and one pack's index in version 1 (no digests), as older packers wrote
+          folder, and one pack's index in version 1 (no digests), as older packers wrote;
+          and a pack's index whose root names a parent beyond every node, which a listing
+          of the root reads for its '..'
 tar/      archives written by Python's tarfile: ustar, GNU and pax, long names and link
           targets, a tar of per-class tars, hard and symbolic links, a replaced entry, a
           base-256 size; and header by header: signed checksums, v7 folders, unknown types,
@@ -105,6 +107,19 @@ def make_native(binary, work, out):
     os.utime(os.path.join(mytar, "metadata.txt"), (1700000000, 1700000000))
     gpufsd(binary, "index", mytar)
     shutil.copyfile(os.path.join(mytar, "index.gpufs"), os.path.join(out, "index_of_mytar.gpufs"))
+    with open(os.path.join(out, "pack_classes.gpufs"), "rb") as f:
+        beyond = with_root_parent(f.read(), 0x7FFFFFFF)
+    write(os.path.join(out, "root_parent_beyond.gpufs"), beyond)
+
+
+def with_root_parent(index, parent):
+    """`index` with its root's parent (the first u32 of the first folder record; the folders'
+    section is the fifth of the header's {u64 offset, u64 count} pairs, from byte 56) set
+    to `parent`. Its checksums are left stale: the fuzz target makes them right."""
+    data = bytearray(index)
+    (dirs_at,) = struct.unpack_from("<Q", data, 56 + 16 * 4)
+    struct.pack_into("<I", data, dirs_at, parent)
+    return bytes(data)
 
 
 def tar_bytes(fmt, add_entries, pax_headers=None):

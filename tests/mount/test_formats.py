@@ -1,11 +1,14 @@
 #!/usr/bin/python3
 """Native packs, mytar indexes and tar archives, through real mounts: bytes, names, none lost."""
 import contextlib
+import ctypes
 import io
 import os
+import re
 import shutil
 import signal
 import stat
+import struct
 import subprocess
 import tarfile
 import tempfile
@@ -28,6 +31,29 @@ def flip_byte(path, offset):
         b = f.read(1)
         f.seek(offset)
         f.write(bytes([b[0] ^ 0xFF]))
+
+
+_XXH = ctypes.CDLL("libxxhash.so.0")
+_XXH.XXH3_64bits.restype = ctypes.c_uint64
+_XXH.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+
+
+def set_root_parent(index, parent):
+    """Writes `parent` as the root's parent in a native index and seals it again, as anyone
+    could (docs/native_index.md: the folders' section is the fifth {u64 offset, u64 count}
+    of the 240-byte header, from byte 56, and a folder's first u32 is its parent; the
+    body's XXH3-64 is at byte 24, the header's own, taken with that field zero, at 232)."""
+    os.chmod(index, 0o644)
+    with open(index, "rb") as f:
+        data = bytearray(f.read())
+    (dirs_at,) = struct.unpack_from("<Q", data, 56 + 16 * 4)
+    struct.pack_into("<I", data, dirs_at, parent)
+    body = bytes(data[240:])
+    struct.pack_into("<Q", data, 24, _XXH.XXH3_64bits(body, len(body)))
+    struct.pack_into("<Q", data, 232, 0)
+    struct.pack_into("<Q", data, 232, _XXH.XXH3_64bits(bytes(data[:240]), 240))
+    with open(index, "wb") as f:
+        f.write(data)
 
 
 class Work(unittest.TestCase):
@@ -398,6 +424,19 @@ class Hostile(Work):
         os.symlink("store/real.bin", blob)
         with lib.Mount(src) as mnt:
             self.assertEqual(files_below(mnt), class_files(self.path("links", "tree")))
+
+    def test_an_index_whose_root_has_another_parent_is_refused_by_mount_and_verify(self):
+        # A listing of the root stats its '..': a parent beyond the folders and files once
+        # had the daemon read past the mapped index, and verify accept it.
+        for parent in (0x7FFFFFFF, 1):
+            out = self.pack(f"root-parent-{parent}", "--group-size", "8")
+            index = os.path.join(out, "index.gpufs")
+            set_root_parent(index, parent)
+            problem = f"cannot use index {index}: the root names folder {parent} as its parent"
+            result = lib.run_gpufsd("verify", out)
+            self.assertEqual(result.returncode, 1, result.stderr)
+            self.assertIn(problem, result.stderr)
+            self.refused(out, re.escape(problem))
 
     def test_an_index_that_is_a_folder_is_named(self):
         folder = self.path("odd-pack")

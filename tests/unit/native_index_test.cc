@@ -365,5 +365,19 @@ TEST_F(HostileIndexTest, RefusesAFolderOutsideItsParentsRun) {
   EXPECT_THAT(ErrorOf(base_->tables().blobs), HasSubstr("outside its run of the file table"));
 }
 
+// A listing of the root stats its '..', the root's parent: beyond the tables it would read
+// another file's extent from outside the mapping; a folder or a file would be a wrong '..'.
+TEST_F(HostileIndexTest, RefusesARootWhoseParentIsNotItself) {
+  const uint32_t folders = static_cast<uint32_t>(dirs_.size());
+  for (const uint32_t parent : {4000u, 1u, folders, folders + 2}) {
+    SetUp();
+    dirs_[0].parent = parent;
+    const std::string error = ErrorOf(base_->tables().blobs);
+    EXPECT_THAT(error, HasSubstr((dir_.path() / "index.gpufs").string())) << parent;
+    EXPECT_THAT(error, HasSubstr(fmt::format("the root names folder {} as its parent", parent)))
+        << parent;
+  }
+}
+
 }  // namespace
 }  // namespace gpufs
