@@ -18,6 +18,8 @@ namespace gpufs {
 void RaiseReadahead(const std::string& mountpoint, unsigned kib) {
   struct stat st {};
   if (kib == 0 || stat(mountpoint.c_str(), &st) != 0) return;
+  // A FUSE mount's device is anonymous (0:N); any other is a disk's, shared by the system.
+  if (major(st.st_dev) != 0) return;
   const std::string knob =
       fmt::format("/sys/class/bdi/{}:{}/read_ahead_kb", major(st.st_dev), minor(st.st_dev));
   std::ofstream out(knob);

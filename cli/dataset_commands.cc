@@ -2,12 +2,16 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+
 #include "cli/progress_bar.h"
 #include "dataset/format/checksums.h"
 #include "dataset/format/mytar.h"
 #include "dataset/format/native_index.h"
 #include "dataset/format/open_dataset.h"
 #include "dataset/format/reindex.h"
+#include "dataset/format/tar.h"
+#include "dataset/printable.h"
 #include "fs/filesystem.h"
 #include "fs/served_tree.h"
 #include "source/blob_files.h"
@@ -18,7 +22,7 @@ namespace gpufs {
 namespace {
 
 int Refuse(const Error& error) {
-  fmt::print(stderr, "gpufsd: {}\n", error.message);
+  fmt::print(stderr, "gpufsd: {}\n", PrintableLine(error.message));
   return error.code == EINTR ? 130 : 1;
 }
 
@@ -28,7 +32,8 @@ void PrintOutside(const std::vector<std::string>& outside) {
              "gpufsd: note: {} files outside class folders are not part of an "
              "ImageFolder dataset and were left out:\n",
              outside.size());
-  for (size_t i = 0; i < outside.size() && i < 5; ++i) fmt::print(stderr, "  {}\n", outside[i]);
+  for (size_t i = 0; i < outside.size() && i < 5; ++i)
+    fmt::print(stderr, "  {}\n", Printable(outside[i]));
   if (outside.size() > 5) fmt::print(stderr, "  ...\n");
 }
 
@@ -81,6 +86,14 @@ int RunPack(PackArgs args) {
 }
 
 int RunIndex(const std::string& source, std::optional<uint32_t> group_size, unsigned threads) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(source, ec) && LooksLikeTar(source)) {
+    return Refuse(Fail(EINVAL,
+                       "cannot index {}: a tar needs no `gpufsd index`: its first mount lists it "
+                       "and keeps the index (`gpufsd mount {} MNT`); `gpufsd index` adds "
+                       "checksums to a mytar folder",
+                       source, source));
+  }
   Progress progress;
   Result<IndexedDataset> indexed = Error{};
   {
@@ -102,8 +115,13 @@ int RunVerify(const std::string& source, std::optional<uint32_t> group_size, uns
   if (!dataset) return Refuse(dataset.error());
   if (Status s = CheckAsServed(*dataset, source); !s) return Refuse(s.error());
   if (!dataset->catalog.has_checksums()) {
-    return Refuse(Fail(EINVAL, "cannot verify {}: it has no checksums{}", source,
-                       dataset->format == "mytar" ? " (run `gpufsd index` on it first)" : ""));
+    const std::string fix =
+        dataset->format == "mytar" ? " (run `gpufsd index` on it first)"
+        : dataset->format == "tar"
+            ? ": a tar records none for its members (only for its headers); `gpufsd pack` "
+              "of its mount makes a pack whose every file and blob verify checks"
+            : "";
+    return Refuse(Fail(EINVAL, "cannot verify {}: it has no checksums{}", source, fix));
   }
   Progress progress;
   DatasetChecksums sums;

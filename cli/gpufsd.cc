@@ -16,6 +16,7 @@
 #include "cli/mount_point.h"
 #include "cli/options/sizes.h"
 #include "cli/options/usage.h"
+#include "cli/refuse.h"
 #include "fs/metrics.h"
 #include "source/remote/address/http_url.h"
 
@@ -124,6 +125,15 @@ int PrintListing(const Listings& l) {
   return 0;
 }
 
+// `gpufsd mount`, or with --dry-run the command line it amounts to, once what can be
+// checked without the dataset holds.
+int MountCommand(const gpufs::MountArgs& args) {
+  if (!args.dry_run) return gpufs::RunMount(args);
+  if (gpufs::Status fits = gpufs::CheckCacheFits(args); !fits) return gpufs::Refuse(fits.error());
+  fmt::print("gpufsd mount {}\n", fmt::join(gpufs::MountCommandLine(args), " "));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -168,11 +178,7 @@ int main(int argc, char** argv) {
   // The options hold their own copies: ps and /proc/PID/cmdline need not show a password
   // or a presigned URL's signature.
   for (int i = 1; i < argc; ++i) gpufs::remote::HideSecretsInPlace(argv[i]);
-  if (mount->parsed() && mount_args.dry_run) {
-    fmt::print("gpufsd mount {}\n", fmt::join(gpufs::MountCommandLine(mount_args), " "));
-    return 0;
-  }
-  if (mount->parsed()) return gpufs::RunMount(mount_args);
+  if (mount->parsed()) return MountCommand(mount_args);
   if (listings.options->parsed() || listings.metrics->parsed()) return PrintListing(listings);
   if (pack->parsed()) return gpufs::RunPack(pack_args);
   if (dataset.index->parsed()) {

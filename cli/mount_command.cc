@@ -149,6 +149,7 @@ int ServeMount(const MountArgs& args, Opened& opened, fuse_session* se, FuseCont
 
 int RunMount(const MountArgs& args_in) {
   MountArgs args = args_in;
+  AnchorPaths(args);
   if (args.debug) args.foreground = true;
   auto log = DaemonLog::Open(args.log, args.foreground);
   if (!log) return Refuse(log.error());

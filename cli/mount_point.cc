@@ -11,6 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -166,8 +168,10 @@ std::string FirstEntry(const std::string& path) {
   return {};
 }
 
-// How long unmount waits for the daemon to exit once its mount is gone.
+// How long unmount waits for the daemon to exit once its mount is gone; after the first
+// while, it looks for what keeps it.
 constexpr int kDaemonExitMs = 10000;
+constexpr int kDaemonNoticeMs = 2000;
 
 bool Exited(int pidfd, int timeout_ms) {
   pollfd wait_exit{pidfd, POLLIN, 0};
@@ -198,13 +202,64 @@ Status ForceUnmount(const MountPoint& mount) {
   return Ok{};
 }
 
+// The mount namespaces other than ours where a copy of the mount numbered `device`
+// (MAJOR:MINOR) remains, each as "mnt:[INODE] (pid PID (NAME))": one made private before
+// the unmount (unshare -m, a container) keeps its copy, and the daemon serves it on.
+std::vector<std::string> NamespacesHolding(const std::string& device) {
+  std::error_code ec;
+  const std::string ours = std::filesystem::read_symlink("/proc/self/ns/mnt", ec).string();
+  std::vector<std::string> seen, holding;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string pid = entry.path().filename();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string ns = std::filesystem::read_symlink(entry.path() / "ns" / "mnt", ec).string();
+    if (ec || ns == ours || std::find(seen.begin(), seen.end(), ns) != seen.end()) continue;
+    seen.push_back(ns);
+    std::ifstream table(entry.path() / "mountinfo");
+    std::string id, parent, dev, rest;
+    bool found = false;
+    while (!found && table >> id >> parent >> dev && std::getline(table, rest))
+      found = dev == device;
+    if (!found) continue;
+    std::string name;
+    std::getline(std::ifstream(entry.path() / "comm"), name);
+    holding.push_back(fmt::format("{} (pid {} ({}))", ns, pid, Printable(name)));
+  }
+  return holding;
+}
+
+// Waits for the daemon of the unmounted `mount` to exit. One that serves on after a while
+// is kept by copies of its mount in other namespaces: they are named, and it fails; with
+// `force`, the daemon is told to stop (SIGTERM, through its pidfd), which cuts them off.
+Status AwaitDaemon(int pidfd, pid_t pid, const MountPoint& mount, bool force) {
+  if (pidfd < 0 || Exited(pidfd, kDaemonNoticeMs)) return Ok{};
+  if (const std::vector<std::string> copies = NamespacesHolding(mount.device); !copies.empty()) {
+    if (force && syscall(SYS_pidfd_send_signal, pidfd, SIGTERM, nullptr, 0) == 0 &&
+        Exited(pidfd, kDaemonExitMs)) {
+      fmt::print(stderr, "gpufsd: copies of {} in other mount namespaces ({}) are cut off\n",
+                 mount.path, fmt::join(copies, ", "));
+      return Ok{};
+    }
+    return Fail(EBUSY,
+                "unmounted {} here, but its daemon (pid {}) serves on: copies of the mount "
+                "remain in other mount namespaces: {}; unmount it there, or `kill {}` ends it "
+                "(their readers then get errors), as `gpufsd unmount --force` does at once",
+                mount.path, pid, fmt::join(copies, ", "), pid);
+  }
+  if (Exited(pidfd, kDaemonExitMs - kDaemonNoticeMs)) return Ok{};
+  return Fail(ETIMEDOUT, "unmounted {}, but its daemon (pid {}) has not exited after {} s",
+              mount.path, pid, kDaemonExitMs / 1000);
+}
+
 }  // namespace
 
 Status PrepareMountpoint(const std::string& path, bool allow_non_empty) {
   if (Status cleared = ClearDeadMount(path); !cleared.ok()) return cleared;
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) {
-    return Fail(errno, "cannot mount at {}: {}", path, strerror(errno));
+    const int err = errno;
+    return Fail(err, "cannot mount at {}: {}{}", path, strerror(err),
+                err == ENOENT ? fmt::format("; make the folder first (mkdir -p {})", path) : "");
   }
   if (!S_ISDIR(st.st_mode)) return Fail(ENOTDIR, "cannot mount at {}: not a folder", path);
   if (Status stacked = RefuseStackedMount(path); !stacked.ok()) return stacked;
@@ -273,9 +328,8 @@ int RunUnmount(const std::string& mountpoint_in, InUse in_use) {
     fmt::print(stderr, "gpufsd: {} was in use{}{}: cut off and detached; they get errors now\n",
                mountpoint, holders.empty() ? "" : " by ", fmt::join(holders, ", "));
   }
-  if (pidfd.get() >= 0 && !Exited(pidfd.get(), kDaemonExitMs)) {
-    return Refuse(Fail(ETIMEDOUT, "unmounted {}, but its daemon (pid {}) has not exited after {} s",
-                       mountpoint, pid, kDaemonExitMs / 1000));
+  if (Status gone = AwaitDaemon(pidfd.get(), pid, *mount, in_use == InUse::kForce); !gone.ok()) {
+    return Refuse(gone.error());
   }
   return 0;
 }

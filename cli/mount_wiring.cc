@@ -288,6 +288,9 @@ Result<Opened> OpenForMount(const MountArgs& args) {
   open_options.cache_dir = DefaultCacheDir();
   // A tar's first listing walks every header (tens of seconds at millions of members; a
   // remote one a round trip each): shown when it takes more than a moment.
+  // What the user can fix without waiting for a listing is checked before it.
+  if (Status s = CheckCacheFits(args); !s) return s.error();
+  if (Status s = PrepareMountpoint(args.mountpoint, args.allow_non_empty); !s) return s.error();
   Progress progress;
   open_options.progress = &progress;
   std::optional<Result<Opened>> result;
@@ -302,7 +305,6 @@ Result<Opened> OpenForMount(const MountArgs& args) {
   }
   // Parsing freed far more than the catalog keeps; hand it back rather than sit on it.
   malloc_trim(0);
-  if (Status s = PrepareMountpoint(args.mountpoint, args.allow_non_empty); !s) return s.error();
   if (args.verify && !opened->dataset.catalog.has_checksums()) {
     return Fail(EINVAL, "cannot --verify {}: it has no checksums", args.source);
   }

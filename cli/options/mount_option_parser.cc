@@ -4,13 +4,16 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <filesystem>
 
 #include "cli/options/kernel_limits.h"
 #include "cli/options/mount_options.h"
 #include "cli/options/overloaded.h"
 #include "cli/options/sizes.h"
 #include "cli/options/usage.h"
+#include "dataset/format/source_advice.h"
 
 namespace gpufs {
 namespace {
@@ -65,25 +68,50 @@ CLI::Option* AddValue(CLI::App& app, const MountOption& option, MountArgs& args)
       option.field);
 }
 
-void Check(CLI::Option& cli, const MountOption& option) {
+// Why `value` is not one `option` takes, in words a person acts on; empty when it is.
+// The command line (through CLI11) and -o lists check alike.
+std::string ValueProblem(const MountOption& option, const std::string& value) {
   switch (option.kind) {
     case OptionKind::kNumber:
-    case OptionKind::kSeconds:
-      cli.check(CLI::Range(option.low, option.high).description(""));
-      break;
-    case OptionKind::kSize:
-      cli.transform(SizeValue(static_cast<uint64_t>(option.low)).description(""));
-      if (option.high > 0) {
-        cli.check(CLI::Range(std::max(1.0, option.low), option.high).description(""));
+    case OptionKind::kSeconds: {
+      double number = 0;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), number);
+      if (ec != std::errc() || end != value.data() + value.size()) {
+        return fmt::format("'{}' is not a number", value);
       }
-      break;
+      if (option.kind == OptionKind::kNumber && number != std::floor(number)) {
+        return fmt::format("'{}' is not a whole number", value);
+      }
+      if (number < option.low || number > option.high) {
+        return fmt::format("{} is out of range: give {} to {}", value, option.low, option.high);
+      }
+      return {};
+    }
+    case OptionKind::kSize: {
+      auto bytes = ParseSize(value, static_cast<uint64_t>(option.low));
+      if (!bytes) return bytes.error().message;
+      if (option.high > 0 && static_cast<double>(*bytes) > option.high) {
+        return fmt::format("{} is more than the most it takes, {}", value,
+                           ApproxSize(static_cast<uint64_t>(option.high)));
+      }
+      return {};
+    }
     case OptionKind::kChoice:
-      cli.check(
-          CLI::IsMember(std::vector<std::string>(option.choices.begin(), option.choices.end()))
-              .description(""));
-      break;
+      if (std::find(option.choices.begin(), option.choices.end(), value) != option.choices.end()) {
+        return {};
+      }
+      return fmt::format("'{}' is not one of {}", value, fmt::join(option.choices, ", "));
     default:
-      break;
+      return {};
+  }
+}
+
+void Check(CLI::Option& cli, const MountOption& option) {
+  const MountOption* checked = &option;
+  cli.check(
+      CLI::Validator([checked](std::string& value) { return ValueProblem(*checked, value); }, ""));
+  if (option.kind == OptionKind::kSize) {
+    cli.transform(SizeValue(static_cast<uint64_t>(option.low)).description(""));
   }
 }
 
@@ -130,6 +158,12 @@ Status ExpandItem(std::string_view item, bool sloppy, std::vector<std::string>& 
     const bool flag = IsFlag(*option);
     if (flag && eq != item.npos) return Fail(EINVAL, "-o {}: {} takes no value", item, key);
     if (!flag && eq == item.npos) return Fail(EINVAL, "-o {}: {} needs a value", item, key);
+    if (!flag) {
+      const std::string value(item.substr(eq + 1));
+      if (std::string problem = ValueProblem(*option, value); !problem.empty()) {
+        return Fail(EINVAL, "-o {}: {}", item, problem);
+      }
+    }
     out.push_back("--" + std::string(option->name));
     if (!flag) out.emplace_back(item.substr(eq + 1));
     return Ok{};
@@ -190,6 +224,31 @@ void AddMountOptions(CLI::App& mount, MountArgs& args) {
     if (!shown.empty()) cli->description(cli->get_description() + " [default: " + shown + "]");
   }
   mount.get_option("--peers-file")->excludes(mount.get_option("--peers"));
+}
+
+void AnchorPaths(MountArgs& args) {
+  const auto anchor = [](std::string& path) {
+    std::error_code ec;
+    if (path.empty() || path.front() == '/') return;
+    const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+    if (!ec) path = absolute.lexically_normal().string();
+  };
+  if (!remote::IsRemoteUrl(args.source) && !HasUrlScheme(args.source)) anchor(args.source);
+  anchor(args.mountpoint);
+  for (const MountOption& option : MountOptionTable()) {
+    if (option.kind != OptionKind::kPath) continue;
+    if (auto* field = std::get_if<FieldOf<std::string>>(&option.field)) anchor((*field)(args));
+  }
+}
+
+Status CheckCacheFits(const MountArgs& args) {
+  const uint64_t memory = PhysicalMemory();
+  if (memory == 0 || args.cache_bytes <= memory) return Ok{};
+  return Fail(EINVAL,
+              "cannot use --cache-size {}: more than this machine's memory ({}); the cache is "
+              "pinned in RAM, so give it at most about half of it (the default, a quarter, is {})",
+              ApproxSize(args.cache_bytes), ApproxSize(memory),
+              ApproxSize(MountArgs::DefaultCacheBytes()));
 }
 
 Result<std::vector<std::string>> ExpandMountOptions(std::vector<std::string> args) {

@@ -141,6 +141,15 @@ std::string ValueText(const MountOption& option, const MountArgs& args);
 // What --help and the listings show as the default.
 std::string DefaultText(const MountOption& option);
 
+// Makes every path `args` holds absolute against the current folder: SRC when it is a local
+// path, MNT, and each kPath option. The daemon works from '/' (it must not keep the
+// caller's folder busy), and a path must mean there what it meant where it was typed.
+void AnchorPaths(MountArgs& args);
+
+// Refuses a --cache-size beyond the machine's memory, naming it: the cache is pinned, so
+// it must fit in RAM beside everything else (checked by --dry-run too).
+Status CheckCacheFits(const MountArgs& args);
+
 // Declares the table's options (and -o) on `mount`, filling `args`.
 void AddMountOptions(CLI::App& mount, MountArgs& args);
 // `args` (gpufsd's, from the subcommand on) with each -o key of the table turned into its

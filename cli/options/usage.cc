@@ -33,10 +33,12 @@ void LongNames(const CLI::App& app, std::vector<std::string>& names) {
   for (const CLI::App* sub : app.get_subcommands({})) LongNames(*sub, names);
 }
 
-// "did you mean --cache-size?" for each --word of argv that no option has, if one is near.
-void SuggestNearest(const CLI::App& app, int argc, char** argv) {
+// "did you mean --cache-size?" for each --word of argv that no option has, if one is near;
+// how many were said.
+int SuggestNearest(const CLI::App& app, int argc, char** argv) {
   std::vector<std::string> names;
   LongNames(app, names);
+  int said = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string word = std::string(argv[i]).substr(0, std::string(argv[i]).find('='));
     if (!word.starts_with("--") || word == "--" ||
@@ -47,8 +49,17 @@ void SuggestNearest(const CLI::App& app, int argc, char** argv) {
     if (!nearest.empty()) {
       fmt::print(stderr, "{}: unknown option {}; did you mean {}?\n",
                  std::filesystem::path(argv[0]).filename().string(), word, nearest);
+      ++said;
     }
   }
+  return said;
+}
+
+// "gpufsd mount": the tool and the subcommand the error is about, as a person types them.
+std::string CommandOf(const CLI::App& app, const char* argv0) {
+  std::string command = std::filesystem::path(argv0).filename().string();
+  for (const CLI::App* sub : app.get_subcommands()) command += " " + sub->get_name();
+  return command;
 }
 
 }  // namespace
@@ -65,9 +76,12 @@ std::optional<int> ParseUsage(CLI::App& app, int argc, char** argv) {
     app.parse(argc, argv);
     return std::nullopt;
   } catch (const CLI::ParseError& e) {
-    const int status = app.exit(e);
-    if (status == 0) return 0;  // --help, --version
-    SuggestNearest(app, argc, argv);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // An unknown option near a known one: the suggestion says it all.
+    const bool extras = dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr;
+    if (SuggestNearest(app, argc, argv) > 0 && extras) return kUsageError;
+    const std::string command = CommandOf(app, argv[0]);
+    fmt::print(stderr, "{}: {}; `{} --help` lists the options\n", command, e.what(), command);
     return kUsageError;
   }
 }

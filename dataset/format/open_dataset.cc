@@ -18,6 +18,7 @@
 #include "dataset/format/mytar.h"
 #include "dataset/format/name_rules.h"
 #include "dataset/format/private_files.h"
+#include "dataset/format/source_advice.h"
 #include "dataset/format/tar.h"
 #include "dataset/format/tree_shape.h"
 
@@ -438,7 +439,17 @@ Result<Dataset> OpenAnyFormat(const std::filesystem::path& src_in, const OpenOpt
 }  // namespace
 
 Result<Dataset> OpenDataset(const std::filesystem::path& src, const OpenOptions& options) {
+  std::error_code ec;
+  if (HasUrlScheme(src.string()) && !std::filesystem::exists(src, ec)) {
+    return Fail(EINVAL, "cannot open dataset {}: {}", src.string(), UrlAdvice(src.string()));
+  }
   auto d = OpenAnyFormat(src, options);
+  if (!d && d.error().code == ENOENT && std::filesystem::is_directory(src, ec)) {
+    const std::string advice = TreeAdvice(std::filesystem::absolute(src).lexically_normal());
+    if (!advice.empty()) {
+      return Fail(ENOENT, "cannot open dataset {}: {}", src.string(), advice);
+    }
+  }
   if (d) {
     if (Status s = StampBlobFiles(*d); !s) return s.error();
   }

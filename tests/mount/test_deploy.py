@@ -138,7 +138,7 @@ class MountHelper(unittest.TestCase):
                  ("no_disk_cache=yes", "no_disk_cache takes no value"),
                  ("allow_other=1", "allow_other takes no value"),
                  ("peers=http://a:3128", "peers_file=FILE"),
-                 ("policy=fifo", "--policy: fifo not in")]
+                 ("policy=fifo", "-o policy=fifo: 'fifo' is not one of consume-once, pin, lru")]
         for options, message in cases:
             with self.subTest(options=options):
                 result = run([HELPER, self.src, self.mnt, "-o", options])

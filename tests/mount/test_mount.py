@@ -323,7 +323,8 @@ class LifeCycle(unittest.TestCase):
                  (["--cache-size", "2x"], "--cache-size: '2x' has no unit gpufs knows"),
                  (["--cache-sise", "8GiB"], "gpufsd: unknown option --cache-sise; did you mean "
                    "--cache-size?"),
-                 (["--policy", "fifo"], "--policy: fifo not in {consume-once,pin,lru}")]
+                 (["--policy", "fifo"], "--policy: 'fifo' is not one of consume-once, pin, lru; "
+                  "`gpufsd mount --help` lists the options")]
         for options, expected in cases:
             result = lib.run_gpufsd("mount", *options, self.src, self.mnt)
             self.assertEqual(result.returncode, 2, options)

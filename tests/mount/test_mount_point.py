@@ -2,8 +2,8 @@
 """Where a mount goes and how it leaves, through real mounts: a folder with files in it is
 refused unless asked for (gpufsd --allow-non-empty, fstab nonempty); a mount whose daemon
 was killed is cleared by the next mount or unmount rather than stacked over or left
-behind; an unmount refused because the mount is in use names who holds it, and --lazy
-detaches it."""
+behind; an unmount refused because the mount is in use names who holds it, --lazy
+detaches it and --force cuts it off; copies in other mount namespaces are named."""
 import errno
 import os
 import shutil
@@ -22,6 +22,18 @@ def mounts_at(path):
     """How many entries of the mount table are at `path` (stacked mounts count each)."""
     with open("/proc/self/mountinfo") as f:
         return sum(1 for line in f if line.split()[4] == path)
+
+
+def wait_namespace(pid, seconds=10):
+    """The mount namespace of `pid` ("mnt:[INODE]") once it has left ours (unshare)."""
+    ours = os.readlink("/proc/self/ns/mnt")
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        ns = os.readlink(f"/proc/{pid}/ns/mnt")
+        if ns != ours and os.readlink(f"/proc/{pid}/exe").endswith("sleep"):
+            return ns
+        time.sleep(0.02)
+    raise AssertionError(f"pid {pid} did not enter a namespace of its own")
 
 
 def wait_gone(pid, seconds=30):
@@ -157,6 +169,38 @@ class MountPoints(unittest.TestCase):
         finally:
             holder.kill()
             holder.wait()
+
+    def test_a_copy_in_another_namespace_is_named_and_fails_the_unmount(self):
+        """A copy of the mount in a private mount namespace (unshare -m, a container) keeps
+        the daemon serving after the unmount here: said, with the namespace and pid, and
+        non-zero; --force ends it everywhere."""
+        if os.geteuid() != 0 or not shutil.which("unshare"):
+            self.skipTest("needs root and unshare(1) for a private mount namespace")
+        for force in (False, True):
+            with self.subTest(force=force):
+                result = self.mount()
+                self.assertEqual(result.returncode, 0, result.stderr)
+                pid = int(os.getxattr(self.mnt, "user.gpufs.pid"))
+                copy = subprocess.Popen(["unshare", "-m", "--propagation", "private",
+                                         "sleep", "300"])
+                try:
+                    ns = wait_namespace(copy.pid)
+                    args = ["unmount", "--force", self.mnt] if force else ["unmount", self.mnt]
+                    result = lib.run_gpufsd(*args)
+                    self.assertEqual(mounts_at(self.mnt), 0)
+                    if force:
+                        self.assertEqual(result.returncode, 0, result.stderr)
+                        self.assertTrue(wait_gone(pid, 10), "the daemon outlived --force")
+                        continue
+                    self.assertEqual(result.returncode, 1)
+                    self.assertIn(f"gpufsd: unmounted {self.mnt} here, but its daemon (pid {pid}) "
+                                  "serves on: copies of the mount remain in other mount "
+                                  f"namespaces: {ns} (pid {copy.pid} (sleep))", result.stderr)
+                    self.assertTrue(lib.is_running(pid))
+                finally:
+                    copy.kill()
+                    copy.wait()
+                self.assertTrue(wait_gone(pid), "the daemon stayed after the last copy went")
 
     def test_without_dev_fuse_the_cause_and_the_fix_are_named(self):
         """As in a container started without /dev/fuse: a mount namespace whose /dev is an
