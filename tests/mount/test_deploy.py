@@ -2,8 +2,11 @@
 """The deployment pieces of deploy/ (docs/cluster.md), run for real: the mount(8) helper
 called directly, through mount(8) and from an fstab line; the peer cache's nginx config;
 the systemd units and shell scripts checked by systemd-analyze and shellcheck where those
-are installed. The Slurm prolog and epilog: test_slurm.py."""
+are installed; the Kubernetes manifest. The Slurm prolog and epilog: test_slurm.py; the
+units' commands run with their limits: test_units.py."""
+import grp
 import os
+import pwd
 import re
 import shutil
 import socket
@@ -203,6 +206,9 @@ class PeerConfigValidation(unittest.TestCase):
     is not what it should be exits 2 naming the option, and prints and runs nothing."""
 
     def setUp(self):
+        reason = nginx.peer_account()  # --main's default --user
+        if reason:
+            self.skipTest(reason)
         self.work = tempfile.mkdtemp(prefix="gpufs-peer-config-")
         self.secret = nginx.write_job_secret(os.path.join(self.work, "secret"))
         self.marker = os.path.join(self.work, "injected")
@@ -224,6 +230,25 @@ class PeerConfigValidation(unittest.TestCase):
         self.assertIn("listen [::1]:3128;", result.stdout)
         self.assertIn("server s3.example.com:443;", result.stdout)
         self.assertIn("proxy_pass https://gpufs_store;", result.stdout)
+        # The workers run as an account of their own, with its group, never nobody.
+        self.assertIn(f"\nuser {nginx.PEER_USER} {nginx.PEER_USER};\n", result.stdout)
+
+    def test_the_workers_account_is_named_with_its_group_and_must_exist(self):
+        nobody = pwd.getpwnam("nobody")
+        result = self.config(user="nobody")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn(f"\nuser nobody {grp.getgrgid(nobody.pw_gid).gr_name};\n", result.stdout)
+        result = self.config(user="gpufs-no-such-account")
+        self.assertEqual(result.returncode, 2, result.stdout)
+        self.assertIn("no such account: create it with `adduser --system --group "
+                      "--no-create-home --home /nonexistent gpufs-no-such-account`",
+                      result.stderr)
+        # Without --main the site's nginx runs the workers: --user has no say there.
+        values = [x for kv in self.good.items() for x in kv]
+        result = run([PEER_CONFIG, *values, "--user", nginx.PEER_USER])
+        self.assertEqual(result.returncode, 2, result.stdout)
+        self.assertIn("only with --main", result.stderr)
+        self.assertNotIn("\nuser ", run([PEER_CONFIG, *values]).stdout)
 
     def test_injections_and_bad_values_exit_2_and_run_nothing(self):
         sed_e = f"|;e touch {self.marker};#"
@@ -242,7 +267,10 @@ class PeerConfigValidation(unittest.TestCase):
                  ("cache_size", "1g" + sed_e),
                  ("cache_size", "0"),
                  ("slice", "4m;"),
-                 ("secret_file", os.path.join(self.work, "absent"))]
+                 ("secret_file", os.path.join(self.work, "absent")),
+                 ("user", "x; daemon off"),
+                 ("user", "-x"),
+                 ("user", "")]
         for key, value in cases:
             with self.subTest(option=key, value=value):
                 result = self.config(**{key: value})
@@ -269,7 +297,7 @@ class PeerConfigValidation(unittest.TestCase):
 
 class PeerCacheConfig(unittest.TestCase):
     def test_the_main_config_loads_and_proxies_the_origin(self):
-        reason = nginx.NginxOrigin.skip_reason()
+        reason = nginx.NginxOrigin.skip_reason() or nginx.peer_account()
         if reason:
             self.skipTest(reason)
         work = tempfile.mkdtemp(prefix="gpufs-peer-")
@@ -345,17 +373,37 @@ class StaticChecks(unittest.TestCase):
         shellcheck = shutil.which("shellcheck")
         if shellcheck is None:
             self.skipTest("shellcheck is not installed (apt install shellcheck)")
-        result = run([shellcheck, "-s", "sh", HELPER, PEER_CONFIG, PROLOG, EPILOG])
+        result = run([shellcheck, "-s", "sh", HELPER, PEER_CONFIG, PROLOG, EPILOG,
+                      os.path.join(lib.ROOT, "debian", "gpufs.postinst")])
         self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
 
-    def test_the_kubernetes_manifest_parses(self):
+    def test_the_kubernetes_manifest_passes_named_keys_only(self):
         try:
             import yaml
         except ImportError:
             self.skipTest("PyYAML is not installed (apt install python3-yaml)")
         with open(os.path.join(DEPLOY, "kubernetes", "gpufs-daemonset.yaml")) as f:
-            kinds = [d["kind"] for d in yaml.safe_load_all(f) if d]
-        self.assertEqual(kinds, ["Namespace", "ConfigMap", "Service", "DaemonSet"])
+            docs = {d["kind"]: d for d in yaml.safe_load_all(f) if d}
+        self.assertEqual(list(docs), ["Namespace", "ConfigMap", "Service", "DaemonSet"])
+        pod = docs["DaemonSet"]["spec"]["template"]["spec"]
+        containers = pod["initContainers"] + pod["containers"]
+        keys = set(docs["ConfigMap"]["data"])
+        used = set()
+        for c in containers:
+            with self.subTest(container=c["name"]):
+                # envFrom would let whoever edits the ConfigMap or a Secret set any variable
+                # (LD_PRELOAD, ...) in a privileged container: each is named instead.
+                self.assertNotIn("envFrom", c)
+                for env in c.get("env", []):
+                    ref = env.get("valueFrom", {}).get("configMapKeyRef")
+                    if ref:
+                        self.assertEqual((ref["name"], ref["key"]), ("gpufs", env["name"]))
+                        self.assertIn(ref["key"], keys)
+                        used.add(ref["key"])
+        self.assertEqual(used, keys, "a key of the ConfigMap that no container reads")
+        # One image for the config, the peer and the mount: the peer's account (the
+        # package's) is the one the config names.
+        self.assertEqual(len({c["image"] for c in containers}), 1)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """The Debian package, as a user meets it: built from a clean copy of the tree
 (tools/build_deb.sh), installed with apt-get, used from the installed paths only (man
-pages, bash completion, mount -t fuse.gpufs and an fstab line, --version), checked with
-lintian, and purged without a trace.
+pages, bash completion, mount -t fuse.gpufs and an fstab line, --version, the peer cache's
+account), checked with lintian, and purged without a trace but that account, which Debian
+leaves.
 
   GPUFS_DEB=build-deb/gpufs_0.1.0_amd64.deb tests/package/test_package.py
 
@@ -25,6 +26,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "mount"))
 import gpufs_testlib as lib  # noqa: E402
 
 PAGES = ["gpufsd", "gpufs-stat", "gpufs-emulate", "mount.gpufs", "gpufs-peer-config"]
+PEER_USER = "_gpufs-peer"  # the account of the peer cache's nginx workers (the postinst's)
 # Only what a package installs: no build folder, no /usr/local.
 ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8",
        "MANWIDTH": "200"}
@@ -118,6 +120,21 @@ echo "${COMPREPLY[*]}"
 '''
         self.assertEqual(run(["bash", "-c", script]).stdout.split(),
                          ["--cache-size", "--ca-bundle"])
+
+    def test_the_peer_caches_account_is_made_and_named_by_default(self):
+        # The postinst's (or, had it been there before, kept by it).
+        name, _, uid, _, _, home, shell = run(["getent", "passwd", PEER_USER]).stdout \
+            .strip().split(":")
+        self.assertLess(int(uid), 1000)
+        self.assertEqual((home, shell), ("/nonexistent", "/usr/sbin/nologin"))
+        self.assertTrue(run(["getent", "group", PEER_USER]).stdout)
+        secret = os.path.join(self.work, "peer.secret")
+        with open(os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+            f.write("0123456789abcdef0123456789abcdef\n")
+        conf = run(["gpufs-peer-config", "--main", "--listen", "127.0.0.1:3128", "--origin",
+                    "http://127.0.0.1:8080", "--cache-dir", "/var/cache/gpufs-peer/slices",
+                    "--secret-file", secret]).stdout
+        self.assertIn(f"\nuser {PEER_USER} {PEER_USER};\n", conf)
 
     def test_mount_t_fuse_gpufs_and_an_fstab_line_read_byte_exact(self):
         tree, _ = lib.make_dataset(os.path.join(self.work, "data"), classes=3, per_class=6,

@@ -22,6 +22,7 @@ records each request's time (`access_log`) for benchmarks and debugging.
 import atexit
 import functools
 import os
+import pwd
 import re
 import shutil
 import subprocess
@@ -55,6 +56,27 @@ PEER_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..
 
 
 SECRET_COOKIE = "gpufs_peer_secret"  # how gpufsd sends the job's secret (source/remote/address/peers.h)
+# The account the workers of a peer's own nginx run as: gpufs-peer-config --main's default
+# --user, which the package's postinst makes.
+PEER_USER = "_gpufs-peer"
+
+
+def peer_account():
+    """Why gpufs-peer-config --main cannot run here with its default --user, or None once
+    its account exists. As root, makes it if missing, as the package's postinst does; it
+    stays (Debian leaves system accounts in place)."""
+    try:
+        pwd.getpwnam(PEER_USER)
+        return None
+    except KeyError:
+        pass
+    if os.geteuid() != 0:
+        return f"no account {PEER_USER} (the gpufs package makes it; the tests do as root)"
+    r = subprocess.run(["adduser", "--system", "--group", "--quiet", "--no-create-home",
+                        "--home", "/nonexistent", PEER_USER], capture_output=True, text=True)
+    if r.returncode != 0:
+        return f"cannot make the account {PEER_USER}: {r.stderr.strip()}"
+    return None
 
 
 def write_job_secret(path):
