@@ -102,11 +102,11 @@ void Install(std::shared_ptr<spdlog::logger> logger, spdlog::level::level_enum l
 }  // namespace
 
 void EscapeDefaultLog() {
-  const auto plain = spdlog::default_logger();
-  auto logger = std::make_shared<PrintableLogger>(plain->name(), plain->sinks().begin(),
-                                                  plain->sinks().end());
-  logger->set_level(plain->level());
-  spdlog::set_default_logger(std::move(logger));
+  // What a command logs before DaemonLog takes over (a mount's listing, a store that does
+  // not answer) is the terminal's, beside the command's other messages.
+  auto terminal = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  terminal->set_pattern("gpufsd: %l: %v");
+  spdlog::set_default_logger(std::make_shared<PrintableLogger>("gpufsd", std::move(terminal)));
 }
 
 std::filesystem::path DefaultLogFolder() {

@@ -40,7 +40,8 @@ class DaemonLog {
 };
 
 // Makes the default logger (what a command logs before DaemonLog takes over) write its
-// messages through PrintableLine too. Called first thing by gpufsd's main.
+// messages to stderr ("gpufsd: warning: ..."), through PrintableLine too. Called first
+// thing by gpufsd's main.
 void EscapeDefaultLog();
 
 // The default log file when there is no syslog: gpufsd.log in the user's state folder.

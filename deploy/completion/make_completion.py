@@ -133,7 +133,8 @@ def script(gpufsd, stat):
 {MOUNTS}
 _gpufsd() {{
   local cur prev words cword
-  _init_completion || return
+  # -o's list is one word, '=' and all (cache_size=1GiB,pol<TAB>).
+  _init_completion -n = || return
   declare -A options=(
 {lists}
   )
@@ -151,6 +152,8 @@ _gpufsd() {{
   if [[ $command:$prev == mount:-o ]]; then  # KEY[=VALUE],... : the item after the last comma
     local head=""
     [[ $cur == *,* ]] && head="${{cur%,*}},"
+    # readline replaces only what follows the last '=' it sees (a word break): so do the replies.
+    [[ $head == *=* ]] && head=${{head##*=}}
     COMPREPLY=($(compgen -P "$head" -W "{plain(keys + ["allow_other"])}" -- "${{cur##*,}}"))
     compopt -o nospace 2>/dev/null  # outside a completion (a test): nothing to set
     return

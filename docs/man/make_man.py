@@ -74,7 +74,7 @@ def help_options(argv):
         if m:
             spec, text = m[1].strip(), m[2] or ""
             # CLI11 leaves one space where the flags fill its 30 columns.
-            if not text and len(line) > 31 and line[30] != " ":
+            if not text and len(line) > 31 and line[29] == " " and line[30] != " ":
                 spec, text = line[:30].strip(), line[30:].strip()
             current = [spec, text]
             options.append(current)

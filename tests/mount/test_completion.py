@@ -118,6 +118,24 @@ case $1 in gpufsd) _gpufsd ;; gpufs-stat) _gpufs_stat ;; esac
                                 capture_output=True, text=True, timeout=60)
         self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
 
+    def test_o_completes_the_key_after_the_last_comma(self):
+        # As bash splits `gpufsd mount -o cache_size=1GiB,pol`: '=' is a word break, and
+        # readline replaces what follows the last one.
+        script = f'''
+source {BASH_COMPLETION}
+source "$COMPLETION"
+COMP_LINE="gpufsd mount -o cache_size=1GiB,pol"; COMP_POINT=${{#COMP_LINE}}
+COMP_WORDS=(gpufsd mount -o cache_size = 1GiB,pol); COMP_CWORD=5
+_gpufsd
+printf '%s\\n' "${{COMPREPLY[@]}}"
+'''
+        result = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
+                                env={**os.environ, "COMPLETION": self.script}, timeout=60)
+        self.assertEqual(result.stdout.split(), ["1GiB,policy="], result.stderr)
+        self.assertEqual(self.complete(["gpufsd", "mount", "-o", "allow_other,cache_s"]),
+                         ["allow_other,cache_size="])
+        self.assertIn("prefetch_depth=", self.complete(["gpufsd", "mount", "-o", "pre"]))
+
     def test_the_names_are_shell_code(self):
         # What the completion did before: the mount points as compgen -W's list, which
         # expands it. Each name runs its command there; it is what the tests guard against.

@@ -7,10 +7,14 @@ fix."""
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 
 import gpufs_testlib as lib
+
+sys.path.insert(0, lib.ROOT)
+from tests.servers.procs import free_port  # noqa: E402
 
 
 def read_ahead_kb(path):
@@ -104,6 +108,23 @@ class FirstSteps(unittest.TestCase):
         said = self.refused("verify", archive)
         self.assertIn(f"cannot verify {archive}: it has no checksums: a tar records none for its "
                       "members (only for its headers); `gpufsd pack` of its mount", said)
+
+    def test_a_server_that_is_down_is_said_at_once_not_at_the_deadline(self):
+        url = f"http://127.0.0.1:{free_port()}/pack/"
+        mount = subprocess.Popen([lib.GPUFSD, "mount", "--retry-seconds", "5", url, self.mnt],
+                                 stderr=subprocess.PIPE, text=True, env=self.env)
+        try:
+            first = mount.stderr.readline()
+            self.assertIsNone(mount.poll(), "the first line came only with the refusal")
+            self.assertIn(f"gpufsd: warning: cannot stat {url}", first)
+            self.assertIn("retrying for up to 5 s (--retry-seconds)", first)
+            rest = mount.stderr.read()
+            self.assertEqual(mount.wait(timeout=60), 1)
+            self.assertIn("the retry deadline", rest)
+        finally:
+            mount.kill()
+            mount.wait()
+        self.assertFalse(lib.is_mounted(self.mnt))
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ class Slurm(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        reason = nginx.NginxOrigin.skip_reason()
+        reason = nginx.NginxOrigin.skip_reason() or nginx.peer_account()
         if reason:
             raise unittest.SkipTest(reason)
         cls.work = tempfile.mkdtemp(prefix="gpufs-slurm-")

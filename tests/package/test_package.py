@@ -93,6 +93,13 @@ class Package(unittest.TestCase):
         self.assertEqual(run(["gpufsd", "--version"]).stdout.strip(), f"gpufsd {meson_version()}")
         help_text = run(["gpufs-emulate", "--help"]).stdout
         self.assertIn("usage: gpufs-emulate", help_text)
+        self.assertEqual(run(["gpufs-emulate", "--version"]).stdout.strip(),
+                         f"gpufs-emulate {meson_version()}")
+        # The guide that --help, the man pages and the README point to.
+        self.assertTrue([f for f in self.files if f.startswith("/usr/share/doc/gpufs/guide.md")])
+        # Root's runs leave no bytecode in the package's folders (purge would leave it).
+        run(["gpufs-emulate", "--list-profiles"])
+        self.assertEqual(glob.glob("/usr/share/gpufs/**/__pycache__", recursive=True), [])
 
     def test_man_finds_every_page_and_gpufsd8_has_every_mount_option(self):
         for page in PAGES:
@@ -186,9 +193,16 @@ echo "${COMPREPLY[*]}"
         self.assertEqual(errors, [], result.stdout)
 
     def test_zz_purge_removes_every_file_it_installed(self):
-        run(["apt-get", "purge", "-y", "-q", "gpufs"])
+        # As a detached daemon of root's leaves it where there is no syslog.
+        os.makedirs("/var/log/gpufs", mode=0o700, exist_ok=True)
+        with open("/var/log/gpufs/gpufsd.log", "a") as f:
+            f.write("gpufsd: info: serving\n")
+        result = run(["apt-get", "purge", "-y", "-q", "gpufs"])
         left = [f for f in self.files if os.path.lexists(f)]
         self.assertEqual(left, [])
+        for folder in ("/var/log/gpufs", "/usr/share/gpufs", "/usr/share/doc/gpufs"):
+            self.assertFalse(os.path.exists(folder), folder)
+        self.assertNotIn("not empty", result.stdout + result.stderr)
 
 
 if __name__ == "__main__":

@@ -23,9 +23,10 @@ class _Help(argparse.HelpFormatter):
         return f"{action.help} (default: {action.default})"
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(version="") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gpufs-emulate", description=__doc__.split("\n\n")[0],
                                 formatter_class=_Help)
+    p.add_argument("--version", "-V", action="version", version=f"gpufs-emulate {version}")
     p.add_argument("path", nargs="?", help="an ImageFolder tree: a gpufs mount or any folder")
     p.add_argument("--model", default="resnet50", help="the profile's model")
     p.add_argument("--gpu", default="h100", help="the profile's accelerator")
@@ -107,8 +108,8 @@ def validate(args):
         raise ValueError("--train-on needs images: --transform decode or train")
 
 
-def main(profile_dirs, here: str, argv=None) -> int:
-    args = parser().parse_args(argv)
+def main(profile_dirs, here: str, argv=None, version="") -> int:
+    args = parser(version).parse_args(argv)
     try:
         table = load_table(list(profile_dirs) + args.profiles)
         if args.list_profiles:

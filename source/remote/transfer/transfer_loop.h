@@ -106,6 +106,7 @@ class TransferLoop {
   void Finish(std::unique_ptr<Transfer> transfer, CURLcode result);
   bool MovedToRegion(Transfer& transfer);
   void RetryOrFail(std::unique_ptr<Transfer> transfer, const std::string& reason);
+  void SayRetrying(const Transfer& t, const std::string& reason, Clock::time_point now);
   void SignAttempt(CURL* easy, Transfer& transfer);
   bool AwaitNewKeys(std::unique_ptr<Transfer>& transfer);
   void ResumeAwaitingKeys();
@@ -127,6 +128,7 @@ class TransferLoop {
   std::map<CURL*, std::unique_ptr<Transfer>> active_;                    // on the wire
   std::vector<CURL*> idle_handles_;                                      // easy handles to reuse
   std::vector<std::unique_ptr<Transfer>> awaiting_keys_;  // refused keys: wait for new ones
+  Clock::time_point retry_said_{};  // when a retry was last logged: one line per while
 
   std::mutex mu_;
   std::deque<Incoming> incoming_;  // guarded by mu_
