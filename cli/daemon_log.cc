@@ -106,7 +106,9 @@ void EscapeDefaultLog() {
   // not answer) is the terminal's, beside the command's other messages.
   auto terminal = std::make_shared<spdlog::sinks::stderr_sink_mt>();
   terminal->set_pattern("gpufsd: %l: %v");
-  spdlog::set_default_logger(std::make_shared<PrintableLogger>("gpufsd", std::move(terminal)));
+  auto logger = std::make_shared<PrintableLogger>("gpufsd", std::move(terminal));
+  logger->set_level(spdlog::level::warn);  // the terminal hears of problems, the log of the rest
+  spdlog::set_default_logger(std::move(logger));
 }
 
 std::filesystem::path DefaultLogFolder() {

@@ -6,6 +6,7 @@ with sleeps; leaving the context unmounts it and checks that the daemon exited 0
 import json
 import os
 import select
+import shlex
 import subprocess
 import sys
 import shutil
@@ -16,6 +17,7 @@ import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GPUFSD = os.environ.get("GPUFSD", os.path.join(ROOT, "build", "cli", "gpufsd"))
+GPUFS_STAT = os.environ.get("GPUFS_STAT", os.path.join(ROOT, "build", "cli", "gpufs-stat"))
 SKIP = 77  # meson's exit status for a skipped test
 # A mount that finds no keys would ask the instance metadata service (169.254.169.254) last:
 # tests talk to loopback only, so it is off unless a test points it at a loopback fake.
@@ -98,6 +100,22 @@ def settled_stats(mnt, done, what, timeout=30):
         if time.monotonic() > deadline:
             raise AssertionError(f"{what}: not within {timeout} s; the counters are {stats}")
         time.sleep(0.02)
+
+
+def watch(mnt, count=1, json_lines=False, interval=0.1):
+    """`gpufs-stat -w` off a terminal for `count` refreshes: a {key: value} per refresh,
+    from its key=value lines (values as printed, "-" where not measured) or, with
+    json_lines, from its --json objects (null where not measured)."""
+    args = [GPUFS_STAT, "-w", "--interval", str(interval), "--count", str(count), mnt]
+    if json_lines:
+        args.insert(1, "--json")
+    run = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert len(lines) == count, run.stdout
+    if json_lines:
+        return [json.loads(line) for line in lines]
+    return [dict(item.split("=", 1) for item in shlex.split(line)) for line in lines]
 
 
 def drop_page_cache():
@@ -210,6 +228,26 @@ class Mount:
         """What the daemon has logged so far."""
         self.log.seek(0)
         return self.log.read()
+
+
+class WorkFolderCase(unittest.TestCase):
+    """A test class whose tests each get a folder of their own (self.work, removed after),
+    an empty mount point in it (self.mnt, unmounted after) and an environment whose state
+    and cache folders are in it (self.env). The folder's prefix is a class attribute."""
+
+    PREFIX = "gpufs-work-"
+
+    def setUp(self):
+        self.work = tempfile.mkdtemp(prefix=self.PREFIX)
+        self.mnt = os.path.join(self.work, "mnt")
+        os.mkdir(self.mnt)
+        self.env = {**os.environ, "XDG_STATE_HOME": os.path.join(self.work, "state"),
+                    "XDG_CACHE_HOME": os.path.join(self.work, "cache")}
+
+    def tearDown(self):
+        if is_mounted(self.mnt):
+            run_gpufsd("unmount", self.mnt)
+        shutil.rmtree(self.work)
 
 
 class MountedSampleCase(unittest.TestCase):

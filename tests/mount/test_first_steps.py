@@ -5,10 +5,8 @@ the first mistakes (an ImageFolder tree, a URL gpufs does not read, no mount poi
 larger than the machine, a value out of range, a typo, an -o value) are answered with the
 fix."""
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import unittest
 
 import gpufs_testlib as lib
@@ -28,19 +26,12 @@ def read_ahead_kb(path):
         return None
 
 
-class FirstSteps(unittest.TestCase):
-    def setUp(self):
-        self.work = tempfile.mkdtemp(prefix="gpufs-first-")
-        self.tree, self.src = lib.make_dataset(os.path.join(self.work, "data"), 2, 4, 4)
-        self.mnt = os.path.join(self.work, "mnt")
-        os.mkdir(self.mnt)
-        self.env = {**os.environ, "XDG_STATE_HOME": os.path.join(self.work, "state"),
-                    "XDG_CACHE_HOME": os.path.join(self.work, "cache")}
+class FirstSteps(lib.WorkFolderCase):
+    PREFIX = "gpufs-first-"
 
-    def tearDown(self):
-        if lib.is_mounted(self.mnt):
-            lib.run_gpufsd("unmount", self.mnt)
-        shutil.rmtree(self.work)
+    def setUp(self):
+        super().setUp()
+        self.tree, self.src = lib.make_dataset(os.path.join(self.work, "data"), 2, 4, 4)
 
     def test_relative_paths_mean_what_they_meant_where_they_were_typed(self):
         for stray in ("/reltier", "/rel.log", "/mnt-rel"):

@@ -7,10 +7,8 @@ JSON. (A holder's process name on an unmount refused as busy: test_mount_point.p
 import io
 import json
 import os
-import shutil
 import subprocess
 import tarfile
-import tempfile
 import unittest
 
 import gpufs_testlib as lib
@@ -34,18 +32,8 @@ def raw_controls(text):
     return sorted({c for c in text if (ord(c) < 0x20 and c != "\n") or ord(c) == 0x7f})
 
 
-class HostileNames(unittest.TestCase):
-    def setUp(self):
-        self.work = tempfile.mkdtemp(prefix="gpufs-names-")
-        self.mnt = os.path.join(self.work, "mnt")
-        os.mkdir(self.mnt)
-        self.env = {**os.environ, "XDG_STATE_HOME": os.path.join(self.work, "state"),
-                    "XDG_CACHE_HOME": os.path.join(self.work, "cache")}
-
-    def tearDown(self):
-        if lib.is_mounted(self.mnt):
-            lib.run_gpufsd("unmount", self.mnt)
-        shutil.rmtree(self.work)
+class HostileNames(lib.WorkFolderCase):
+    PREFIX = "gpufs-names-"
 
     def make_tar(self, members):
         """A tar of {path: bytes}, in that order."""

@@ -10,7 +10,6 @@ import re
 import shutil
 import socket
 import subprocess
-import tempfile
 import time
 import unittest
 
@@ -28,19 +27,12 @@ def syslog_answers():
             return False
 
 
-class DaemonLog(unittest.TestCase):
-    def setUp(self):
-        self.work = tempfile.mkdtemp(prefix="gpufs-logs-")
-        self.tree, self.src = lib.make_dataset(os.path.join(self.work, "data"), 2, 4, 4)
-        self.mnt = os.path.join(self.work, "mnt")
-        os.mkdir(self.mnt)
-        self.env = {**os.environ, "XDG_STATE_HOME": os.path.join(self.work, "state"),
-                    "XDG_CACHE_HOME": os.path.join(self.work, "cache")}
+class DaemonLog(lib.WorkFolderCase):
+    PREFIX = "gpufs-logs-"
 
-    def tearDown(self):
-        if lib.is_mounted(self.mnt):
-            lib.run_gpufsd("unmount", self.mnt)
-        shutil.rmtree(self.work)
+    def setUp(self):
+        super().setUp()
+        self.tree, self.src = lib.make_dataset(os.path.join(self.work, "data"), 2, 4, 4)
 
     def mount(self, *options):
         result = lib.run_gpufsd("mount", "--cache-size", "0", *options, self.src, self.mnt,

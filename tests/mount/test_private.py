@@ -178,52 +178,42 @@ class Private(unittest.TestCase):
                       f"chmod 700 {tier}", log)
         self.assertEqual(os.listdir(tier), [])
 
-    def test_a_tier_path_through_a_level_another_user_controls_is_refused(self):
-        """An earlier level of --disk-cache that nobody may write: a link planted there
-        would point root's tier at a folder of root's, which root would chmod and fill."""
-        roots = os.path.join(self.work, "roots-folder")
+    def assert_levels_refused(self, option, role, leaf):
+        """`option` at a path through a level another user controls is refused, naming
+        the level: a link planted in a sticky folder (as /tmp), and a folder of nobody's.
+        Either would let them point root's path at a folder of root's. Returns the sticky
+        folder and the folder of root's the link led to, both left empty."""
+        roots = os.path.join(self.work, f"roots-{leaf}")
         os.mkdir(roots, 0o755)
-        sticky = os.path.join(self.work, "sticky")
+        sticky = os.path.join(self.work, f"sticky-{leaf}")
         os.mkdir(sticky)
         os.chmod(sticky, 0o1777)  # as /tmp: anyone may add a name
-        plant_link(roots, os.path.join(sticky, "cache"))
-        tier = os.path.join(sticky, "cache", "tier")
-        log = refused(self, self.mytar, "--disk-cache", tier, env=self.env)
-        self.assertIn(f"cannot use disk cache {tier}: {sticky}/cache: a symbolic link where "
-                      "others may write", log)
-        theirs = os.path.join(self.work, "theirs-level")
+        plant_link(roots, os.path.join(sticky, "level"))
+        path = os.path.join(sticky, "level", leaf)
+        said = refused(self, self.mytar, option, path, env=self.env)
+        self.assertIn(f"cannot use {role} {path}: {sticky}/level: a symbolic link where "
+                      "others may write", said)
+        theirs = os.path.join(self.work, f"theirs-{leaf}")
         os.mkdir(theirs, 0o755)
         os.chown(theirs, NOBODY, NOBODY)
-        tier = os.path.join(theirs, "tier")
-        log = refused(self, self.mytar, "--disk-cache", tier, env=self.env)
-        self.assertIn(f"cannot use disk cache {tier}: {theirs}: it is owned by uid {NOBODY}, "
-                      "who could replace what lies beneath it", log)
+        path = os.path.join(theirs, leaf)
+        said = refused(self, self.mytar, option, path, env=self.env)
+        self.assertIn(f"cannot use {role} {path}: {theirs}: it is owned by uid {NOBODY}, "
+                      "who could replace what lies beneath it", said)
         self.assertEqual(os.listdir(roots), [])
         self.assertEqual(os.listdir(theirs), [])
+        return sticky, roots
+
+    def test_a_tier_path_through_a_level_another_user_controls_is_refused(self):
+        """An earlier level of --disk-cache that nobody may write: root would chmod and
+        fill the folder a planted link leads to."""
+        _, roots = self.assert_levels_refused("--disk-cache", "disk cache", "tier")
         self.assertEqual(stat.S_IMODE(os.stat(roots).st_mode), 0o755)
 
     def test_a_log_file_through_a_level_another_user_controls_is_refused(self):
-        """Root's --log-file below a folder nobody may write: a link planted at a level
-        above the file would make root create or append its log wherever it points."""
-        roots = os.path.join(self.work, "roots-logs")
-        os.mkdir(roots, 0o755)
-        sticky = os.path.join(self.work, "sticky-logs")
-        os.mkdir(sticky)
-        os.chmod(sticky, 0o1777)
-        plant_link(roots, os.path.join(sticky, "logs"))
-        log = os.path.join(sticky, "logs", "gpufsd.log")
-        said = refused(self, self.mytar, "--log-file", log, env=self.env)
-        self.assertIn(f"cannot use log file {log}: {sticky}/logs: a symbolic link where others "
-                      "may write", said)
-        theirs = os.path.join(self.work, "theirs-logs")
-        os.mkdir(theirs, 0o755)
-        os.chown(theirs, NOBODY, NOBODY)
-        log = os.path.join(theirs, "gpufsd.log")
-        said = refused(self, self.mytar, "--log-file", log, env=self.env)
-        self.assertIn(f"cannot use log file {log}: {theirs}: it is owned by uid {NOBODY}, who "
-                      "could replace what lies beneath it", said)
-        self.assertEqual(os.listdir(roots), [])
-        self.assertEqual(os.listdir(theirs), [])
+        """Root's --log-file: root would create or append its log wherever a link planted
+        above the file points."""
+        sticky, _ = self.assert_levels_refused("--log-file", "log file", "gpufsd.log")
         # A log file in a folder of root's (or in a sticky one, as /tmp) is fine.
         ok = os.path.join(sticky, "gpufsd.log")
         with lib.Mount(self.mytar, "--log-file", ok, env=self.env) as mnt:
