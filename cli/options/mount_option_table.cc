@@ -373,7 +373,7 @@ const MountOption kTable[] = {
      K::kChoice,
      &Field<&MountArgs::streaming>,
      "open files with direct I/O, past the page cache: auto (when the dataset is larger than "
-     "--cache-size), on, off",
+     "--cache-size and than the memory beside it), on, off",
      {},
      kOnOff},
     {"entry-timeout",
