@@ -18,7 +18,7 @@ GroupCache::GroupCache(const Catalog& catalog, BlobSource& source, PinnedArena& 
       source_(source),
       arena_(arena),
       options_(std::move(options)),
-      stall_(catalog.file_count(),
+      stall_(catalog.file_count(), catalog.group_count(),
              [this] {
                std::array<uint64_t, kServedFromCount> fetched{};
                const uint64_t members = counters_.member_bytes_from_source.load();
@@ -163,8 +163,8 @@ Result<CachedBytes> GroupCache::ReadSlow(NodeId file, uint64_t offset, size_t si
 // member's end) as a file done, so the read that ends an epoch is that epoch's.
 void GroupCache::CountServed(StallWait& wait, ServedFrom from, NodeId file, uint64_t offset,
                              size_t size) {
-  wait.Served(from, size);
   const FileExtent& f = catalog_.Extent(file);
+  wait.Served(from, size, f.group);
   if (offset + size >= f.size) FileDone(f.group, file);
 }
 
@@ -194,7 +194,11 @@ Result<CachedBytes> GroupCache::ReadMember(NodeId file, uint64_t offset, size_t 
                                            ServedFrom* from) {
   *from = ServedFrom::kSourceMember;
   if (tier_) {
-    if (auto from_tier = tier_->ReadMember(file, offset, size, from)) return std::move(*from_tier);
+    if (auto from_tier = tier_->ReadMember(file, offset, size, from)) {
+      // Served from a staging: the source is fetching the whole group into the tier.
+      if (*from == ServedFrom::kSourceGroup) stall_.Fetching(catalog_.Extent(file).group);
+      return std::move(*from_tier);
+    }
   }
   auto bytes = ReadMemberBytes(source_, catalog_, file, offset, size, checks_.get());
   if (!bytes) {

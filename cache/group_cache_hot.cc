@@ -21,7 +21,7 @@ std::optional<CachedBytes> GroupCache::ServeHot(NodeId file, uint64_t offset, si
     ++counters_.prefetch_used;
   }
   counters_.bytes_served += size;
-  stall_.Served(ServedFrom::kMemory, size, 0);  // before the file's end: its epoch's read
+  stall_.Served(ServedFrom::kMemory, size, 0, f.group);  // before the file's end: its epoch's
   if (offset + size >= f.size) FileDone(f.group, file);
   return CachedBytes::Pinned(
       this, arena_.base() + slot.arena_offset + (f.offset + offset - slot.data_start), size, &slot);

@@ -32,6 +32,7 @@ namespace gpufs {
 void GroupCache::StartLoad(const EntryRef& entry, std::unique_lock<std::mutex>& lock,
                            const NodeId* file) {
   if (tier_ && LoadFromTier(*entry, lock)) return;
+  stall_.Fetching(entry->group);
   entry->grid.Assign(entry->arena_bytes, BlockBytes());
   loads_.Add(entry);
   if (file) Urge(entry, *file);

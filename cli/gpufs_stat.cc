@@ -43,7 +43,7 @@ void AddReportOptions(CLI::App& app, StatArgs& a) {
   app.add_option("--output", a.output, "text, or kv: one key=value line")
       ->check(CLI::IsMember({"text", "kv"}).description(""))
       ->type_name("{text,kv}");
-  app.add_flag("--json", a.json, "output JSON");
+  app.add_flag("--json", a.json, "output JSON (with -w, a JSON object per refresh)");
   app.add_option("--by", a.by, "also summarize per class or per group")
       ->check(CLI::IsMember({"none", "class", "group"}).description(""))
       ->type_name("{none,class,group}");
@@ -111,7 +111,8 @@ int main(int argc, char** argv) {
   }
   if (a.watch) {
     if (a.paths.size() != 1) return fmt::print(stderr, "gpufs-stat: -w watches one mount\n"), 2;
-    a.watch_options.terminal = isatty(STDOUT_FILENO) != 0;
+    a.watch_options.json = a.json;
+    a.watch_options.terminal = !a.json && isatty(STDOUT_FILENO) != 0;
     return gpufs::RunWatch(a.paths[0], a.watch_options);
   }
   return Report(a);

@@ -14,14 +14,16 @@ MIB = 1 << 20
 
 
 def series(points, policy, tier):
-    rows = sorted((p for p in points if p["policy"] == policy and p["tier_bytes"] == tier),
-                  key=lambda p: p["cache_bytes"])
+    rows = sorted((p for p in points if p["policy"] == policy and p["tier_bytes"] == tier
+                   and p["hit_ratio"] is not None), key=lambda p: p["cache_bytes"])
     return ([p["cache_bytes"] / MIB for p in rows], [p["hit_ratio"] for p in rows],
             [p["epoch_s"] for p in rows])
 
 
 def main():
     advice = json.load(sys.stdin)
+    if advice.get("verdict") == "no_epoch":  # gpufs-stat refuses before: no curve to draw
+        sys.exit("nothing to plot yet: read an epoch through the mount first")
     settings = advice["settings"]
     points = advice.get("points", [])
     fig, (hit_ax, time_ax) = plt.subplots(1, 2, figsize=(12, 4.5))
@@ -40,22 +42,23 @@ def main():
                    label="today's --cache-size")
         ax.axvline(settings["dataset_bytes"] / MIB, color="gray", linestyle=":",
                    label="the dataset")
-    hit_ax.scatter([settings["cache_bytes"] / MIB], [measured["hit_ratio"]], color="black",
-                   zorder=5, label="measured")
+    if measured.get("hit_ratio") is not None:  # null: nothing served
+        hit_ax.scatter([settings["cache_bytes"] / MIB], [measured["hit_ratio"]], color="black",
+                       zorder=5, label="measured")
     time_ax.scatter([settings["cache_bytes"] / MIB], [measured["wall_s"]], color="black",
                     zorder=5, label="measured")
     chosen = advice.get("advice")
     if chosen:
-        hit_ax.scatter([chosen["cache_bytes"] / MIB], [chosen["hit_ratio"]], marker="*", s=250,
-                       color="red", zorder=6, label="advice")
+        if chosen["hit_ratio"] is not None:
+            hit_ax.scatter([chosen["cache_bytes"] / MIB], [chosen["hit_ratio"]], marker="*",
+                           s=250, color="red", zorder=6, label="advice")
         time_ax.scatter([chosen["cache_bytes"] / MIB], [chosen["epoch_s"]], marker="*", s=250,
                         color="red", zorder=6, label="advice")
     # The epoch with no stall (advice.h); an older daemon sent only the time nobody waited.
     loader = advice.get("loader_s", measured["wall_s"] - measured["stalled_s"])
     time_ax.axhline(loader, color="green", linestyle="-.", label="no stall (loader's own time)")
-    lowest = min([0.0] + [p["hit_ratio"] for p in points])
-    hit_ax.set(xlabel="--cache-size (MiB)", ylabel="hit ratio (1 - source bytes / served)",
-               title="Hit ratio by budget", ylim=(lowest - 0.05, 1.05))
+    hit_ax.set(xlabel="--cache-size (MiB)", ylabel="hit ratio (bytes not from the source)",
+               title="Hit ratio by budget", ylim=(-0.05, 1.05))
     time_ax.set(xlabel="--cache-size (MiB)", ylabel="epoch time (s)",
                 title=f"Epoch time: {advice['verdict']}")
     hit_ax.legend(fontsize=7)

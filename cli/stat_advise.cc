@@ -16,7 +16,9 @@
 
 #include "cache/account/advice.h"
 #include "cache/policy/policy.h"
+#include "cli/stat_scan.h"
 #include "cli/stat_source.h"
+#include "cli/stat_watch_fields.h"
 #include "dataset/format/file_io.h"
 #include "dataset/printable.h"
 
@@ -29,6 +31,12 @@ double Num(const nlohmann::json& j, const char* key) {
   const double x =
       j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0;
   return std::abs(x) < 5e-3 ? 0.0 : x;  // no "-0.00"
+}
+
+// A ratio, or "-" where it was not measured (nothing served).
+std::string RatioOf(const nlohmann::json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_number() ? fmt::format("{:.2f}", Num(j, key))
+                                                                : "-";
 }
 
 // Where each read of the epoch came from, and how long its readers waited there.
@@ -48,11 +56,11 @@ std::string PointRow(const nlohmann::json& p, const nlohmann::json& chosen) {
   const bool is_chosen = chosen.is_object() && p[kPolicy] == chosen[kPolicy] &&
                          p[kCacheBytes] == chosen[kCacheBytes] &&
                          p[kTierBytes] == chosen[kTierBytes];
-  return fmt::format("  {} {:>9} {:>9}  {:<13}{:>9.2f} {:>12} {:>9.1f} {:>7.1f}%{}{}\n",
+  return fmt::format("  {} {:>9} {:>9}  {:<13}{:>9} {:>12} {:>9.1f} {:>7.1f}%{}{}\n",
                      is_chosen ? '*' : ' ', MiB(Num(p, kCacheBytes)),
                      Num(p, kTierBytes) > 0 ? MiB(Num(p, kTierBytes)) : "-",
-                     p[kPolicy].get<std::string>(), Num(p, kHitRatio), MiB(Num(p, kSourceBytes)),
-                     Num(p, kEpochS), 100 * Num(p, kStallFraction),
+                     p[kPolicy].get<std::string>(), RatioOf(p, kHitRatio),
+                     MiB(Num(p, kSourceBytes)), Num(p, kEpochS), 100 * Num(p, kStallFraction),
                      p.value(kBound, false) ? " <=" : "", is_chosen ? "   <- advice" : "");
 }
 
@@ -122,6 +130,18 @@ int Plot(const nlohmann::json& advice, const std::string& png) {
   return 0;
 }
 
+// Epochs the kernel's page cache serves never reach gpufsd: the last epoch the daemon saw
+// end need not be the last trained. Said where the page cache holds part of the dataset.
+std::string KernelLine(const nlohmann::json& a, unsigned epoch) {
+  const double share = Num(a, watch_stat::kPageCacheRatio);
+  if (share <= 0) return {};
+  return fmt::format(
+      "kernel       its page cache holds {:.1f}% of the dataset: epochs it serves never reach "
+      "gpufsd,\n             so epoch {} is the last gpufsd saw, not necessarily the last "
+      "trained\n",
+      100 * share, epoch);
+}
+
 }  // namespace
 
 std::string AdviceScreen(const std::string& mount, const nlohmann::json& a) {
@@ -139,23 +159,50 @@ std::string AdviceScreen(const std::string& mount, const nlohmann::json& a) {
       Num(m, kWallS), Num(m, kStalledS), 100 * Num(m, stall_stat::kStallFraction),
       Num(m, kDemandMbPerS));
   out += fmt::format("served from  {}\n", ServedLine(m));
-  out += fmt::format("             hit ratio {:.2f}: {} served", Num(m, stall_stat::kHitRatio),
+  out += fmt::format("             hit ratio {}: {} served", RatioOf(m, stall_stat::kHitRatio),
                      MiB(Num(m, kBytesServed)));
   if (m[kNotRequested].is_number()) {
     out += fmt::format(", {:.0f} files never asked for (the page cache's)", Num(m, kNotRequested));
   }
-  out += "\n";
+  out += "\n" + KernelLine(a, m.value(stall_stat::kEpoch, 0));
   if (a[kModel].is_object()) {
     const nlohmann::json& model = a[kModel];
     out += fmt::format(
-        "model here   hit ratio {:.2f}, epoch {:.1f} s, {:.1f}% stalled   (sample {:.2f} of "
+        "model here   hit ratio {}, epoch {:.1f} s, {:.1f}% stalled   (sample {:.2f} of "
         "groups, {} accesses)\n",
-        Num(model, advice_stat::kHitRatio), Num(model, kEpochS),
+        RatioOf(model, advice_stat::kHitRatio), Num(model, kEpochS),
         100 * Num(model, advice_stat::kStallFraction), Num(s, kSampleRate), s.value(kAccesses, 0));
   }
   out += "\n" + PointTable(a) + "\n";
   return out + a.value(kText, "") + "\n";
 }
+
+namespace {
+
+// The advice with what gpufs-stat measures itself (the kernel's page cache of the mount),
+// as a screen or JSON, and its plot: none before an epoch, which has no curve to draw.
+int Answer(const MountPoint& mount, nlohmann::json advice, const AdviseOptions& options) {
+  StatOptions measure;
+  measure.timeout_s = options.timeout_s;
+  auto share = KernelShare(mount.path, measure);
+  advice[watch_stat::kPageCacheRatio] = share ? nlohmann::json(*share) : nlohmann::json();
+  if (options.json) {
+    fmt::print("{}\n", advice.dump(1));
+  } else {
+    fmt::print("{}", AdviceScreen(mount.path, advice));
+  }
+  if (options.plot.empty()) return 0;
+  if (advice.value(advice_stat::kVerdict, "") == advice_stat::kNoEpoch) {
+    fmt::print(stderr,
+               "gpufs-stat: nothing to plot yet: read an epoch through {} first, then ask "
+               "again ({} not drawn)\n",
+               Printable(mount.path), Printable(options.plot));
+    return 1;
+  }
+  return Plot(advice, options.plot);
+}
+
+}  // namespace
 
 int RunAdvise(const std::string& path, const AdviseOptions& options) {
   const std::string absolute = std::filesystem::absolute(path).lexically_normal().string();
@@ -183,13 +230,7 @@ int RunAdvise(const std::string& path, const AdviseOptions& options) {
                       PrintableLine(advice["error"].get<std::string>())),
            1;
   }
-  if (options.json) {
-    fmt::print("{}\n", advice.dump(1));
-  } else {
-    fmt::print("{}", AdviceScreen(mount->path, advice));
-  }
-  if (!options.plot.empty()) return Plot(advice, options.plot);
-  return 0;
+  return Answer(*mount, advice, options);
 }
 
 }  // namespace gpufs

@@ -309,4 +309,11 @@ Result<StatReport> Measure(const std::vector<std::string>& paths, const StatOpti
   return report;
 }
 
+Result<double> KernelShare(const std::string& path, const StatOptions& options) {
+  auto report = Measure({path}, options);
+  if (!report) return report.error();
+  if (report->pages == 0) return 0.0;
+  return static_cast<double>(report->resident[kKernelTier]) / static_cast<double>(report->pages);
+}
+
 }  // namespace gpufs

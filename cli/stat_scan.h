@@ -62,4 +62,7 @@ struct StatOptions {
 
 Result<StatReport> Measure(const std::vector<std::string>& paths, const StatOptions& options);
 
+// The share of the pages under `path` the kernel's page cache holds (0 when it has none).
+Result<double> KernelShare(const std::string& path, const StatOptions& options);
+
 }  // namespace gpufs

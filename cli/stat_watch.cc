@@ -15,7 +15,9 @@
 #include "cache/account/stall_account.h"
 #include "cache/cache_stat.h"
 #include "cache/disk_tier.h"
+#include "cli/stat_scan.h"
 #include "cli/stat_source.h"
+#include "cli/stat_watch_fields.h"
 #include "dataset/printable.h"
 #include "source/blob_source.h"
 #include "source/remote/address/peers.h"
@@ -23,39 +25,19 @@
 namespace gpufs {
 namespace {
 
+using watch::At;
+using watch::MsOrDash;
+using watch::Rates;
+using watch::RatesOf;
+using watch::Ratio;
+using watch::Real;
+using watch::TierRoom;
+
 constexpr int kBarWidth = 30;
+// While no read reaches gpufsd, the page cache is measured again after this long: a walk of
+// every file the kernel knows takes seconds at ImageNet scale.
+constexpr auto kRemeasure = std::chrono::seconds(10);
 std::atomic<bool> interrupted{false};
-
-// The counters a frame needs, as differences and totals.
-struct Rates {
-  double files_s = 0, served_mb_s = 0, disk_mb_s = 0, requests_s = 0;
-  double tier_read_mb_s = 0, tier_write_mb_s = 0;  // the disk tier's
-  double peer_mb_s = 0, store_mb_s = 0;            // an object store's, with --peers
-  double hit_now = -1, hit_total = -1;             // -1: no reads yet
-  double amp_now = 0, amp_total = 0;
-  uint64_t files_total = 0, bytes_total = 0, disk_total = 0;
-};
-
-uint64_t At(const nlohmann::json& j, std::initializer_list<const char*> keys) {
-  const nlohmann::json* at = &j;
-  for (const char* key : keys) {
-    if (!at->is_object() || !at->contains(key)) return 0;
-    at = &(*at)[key];
-  }
-  return at->is_number() ? at->get<uint64_t>() : 0;
-}
-
-double Real(const nlohmann::json& j, const char* key) {
-  return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0;
-}
-
-// A figure in milliseconds, or "-" where the source does not measure it (a local folder's
-// reads are not timed): never a 0.0 that reads as "instant".
-std::string MsOrDash(const nlohmann::json& j, const char* key) {
-  return j.is_object() && j.contains(key) && j[key].is_number()
-             ? fmt::format("{:.1f}", j[key].get<double>())
-             : std::string("-");
-}
 
 // The blob source: where cache misses go (a local folder, a store, an HTTP server).
 std::string SourceLine(const nlohmann::json& io, const Rates& r) {
@@ -96,45 +78,6 @@ std::string CredentialLine(const nlohmann::json& io) {
                      expires.is_number() ? fmt::format("in {} s", expires.dump()) : "never",
                      At(c, {kCredentialRefreshes}), At(c, {kCredentialRefreshFailures}),
                      c.value(kCredentialSource, ""));
-}
-
-double Ratio(double part, double whole) { return whole > 0 ? part / whole : -1; }
-
-// The disk tier's room: its bound, or (bounded by free space) what it uses.
-double TierRoom(const nlohmann::json& t) {
-  const auto bound = static_cast<double>(At(t, {tier_stat::kBound}));
-  return bound > 0 ? bound : static_cast<double>(At(t, {tier_stat::kUsed}));
-}
-
-Rates RatesOf(const nlohmann::json& a, const nlohmann::json& b, double dt) {
-  Rates r;
-  auto delta = [&](std::initializer_list<const char*> keys) {
-    return static_cast<double>(At(b, keys) - std::min(At(a, keys), At(b, keys)));
-  };
-  const double per_s = dt > 0 ? 1.0 / dt : 0;
-  r.files_s = delta({"served", "files"}) * per_s;
-  r.served_mb_s = delta({"served", "bytes"}) * per_s / 1e6;
-  r.disk_mb_s = delta({"cache", cache_stat::kBytesFromDisk}) * per_s / 1e6;
-  r.requests_s = delta({"io", source_stat::kRequests}) * per_s;
-  r.peer_mb_s = delta({"io", source_stat::kPeerBytes}) * per_s / 1e6;
-  r.store_mb_s = delta({"io", source_stat::kBytes}) * per_s / 1e6;
-  r.tier_read_mb_s = delta({"cache", "tier", tier_stat::kReadBytes}) * per_s / 1e6;
-  r.tier_write_mb_s = delta({"cache", "tier", tier_stat::kWriteBytes}) * per_s / 1e6;
-  const double hits = delta({"cache", cache_stat::kHits});
-  const double asked =
-      hits + delta({"cache", cache_stat::kMisses}) + delta({"cache", cache_stat::kMemberReads});
-  r.hit_now = Ratio(hits, asked);
-  const auto total_hits = static_cast<double>(At(b, {"cache", cache_stat::kHits}));
-  r.hit_total = Ratio(total_hits, total_hits + At(b, {"cache", cache_stat::kMisses}) +
-                                      At(b, {"cache", cache_stat::kMemberReads}));
-  r.amp_now = std::max(0.0, Ratio(delta({"cache", cache_stat::kBytesFromDisk}),
-                                  delta({"cache", cache_stat::kBytesServed})));
-  r.amp_total = std::max(0.0, Ratio(At(b, {"cache", cache_stat::kBytesFromDisk}),
-                                    At(b, {"cache", cache_stat::kBytesServed})));
-  r.files_total = At(b, {"served", "files"});
-  r.bytes_total = At(b, {"served", "bytes"});
-  r.disk_total = At(b, {"cache", cache_stat::kBytesFromDisk});
-  return r;
 }
 
 std::string Grouped(uint64_t n) {
@@ -189,40 +132,20 @@ std::string SourceOf(const nlohmann::json& now) {
 std::vector<std::string> StallLines(const nlohmann::json& c) {
   using namespace stall_stat;
   if (!c.is_object() || !c.contains(kStall)) return {};
-  const nlohmann::json& now = c[kStall][kCurrent];
-  const nlohmann::json& last = c[kStall][kLast];
+  const nlohmann::json& now = watch::Child(c, {kStall, kCurrent});
+  const nlohmann::json& last = watch::Child(c, {kStall, kLast});
   std::vector<std::string> lines = {fmt::format(
       "{:<10}{} waiting: {:.1f} s of {:.1f} s   demand {:.1f} MB/s   last epoch {}", "stall",
       Pct(Real(now, kStallFraction)), Real(now, kStalledS), Real(now, kWallS),
       Real(now, kDemandMbPerS), last.is_object() ? Pct(Real(last, kStallFraction)) : "-")};
   std::string from;
   for (const char* tier : kServedFromNames) {
-    const nlohmann::json& t = now[kFrom][tier];
+    const nlohmann::json& t = watch::Child(now, {kFrom, tier});
     from += fmt::format("{} {}{}  ", tier, Grouped(At(t, {kReads})),
                         Real(t, kWaitS) > 0 ? fmt::format(" ({:.1f} s)", Real(t, kWaitS)) : "");
   }
   lines.push_back(fmt::format("{:<10}{}", "reads", from));
   return lines;
-}
-
-// The stall account's fields of a -w line: the epoch in progress, the last, and each
-// tier's reads and waits in the epoch in progress.
-std::string StallFields(const nlohmann::json& c) {
-  using namespace stall_stat;
-  if (!c.is_object() || !c.contains(kStall)) return {};
-  const nlohmann::json& now = c[kStall][kCurrent];
-  const nlohmann::json& last = c[kStall][kLast];
-  std::string f = fmt::format(
-      " {0}={1:.4f} {2}={3:.1f} {4}_{0}={5} {6}={7:.4f}", kStallFraction, Real(now, kStallFraction),
-      kDemandMbPerS, Real(now, kDemandMbPerS), kLast,
-      last.is_object() ? fmt::format("{:.4f}", Real(last, kStallFraction)) : std::string("-"),
-      kHitRatio, Real(now, kHitRatio));
-  for (const char* tier : kServedFromNames) {
-    const nlohmann::json& t = now[kFrom][tier];
-    f += fmt::format(" {0}_{1}={2} {0}_{3}={4:.3f}", tier, kReads, At(t, {kReads}), kWaitS,
-                     Real(t, kWaitS));
-  }
-  return f;
 }
 
 // The cache's lines: what it fetched, its hit ratios, prefetch, its fill and the disk tier.
@@ -234,14 +157,13 @@ std::vector<std::string> CacheLines(const nlohmann::json& c, const Rates& r) {
   // The hit ratio is the stall account's, as --advise, /metrics and gpufs-emulate give it:
   // the share of this epoch's bytes that did not come from the source. Reads that found
   // their bytes in memory, prefetched there this epoch or not, are the other figure.
-  const nlohmann::json& this_epoch =
-      c.contains(stall_stat::kStall) ? c[stall_stat::kStall][stall_stat::kCurrent] : nullptr;
-  const bool served = this_epoch.is_object() && Real(this_epoch, stall_stat::kBytesServed) > 0;
-  lines.push_back(fmt::format(
-      "{:<10}{:>6} this epoch (bytes not from the source)   in memory {:>6} now "
-      "{:>6} overall",
-      "hit ratio", served ? Pct(std::max(0.0, Real(this_epoch, stall_stat::kHitRatio))) : "-",
-      Pct(r.hit_now), Pct(r.hit_total)));
+  const nlohmann::json& this_epoch = watch::Child(c, {stall_stat::kStall, stall_stat::kCurrent});
+  const bool measured = watch::Child(this_epoch, {stall_stat::kHitRatio}).is_number();
+  lines.push_back(
+      fmt::format("{:<10}{:>6} this epoch (bytes not from the source)   in memory {:>6} now "
+                  "{:>6} overall",
+                  "hit ratio", measured ? Pct(Real(this_epoch, stall_stat::kHitRatio)) : "  -  ",
+                  Pct(r.hit_now), Pct(r.hit_total)));
   const uint64_t issued = At(c, {cache_stat::kPrefetchIssued}),
                  wasted = At(c, {cache_stat::kPrefetchWasted});
   lines.push_back(fmt::format(
@@ -273,10 +195,20 @@ std::vector<std::string> CacheLines(const nlohmann::json& c, const Rates& r) {
   return lines;
 }
 
+// Reads the kernel's page cache answers never reach gpufsd: an epoch it serves shows as
+// nothing served. Said when no read reached gpufsd and the page cache holds the files.
+std::vector<std::string> KernelLines(const KernelView& kernel) {
+  if (!kernel.page_cache_ratio || *kernel.page_cache_ratio <= 0) return {};
+  return {
+      fmt::format("{:<10}the kernel's page cache is serving (reads do not reach gpufsd)", "kernel"),
+      fmt::format("{:<10}it holds {} of the dataset's pages; no read reached gpufsd", "",
+                  Pct(*kernel.page_cache_ratio))};
+}
+
 }  // namespace
 
 std::string WatchFrame(const std::string& mount, const nlohmann::json& previous,
-                       const nlohmann::json& now, double dt_s) {
+                       const nlohmann::json& now, double dt_s, const KernelView& kernel) {
   const Rates r = RatesOf(previous, now, dt_s);
   const nlohmann::json& c = now.contains("cache") ? now["cache"] : nlohmann::json();
   std::string f;
@@ -287,6 +219,7 @@ std::string WatchFrame(const std::string& mount, const nlohmann::json& previous,
   line(fmt::format("{:<10}{:>10} files/s {:>9} MB/s   total {} files, {}", "served",
                    fmt::format("{:.0f}", r.files_s), fmt::format("{:.1f}", r.served_mb_s),
                    Grouped(r.files_total), Bytes(static_cast<double>(r.bytes_total))));
+  for (const std::string& text : KernelLines(kernel)) line(text);
   line(SourceLine(now.contains("io") ? now["io"] : nlohmann::json(), r));
   for (const std::string& text : PeerLines(now.contains("io") ? now["io"] : nlohmann::json(), r)) {
     line(text);
@@ -320,74 +253,56 @@ std::string WatchFrame(const std::string& mount, const nlohmann::json& previous,
 
 namespace {
 
-// The disk tier's fields of a -w line, when the mount has one.
-std::string TierFields(const nlohmann::json& c, const Rates& r) {
-  if (!c.is_object() || !c.contains("tier")) return {};
-  using namespace tier_stat;
-  const nlohmann::json& t = c["tier"];
-  return fmt::format(
-      " tier_read_mb_per_s={:.1f} tier_write_mb_per_s={:.1f} tier_used_bytes={} "
-      "tier_fill={:.3f} tier_hits={} tier_slice_hits={} tier_fills={} tier_evictions={} "
-      "tier_damaged={} tier_write_errors={}",
-      r.tier_read_mb_s, r.tier_write_mb_s, At(t, {kUsed}),
-      std::max(0.0, Ratio(static_cast<double>(At(t, {kUsed})), TierRoom(t))), At(t, {kHits}),
-      At(t, {kSliceHits}), At(t, {kFills}), At(t, {kEvictions}), At(t, {kDamaged}),
-      At(t, {kWriteErrors}));
-}
+// The kernel's share of the mount, measured when no read reached gpufsd in an interval
+// (again after kRemeasure while none does); not measured while reads reach it.
+class PageCacheProbe {
+ public:
+  PageCacheProbe(std::string mount, double timeout_s) : mount_(std::move(mount)) {
+    options_.timeout_s = timeout_s;
+  }
+  KernelView Look(const nlohmann::json& previous, const nlohmann::json& now) {
+    const auto reads = [](const nlohmann::json& j) { return At(j, {"served", "reads"}); };
+    if (reads(now) != reads(previous)) {
+      measured_ = false;
+      return {};
+    }
+    const auto t = std::chrono::steady_clock::now();
+    if (!measured_ || t - at_ >= kRemeasure) {
+      auto share = KernelShare(mount_, options_);
+      share_ = share ? std::optional<double>(*share) : std::nullopt;
+      measured_ = true;
+      at_ = t;
+    }
+    return {share_};
+  }
 
-// The peers' fields of a -w line, when the mount reads through peers.
-std::string PeerFields(const nlohmann::json& io, const Rates& r) {
-  using namespace source_stat;
-  if (!io.is_object() || !io.contains(kPeers)) return {};
-  size_t up = 0;
-  for (const nlohmann::json& p : io[kPeers]) up += p.value("up", true) ? 1 : 0;
-  return fmt::format(
-      " peers={} peers_up={} peer_mb_per_s={:.1f} store_mb_per_s={:.1f} peer_failures={} "
-      "peer_fallbacks={} peer_mismatches={}",
-      io[kPeers].size(), up, r.peer_mb_s, r.store_mb_s, At(io, {kPeerFailures}),
-      At(io, {kPeerFallbacks}), At(io, {kPeerMismatches}));
-}
+ private:
+  const std::string mount_;
+  StatOptions options_;
+  bool measured_ = false;
+  std::optional<double> share_;
+  std::chrono::steady_clock::time_point at_;
+};
 
-// A signed store's credentials in a -w line: where they come from, when they expire
-// ("-": never) and how their refreshes went.
-std::string CredentialFields(const nlohmann::json& io) {
-  using namespace source_stat;
-  if (!io.is_object() || !io.contains(kCredentials)) return {};
-  const nlohmann::json& c = io[kCredentials];
-  const nlohmann::json expires = c.value(kCredentialExpiresIn, nlohmann::json());
-  return fmt::format(" {0}_{1}={2} {0}_{3}={4} {0}_{5}={6} {0}_{7}={8}", kCredentials,
-                     kCredentialSource, nlohmann::json(c.value(kCredentialSource, "")).dump(),
-                     kCredentialExpiresIn, expires.is_number() ? expires.dump() : "-",
-                     kCredentialRefreshes, At(c, {kCredentialRefreshes}),
-                     kCredentialRefreshFailures, At(c, {kCredentialRefreshFailures}));
+// One refresh: a frame drawn over the last on a terminal, else a line.
+void Show(const WatchOptions& options, const std::string& mount, const nlohmann::json& previous,
+          const nlohmann::json& now, double dt, const KernelView& kernel) {
+  if (options.json) {
+    fmt::print("{}\n", WatchJson(previous, now, dt, kernel));
+  } else if (options.terminal) {
+    std::string frame = WatchFrame(mount, previous, now, dt, kernel);
+    std::string drawn = "\x1b[H";  // home, then each line cleared past its end
+    for (size_t at = 0, eol; (eol = frame.find('\n', at)) != std::string::npos; at = eol + 1) {
+      drawn += frame.substr(at, eol - at) + "\x1b[K\n";
+    }
+    fmt::print("{}\x1b[J", drawn);
+  } else {
+    fmt::print("{}\n", WatchLine(previous, now, dt, kernel));
+  }
+  std::fflush(stdout);
 }
 
 }  // namespace
-
-std::string WatchLine(const nlohmann::json& previous, const nlohmann::json& now, double dt_s) {
-  const Rates r = RatesOf(previous, now, dt_s);
-  const nlohmann::json& c = now.contains("cache") ? now["cache"] : nlohmann::json();
-  const auto files = static_cast<double>(At(now, {"files"}));
-  const nlohmann::json& io = now.contains("io") ? now["io"] : nlohmann::json();
-  return fmt::format(
-             "time={:%H:%M:%S} files_per_s={:.0f} served_mb_per_s={:.1f} disk_mb_per_s={:.1f} "
-             "in_memory_ratio={} read_amplification={:.2f} prefetch_in_flight={} "
-             "prefetch_used={} prefetch_wasted={} cache_fill={:.3f} epoch={} epoch_progress={:.3f} "
-             "source_requests_per_s={:.0f} source_retries={} source_errors={} "
-             "source_latency_ms_p50={} source_latency_ms_p99={}",
-             fmt::localtime(std::time(nullptr)), r.files_s, r.served_mb_s, r.disk_mb_s,
-             r.hit_now < 0 ? std::string("-") : fmt::format("{:.3f}", r.hit_now), r.amp_total,
-             At(c, {cache_stat::kPrefetchInFlight}), At(c, {cache_stat::kPrefetchUsed}),
-             At(c, {cache_stat::kPrefetchWasted}),
-             std::max(0.0, Ratio(static_cast<double>(At(c, {cache_stat::kCachedBytes})),
-                                 static_cast<double>(At(c, {cache_stat::kBudget})))),
-             At(c, {cache_stat::kEpoch}),
-             std::max(0.0,
-                      Ratio(static_cast<double>(At(c, {cache_stat::kEpochFilesServed})), files)),
-             r.requests_s, At(io, {source_stat::kRetries}), At(io, {source_stat::kErrors}),
-             MsOrDash(io, source_stat::kLatencyP50), MsOrDash(io, source_stat::kLatencyP99)) +
-         TierFields(c, r) + StallFields(c) + PeerFields(io, r) + CredentialFields(io);
-}
 
 int RunWatch(const std::string& path, const WatchOptions& options) {
   const std::string absolute = std::filesystem::absolute(path).lexically_normal().string();
@@ -409,10 +324,10 @@ int RunWatch(const std::string& path, const WatchOptions& options) {
   action.sa_handler = OnSignal;
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
+  PageCacheProbe probe(mount->path, options.timeout_s);
   auto previous = client->Stats();
   auto then = std::chrono::steady_clock::now();
   if (options.terminal) fmt::print("\x1b[?25l\x1b[2J");  // hide the cursor, clear once
-  int status = 0;
   for (unsigned shown = 0; previous && (options.count == 0 || shown < options.count); ++shown) {
     Pause(options.interval_s);
     if (interrupted.load()) break;
@@ -423,17 +338,7 @@ int RunWatch(const std::string& path, const WatchOptions& options) {
     }
     const auto when = std::chrono::steady_clock::now();
     const double dt = std::chrono::duration<double>(when - then).count();
-    if (options.terminal) {
-      std::string frame = WatchFrame(mount->path, *previous, *now, dt);
-      std::string drawn = "\x1b[H";  // home, then each line cleared past its end
-      for (size_t at = 0, eol; (eol = frame.find('\n', at)) != std::string::npos; at = eol + 1) {
-        drawn += frame.substr(at, eol - at) + "\x1b[K\n";
-      }
-      fmt::print("{}\x1b[J", drawn);
-    } else {
-      fmt::print("{}\n", WatchLine(*previous, *now, dt));
-    }
-    std::fflush(stdout);
+    Show(options, mount->path, *previous, *now, dt, probe.Look(*previous, *now));
     previous = std::move(now);
     then = when;
   }
@@ -441,9 +346,9 @@ int RunWatch(const std::string& path, const WatchOptions& options) {
   if (!previous) {
     fmt::print(stderr, "gpufs-stat: the gpufsd of {} is gone: {}\n", mount->path,
                PrintableLine(previous.error().message));
-    status = 1;
+    return 1;
   }
-  return status;
+  return 0;
 }
 
 }  // namespace gpufs

@@ -65,12 +65,18 @@ std::string MiB(uint64_t bytes) { return fmt::format("{}MiB", (bytes + (1 << 20)
 
 std::string Pct(double f) { return fmt::format("{:.1f}%", 100 * f); }
 
+// A ratio not measured (nothing served) is null in JSON and "-" in words.
+nlohmann::json RatioJson(std::optional<double> r) {
+  return r ? nlohmann::json(*r) : nlohmann::json();
+}
+std::string RatioText(std::optional<double> r) { return r ? fmt::format("{:.2f}", *r) : "-"; }
+
 nlohmann::json PointJson(const Prediction& p) {
   using namespace advice_stat;
   return {{kPolicy, p.point.policy},
           {kCacheBytes, p.point.cache_bytes},
           {kTierBytes, p.point.tier_bytes},
-          {kHitRatio, p.point.HitRatio()},
+          {kHitRatio, RatioJson(p.point.HitRatio())},
           {kSourceBytes, p.point.bytes_from_source},
           {kTierReadBytes, p.point.bytes_from_tier},
           {kStallS, p.stall_s},
@@ -160,8 +166,9 @@ std::string Words(const std::string& verdict, const AdviceInput& in, const Predi
   }
   auto outcome = [&](const Prediction& p) {
     return fmt::format(
-        "predicted hit ratio {:.2f}, {} from the source, epoch {:.1f} s with {} stalled{}",
-        p.point.HitRatio(), MiB(p.point.bytes_from_source), p.epoch_s, Pct(p.StallFraction()),
+        "predicted hit ratio {}, {} from the source, epoch {:.1f} s with {} stalled{}",
+        RatioText(p.point.HitRatio()), MiB(p.point.bytes_from_source), p.epoch_s,
+        Pct(p.StallFraction()),
         p.bound ? " (at most: a cost this epoch did not measure was assumed)" : "");
   };
   const std::string cold =

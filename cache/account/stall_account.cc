@@ -10,6 +10,8 @@ StallTotals StallTotals::operator-(const StallTotals& since) const {
     d.wait_ns[i] = wait_ns[i] - since.wait_ns[i];
     d.fetched[i] = fetched[i] - since.fetched[i];
   }
+  d.hit_bytes = hit_bytes - since.hit_bytes;
+  d.miss_bytes = miss_bytes - since.miss_bytes;
   d.stalled_ns = stalled_ns - since.stalled_ns;
   d.files = files - since.files;
   d.at_ns = at_ns - since.at_ns;
@@ -31,12 +33,10 @@ double StallEpoch::DemandMbPerS() const {
   return busy ? delta.bytes_served() / 1e6 / (busy / 1e9) : 0.0;
 }
 
-double StallEpoch::HitRatio() const {
-  const uint64_t served = delta.bytes_served();
-  if (served == 0) return 0.0;
-  const uint64_t source = delta.fetched[size_t(ServedFrom::kSourceGroup)] +
-                          delta.fetched[size_t(ServedFrom::kSourceMember)];
-  return 1.0 - static_cast<double>(source) / served;  // below 0 when loads fetch more
+std::optional<double> StallEpoch::HitRatio() const {
+  const uint64_t counted = delta.hit_bytes + delta.miss_bytes;
+  if (counted == 0) return std::nullopt;
+  return static_cast<double>(delta.hit_bytes) / static_cast<double>(counted);
 }
 
 nlohmann::json StallEpoch::Json(bool ended) const {
@@ -48,6 +48,7 @@ nlohmann::json StallEpoch::Json(bool ended) const {
                                  {kWaitS, delta.wait_ns[i] / 1e9},
                                  {kFetched, delta.fetched[i]}};
   }
+  const std::optional<double> hit = HitRatio();
   nlohmann::json j{{kEpoch, epoch},
                    {kWallS, delta.at_ns / 1e9},
                    {kStalledS, delta.stalled_ns / 1e9},
@@ -55,17 +56,21 @@ nlohmann::json StallEpoch::Json(bool ended) const {
                    {kDemandMbPerS, DemandMbPerS()},
                    {kFiles, distinct_files},
                    {kBytesServed, delta.bytes_served()},
-                   {kHitRatio, HitRatio()},
+                   {kHitBytes, delta.hit_bytes},
+                   {kMissBytes, delta.miss_bytes},
+                   {kHitRatio, hit ? nlohmann::json(*hit) : nlohmann::json()},
                    {kPeakWaiting, peak_waiting},
                    {kFrom, std::move(from)}};
   j[kNotRequested] = ended ? nlohmann::json(not_requested) : nlohmann::json();
   return j;
 }
 
-StallAccount::StallAccount(size_t file_count, FetchedTotals fetched, Clock clock)
+StallAccount::StallAccount(size_t file_count, size_t group_count, FetchedTotals fetched,
+                           Clock clock)
     : file_count_(file_count),
       fetched_(std::move(fetched)),
       clock_(std::move(clock)),
+      fetched_in_(new std::atomic<uint32_t>[group_count]()),
       seen_(new std::atomic<uint64_t>[(file_count + 63) / 64]()) {}
 
 uint64_t StallAccount::SteadyNs() {
@@ -74,20 +79,32 @@ uint64_t StallAccount::SteadyNs() {
       .count();
 }
 
-void StallAccount::Served(ServedFrom from, uint64_t bytes, uint64_t wait_ns) {
+void StallAccount::Fetching(uint32_t group) {
+  fetched_in_[group].store(epoch_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
+
+bool StallAccount::FetchedThisEpoch(uint32_t group) const {
+  return fetched_in_[group].load(std::memory_order_relaxed) ==
+         epoch_.load(std::memory_order_relaxed);
+}
+
+void StallAccount::Served(ServedFrom from, uint64_t bytes, uint64_t wait_ns, uint32_t group) {
   if (!running_.load(std::memory_order_relaxed)) {  // a hit may be an epoch's first read
     std::lock_guard lock(mu_);
     Start();
   }
+  const bool fetched = FetchedThisEpoch(group);
   if (from == ServedFrom::kMemory && wait_ns == 0) {
     ++memory_reads_;
-    memory_bytes_ += bytes;
+    (fetched ? memory_miss_bytes_ : memory_hit_bytes_) += bytes;
     return;
   }
   const size_t i = static_cast<size_t>(from);
   reads_[i].fetch_add(1, std::memory_order_relaxed);
   bytes_[i].fetch_add(bytes, std::memory_order_relaxed);
   wait_ns_[i].fetch_add(wait_ns, std::memory_order_relaxed);
+  const bool source = from == ServedFrom::kSourceGroup || from == ServedFrom::kSourceMember;
+  (source || fetched ? miss_bytes_ : hit_bytes_).fetch_add(bytes, std::memory_order_relaxed);
 }
 
 void StallAccount::BeginWait() {
@@ -169,8 +186,11 @@ StallTotals StallAccount::Snapshot() const {
     t.bytes[i] = bytes_[i].load(std::memory_order_relaxed);
     t.wait_ns[i] = wait_ns_[i].load(std::memory_order_relaxed);
   }
+  const uint64_t memory_hits = memory_hit_bytes_.load(), memory_misses = memory_miss_bytes_.load();
   t.reads[size_t(ServedFrom::kMemory)] += memory_reads_.load();
-  t.bytes[size_t(ServedFrom::kMemory)] += memory_bytes_.load();
+  t.bytes[size_t(ServedFrom::kMemory)] += memory_hits + memory_misses;
+  t.hit_bytes = hit_bytes_.load(std::memory_order_relaxed) + memory_hits;
+  t.miss_bytes = miss_bytes_.load(std::memory_order_relaxed) + memory_misses;
   if (fetched_) t.fetched = fetched_();
   t.stalled_ns = stalled_ns_ + (waiting_ ? t.at_ns - wait_since_ns_ : 0);
   t.files = files_.load();

@@ -14,6 +14,14 @@
 // lost. The demand rate is the bytes served over the rest of the time: what the loader
 // took while it was not waiting.
 //
+// The hit ratio is the share of the bytes served that the source did not send for this
+// epoch: a read is the source's when it went there (a group load, a member alone), or when
+// its group was fetched whole from the source (loaded, prefetched or staged into the disk
+// tier) during this epoch, or between the last and this one. Hits and misses are counted
+// apart, each read in one of them, so their ratio lies in [0, 1] however the counters are
+// read. Bytes the source sent set against bytes served would not: whole groups and
+// prefetch run ahead of the reads, so a cold epoch's first files would read far below 0.
+//
 // An epoch is a pass over the dataset: it ends with the last of its files read, or, where
 // the kernel's page cache answered some (they never reach the daemon), when a file is
 // read again once at least half of the dataset's files were (the rule consume-once
@@ -55,8 +63,12 @@ inline constexpr const char* kDemandMbPerS = "demand_mb_per_s";
 inline constexpr const char* kFiles = "files";                 // files read to their end
 inline constexpr const char* kNotRequested = "not_requested";  // ended epochs: page cache
 inline constexpr const char* kBytesServed = "bytes_served";
-inline constexpr const char* kHitRatio = "hit_ratio";  // 1 - source bytes / bytes served
-inline constexpr const char* kFrom = "from";           // an object per ServedFrom
+// Of bytes_served, what the source did not send for the epoch, and what it did (see above).
+inline constexpr const char* kHitBytes = "hit_bytes";
+inline constexpr const char* kMissBytes = "miss_bytes";
+// hit_bytes / (hit_bytes + miss_bytes); null when nothing was served.
+inline constexpr const char* kHitRatio = "hit_ratio";
+inline constexpr const char* kFrom = "from";  // an object per ServedFrom
 inline constexpr const char* kReads = "reads";
 inline constexpr const char* kBytes = "bytes";
 inline constexpr const char* kWaitS = "wait_s";           // the sum of its reads' waits
@@ -79,7 +91,7 @@ inline constexpr Figure kEpochFigures[] = {
      "Share of the epoch's time a reader waited on storage."},
     {kDemandMbPerS, "stall_demand_mb_per_s", kGauge, "MB/s the readers took while not waiting."},
     {kHitRatio, "stall_hit_ratio", kGauge,
-     "1 - bytes from the source / bytes served, in the epoch."}};
+     "Share of the epoch's bytes served that the source did not send for it."}};
 }  // namespace stall_stat
 
 enum class ServedFrom : uint8_t { kMemory, kDiskTier, kSourceGroup, kSourceMember };
@@ -94,6 +106,8 @@ struct StallTotals {
   std::array<uint64_t, kServedFromCount> bytes{};
   std::array<uint64_t, kServedFromCount> wait_ns{};
   std::array<uint64_t, kServedFromCount> fetched{};  // bytes each tier read (memory: 0)
+  uint64_t hit_bytes = 0;   // bytes served that the source did not send for their epoch
+  uint64_t miss_bytes = 0;  // and those it did
   uint64_t stalled_ns = 0;
   uint64_t files = 0;  // files read to their end
   uint64_t at_ns = 0;  // when the snapshot was taken (steady clock)
@@ -110,7 +124,7 @@ struct StallEpoch {
   uint32_t peak_waiting = 0;    // the most readers waiting at once
   double StallFraction() const;
   double DemandMbPerS() const;
-  double HitRatio() const;
+  std::optional<double> HitRatio() const;  // none: nothing served
   nlohmann::json Json(bool ended) const;
 };
 
@@ -120,11 +134,16 @@ class StallAccount {
   using FetchedTotals = std::function<std::array<uint64_t, kServedFromCount>()>;
   // Nanoseconds of a steady clock; tests pass their own.
   using Clock = std::function<uint64_t()>;
-  StallAccount(size_t file_count, FetchedTotals fetched, Clock clock = SteadyNs);
+  StallAccount(size_t file_count, size_t group_count, FetchedTotals fetched,
+               Clock clock = SteadyNs);
 
-  // A read of `bytes` was served from `from`, after waiting `wait_ns` (0: none). The
-  // memory case costs two striped adds; thread-safe.
-  void Served(ServedFrom from, uint64_t bytes, uint64_t wait_ns);
+  // A read of `bytes` of group `group` was served from `from`, after waiting `wait_ns`
+  // (0: none). The memory case costs two striped adds; thread-safe.
+  void Served(ServedFrom from, uint64_t bytes, uint64_t wait_ns, uint32_t group);
+  // The source is fetching `group` whole (a load into memory, a staging into the disk
+  // tier): its reads are misses until the epoch in progress (or the next, between
+  // epochs) ends. Lock-free.
+  void Fetching(uint32_t group);
   // A reader begins / ends waiting on storage; thread-safe, slow path only.
   void BeginWait();
   void EndWait();
@@ -143,6 +162,7 @@ class StallAccount {
 
  private:
   StallTotals Snapshot() const;
+  bool FetchedThisEpoch(uint32_t group) const;
   void Start();
   void EndEpoch(bool next);
 
@@ -150,20 +170,25 @@ class StallAccount {
   const FetchedTotals fetched_;
   const Clock clock_;
   StripedCounter memory_reads_;
-  StripedCounter memory_bytes_;
+  StripedCounter memory_hit_bytes_;
+  StripedCounter memory_miss_bytes_;  // of groups the source fetched this epoch
   std::array<std::atomic<uint64_t>, kServedFromCount> reads_{};
   std::array<std::atomic<uint64_t>, kServedFromCount> bytes_{};
   std::array<std::atomic<uint64_t>, kServedFromCount> wait_ns_{};
+  std::atomic<uint64_t> hit_bytes_{0};   // of the reads that are not memory's
+  std::atomic<uint64_t> miss_bytes_{0};  // likewise
+  // By group: the epoch_ in which the source last fetched it whole (0: never).
+  std::unique_ptr<std::atomic<uint32_t>[]> fetched_in_;
   StripedCounter files_;
   std::atomic<uint64_t> distinct_{0};              // files of the epoch in progress
   std::unique_ptr<std::atomic<uint64_t>[]> seen_;  // a bit per file: read this epoch
 
-  mutable std::mutex mu_;       // guards the fields below; taken after the cache's mu_
-  uint32_t waiting_ = 0;        // readers waiting on storage now
-  uint32_t peak_waiting_ = 0;   // the most at once in the epoch in progress
-  uint64_t wait_since_ns_ = 0;  // when waiting_ last left 0
-  uint64_t stalled_ns_ = 0;     // closed intervals with waiting_ > 0
-  uint32_t epoch_ = 1;
+  mutable std::mutex mu_;           // guards the fields below; taken after the cache's mu_
+  uint32_t waiting_ = 0;            // readers waiting on storage now
+  uint32_t peak_waiting_ = 0;       // the most at once in the epoch in progress
+  uint64_t wait_since_ns_ = 0;      // when waiting_ last left 0
+  uint64_t stalled_ns_ = 0;         // closed intervals with waiting_ > 0
+  std::atomic<uint32_t> epoch_{1};  // written under mu_, read anywhere
   StallTotals epoch_start_;
   std::atomic<bool> running_{false};  // an epoch is in progress; written under mu_
   std::optional<StallEpoch> last_;
@@ -189,12 +214,12 @@ class StallWait {
     since_ = account_.Now();
     account_.BeginWait();
   }
-  void Served(ServedFrom from, uint64_t bytes) {
-    if (!since_) return account_.Served(ServedFrom::kMemory, bytes, 0);
+  void Served(ServedFrom from, uint64_t bytes, uint32_t group) {
+    if (!since_) return account_.Served(ServedFrom::kMemory, bytes, 0, group);
     const uint64_t waited = std::max<uint64_t>(1, account_.Now() - since_);
     account_.EndWait();
     since_ = 0;
-    account_.Served(from, bytes, waited);
+    account_.Served(from, bytes, waited, group);
   }
 
  private:

@@ -115,9 +115,12 @@ class Replayer {
         tier_bytes_(tier_bytes),
         in_memory_(s.group_bytes.size(), false),
         on_tier_(s.group_bytes.size(), false),
+        fetched_in_(s.group_bytes.size(), 0),
         busy_(s.group_bytes.size(), false) {}
 
+  // Each run is an epoch: a group the source fetched whole in it is a miss for the rest.
   void Run(const std::vector<uint32_t>& trace, WhatIfPoint* point) {
+    ++run_;
     for (uint32_t file : trace) Read(file, point);
   }
 
@@ -128,8 +131,10 @@ class Replayer {
     const uint64_t group_bytes = s_.group_bytes[g];
     ++p->reads;
     p->bytes_served += file_bytes;
+    bool miss = true;  // the source sent the read's bytes for this epoch
     if (in_memory_[g]) {
       ++p->memory_hits;
+      miss = fetched_in_[g] == run_;
     } else if (policy_->Wanted(g) && MakeRoom(group_bytes)) {
       in_memory_[g] = true;
       cached_ += group_bytes;
@@ -137,22 +142,27 @@ class Replayer {
       if (on_tier_[g]) {
         ++p->tier_reads;
         p->bytes_from_tier += group_bytes;
+        miss = fetched_in_[g] == run_;
       } else {
         ++p->source_reads;
         p->bytes_from_source += group_bytes;
+        fetched_in_[g] = run_;
         KeepOnTier(g);  // written back
       }
     } else if (on_tier_[g]) {
       ++p->tier_reads;
       p->bytes_from_tier += file_bytes;
+      miss = fetched_in_[g] == run_;
     } else if (KeepOnTier(g)) {  // staged whole; the member is served from the staging
       ++p->source_reads;
       p->bytes_from_source += group_bytes;
+      fetched_in_[g] = run_;
     } else {
       ++p->source_reads;
       p->bytes_from_source += file_bytes;
       p->member_bytes_from_source += file_bytes;
     }
+    if (miss) p->miss_bytes += file_bytes;
     policy_->Served(g, file);
   }
 
@@ -183,6 +193,8 @@ class Replayer {
   const uint64_t tier_bytes_;
   std::vector<bool> in_memory_;
   std::vector<bool> on_tier_;
+  std::vector<uint32_t> fetched_in_;  // by group: the run in which the source fetched it whole
+  uint32_t run_ = 0;
   const std::vector<bool> busy_;  // all false: a single reader pins nothing meanwhile
   uint64_t cached_ = 0;
   uint64_t tier_used_ = 0;
@@ -243,9 +255,10 @@ uint64_t AccessTrace::dropped() const {
   return dropped_;
 }
 
-double WhatIfPoint::HitRatio() const {
-  if (bytes_served == 0) return 0;
-  return 1.0 - static_cast<double>(bytes_from_source) / static_cast<double>(bytes_served);
+std::optional<double> WhatIfPoint::HitRatio() const {
+  if (bytes_served == 0) return std::nullopt;
+  const uint64_t misses = std::min(miss_bytes, bytes_served);  // scaled apart: may round past
+  return 1.0 - static_cast<double>(misses) / static_cast<double>(bytes_served);
 }
 
 // Mattson's stack distances in bytes: the Fenwick tree holds each group's bytes at the time
@@ -294,6 +307,7 @@ WhatIfPoint Unscaled(const WhatIfPoint& sampled, double rate) {
   p.bytes_from_tier = Unscaled(sampled.bytes_from_tier, rate);
   p.bytes_from_source = Unscaled(sampled.bytes_from_source, rate);
   p.member_bytes_from_source = Unscaled(sampled.member_bytes_from_source, rate);
+  p.miss_bytes = Unscaled(sampled.miss_bytes, rate);
   return p;
 }
 

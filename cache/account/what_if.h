@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,9 +83,12 @@ struct WhatIfPoint {
   uint64_t bytes_from_source = 0;
   // Of which members read alone: each pays the source's latency, where a group streams.
   uint64_t member_bytes_from_source = 0;
-  // 1 - bytes from the source / bytes served (0 when nothing was served); below 0 when
-  // whole-group loads fetch more than is served (lru thrashing over a random epoch).
-  double HitRatio() const;
+  // Of bytes_served, what the source sent for the epoch: reads that went to the source, and
+  // reads of groups it fetched whole in the epoch (the stall account's misses).
+  uint64_t miss_bytes = 0;
+  // The share of bytes served that are not misses, as the stall account measures it; none
+  // when nothing was served.
+  std::optional<double> HitRatio() const;
 };
 
 // LRU over whole groups: the memory hit ratio (reads) at each budget where it changes, as

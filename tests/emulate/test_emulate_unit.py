@@ -156,8 +156,8 @@ class ProfileTable(unittest.TestCase):
                 profiles.load_table([d])
 
 
-def totals(reads, wait_s, fetched, stalled):
-    return {"stalled_s": stalled,
+def totals(reads, wait_s, fetched, stalled, hit_bytes=0, miss_bytes=0):
+    return {"stalled_s": stalled, "hit_bytes": hit_bytes, "miss_bytes": miss_bytes,
             "from": {t: {"reads": reads.get(t, 0), "bytes": 100 * reads.get(t, 0),
                          "wait_s": wait_s.get(t, 0.0), "fetched_bytes": fetched.get(t, 0)}
                      for t in ("memory", "disk_tier", "source_group", "source_member")}}
@@ -165,16 +165,20 @@ def totals(reads, wait_s, fetched, stalled):
 
 class MountCounters(unittest.TestCase):
     def test_an_epoch_is_the_difference_and_the_fetch_stall_is_laid_on_the_waits(self):
-        before = totals({"memory": 5}, {}, {}, 1.0)
+        before = totals({"memory": 5}, {}, {}, 1.0, hit_bytes=500)
+        # Whole groups fetched ahead of the reads: more bytes came than were served, yet the
+        # ratio counts served bytes only, hits apart from misses.
         after = totals({"memory": 15, "source_group": 6, "source_member": 2},
                        {"source_group": 3.0, "source_member": 1.0},
-                       {"source_group": 600, "source_member": 200}, 3.0)
+                       {"source_group": 6000, "source_member": 200}, 3.0,
+                       hit_bytes=1000, miss_bytes=1300)
         e = mount_stats.epoch_of(before, after, 4.0, 0.4)
         self.assertEqual(e["from"]["memory"]["reads"], 10)
         self.assertAlmostEqual(e["from"]["source_group"]["fetch_stall_fraction"], 0.3)
         self.assertAlmostEqual(e["from"]["source_member"]["fetch_stall_fraction"], 0.1)
         self.assertAlmostEqual(e["readers_stall_fraction"], 0.5)
-        self.assertAlmostEqual(e["hit_ratio"], 1 - 800 / 1800)
+        self.assertAlmostEqual(e["hit_ratio"], 500 / 1800)
+        self.assertIsNone(mount_stats.epoch_of(after, after, 1.0, 0.0)["hit_ratio"])
 
     def test_fetch_stall_is_no_more_than_the_daemons_readers_waited(self):
         # An epoch served wholly from memory: no reader waited in the daemon, so the 7%

@@ -90,10 +90,13 @@ class StallAccounting(lib.ServedPackCase):
             # Every view says so: one definition of an epoch.
             self.assertEqual((stats_of(mnt)["epoch"], stats_of(mnt)["epoch_files_served"]),
                              (2, 0))
-            watch = subprocess.run([GPUFS_STAT, "-w", "--interval", "0.1", "--count", "1", mnt],
-                                   capture_output=True, text=True, timeout=60)
-            kv = dict(item.split("=", 1) for item in watch.stdout.split())
+            (kv,) = lib.watch(mnt)
             self.assertEqual((kv["epoch"], kv["last_stall_fraction"] != "-"), ("2", True))
+            # Nothing of epoch 2 reached gpufsd: its hit ratio is not measured, and the
+            # kernel's page cache, which holds the files, is named as what serves them.
+            self.assertEqual(kv["hit_ratio"], "-")
+            self.assertGreater(float(kv["page_cache_ratio"]), 0.9)
+            self.assertTrue(0.0 <= stall["last"]["hit_ratio"] <= 1.0, stall["last"])
         # Streaming, so that each read reaches the daemon: an epoch that skips 3 files
         # ends when a file comes again, and counts those 3 as never asked for.
         with self.mount("--cache-size", "64MiB", "--no-disk-cache", "--streaming",
@@ -146,6 +149,9 @@ class StallAccounting(lib.ServedPackCase):
         self.assertGreater(small["advice"]["cache_bytes"], 128 << 10)
         self.assertLess(small["advice"]["stall_fraction"], 0.05)
         self.assertIn("--cache-size", small["text"])
+        for advice in (small, ample):  # every hit ratio a share: in [0, 1]
+            for point in [advice["measured"], advice["model"], *advice["points"]]:
+                self.assertTrue(0.0 <= point["hit_ratio"] <= 1.0, point)
         for advice in (small, ample):  # one row per budget, and every mark explained
             rows = [tuple(t for t in ln.split() if t != "*")[:3]
                     for ln in advice["text"].splitlines() if re.search(r"%( <=)?( |$)", ln)

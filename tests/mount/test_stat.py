@@ -242,6 +242,120 @@ class Residency(unittest.TestCase):
         self.assertIn("hit ratio", visible)
 
 
+def read_whole(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def metrics_of(port):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        return r.read().decode()
+
+
+class Figures(unittest.TestCase):
+    """What gpufs-stat -w, --advise and /metrics say of a mount, as a user sees them: the
+    hit ratio lies in [0, 1] or is not measured ("-", null, no sample), -w --json prints a
+    JSON object per refresh, and an epoch the kernel's page cache serves is told."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.work = tempfile.mkdtemp(prefix="gpufs-test-")
+        cls.tree, cls.src = lib.make_dataset(cls.work, 5, 20, 4)  # 100 files, groups of 4
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.work)
+
+    @staticmethod
+    def files(mnt):
+        return sorted(os.path.join(d, n) for d, _, names in os.walk(mnt) for n in names)
+
+    def test_a_cold_first_epoch_hits_nothing_and_no_view_says_less(self):
+        port = free_port()
+        with lib.Mount(self.src, "--cache-size", "64MiB", "--metrics",
+                       f"127.0.0.1:{port}") as mnt:
+            # Nothing read: the ratio is not measured, in every view.
+            self.assertEqual(lib.watch(mnt)[0]["hit_ratio"], "-")
+            self.assertIsNone(lib.watch(mnt, json_lines=True)[0]["hit_ratio"])
+            self.assertNotIn("gpufs_stall_hit_ratio{", metrics_of(port))
+            for path in self.files(mnt)[:10]:
+                read_whole(path)
+            # Whole groups, prefetched ahead: the source sent more than was served.
+            current = lib.stats_of(mnt)["stall"]["current"]
+            fetched = sum(v["fetched_bytes"] for t, v in current["from"].items()
+                          if t.startswith("source"))
+            self.assertGreater(fetched, current["bytes_served"])
+            # Every byte of this first epoch came from the source: 0, never below.
+            self.assertEqual(lib.watch(mnt)[0]["hit_ratio"], "0.0000")
+            for j in lib.watch(mnt, count=2, json_lines=True):
+                self.assertEqual((j["epoch"], j["hit_ratio"]), (1, 0.0))
+            ratio = re.search(r'\ngpufs_stall_hit_ratio\{epoch="current"\} (\S+)\n',
+                              metrics_of(port))
+            self.assertEqual(float(ratio.group(1)), 0.0)
+            advice = json.loads(stat("--advise", "--json", mnt, timeout=120).stdout)
+            self.assertEqual(advice["measured"]["hit_ratio"], 0.0)
+            self.assertGreaterEqual(advice["model"]["hit_ratio"], 0.0)
+            for p in advice["points"]:
+                self.assertTrue(0.0 <= p["hit_ratio"] <= 1.0, p)
+            screen = stat("--advise", mnt, timeout=120).stdout
+            self.assertIn("hit ratio 0.00: ", screen)
+            self.assertNotRegex(screen, r"hit ratio\s+-\d")
+
+    def test_a_warm_epoch_from_memory_hits_everything(self):
+        # Streaming: each read reaches the daemon (no page cache).
+        with lib.Mount(self.src, "--cache-size", "64MiB", "--streaming", "on") as mnt:
+            files = self.files(mnt)
+            for path in files:  # epoch 1 ends with its last file
+                read_whole(path)
+            for path in files[:-1]:  # epoch 2, all but its last file
+                read_whole(path)
+            self.assertEqual(lib.watch(mnt)[0]["hit_ratio"], "1.0000")
+            (j,) = lib.watch(mnt, json_lines=True)
+            self.assertEqual((j["epoch"], j["hit_ratio"]), (2, 1.0))
+            self.assertIsNotNone(j["last_stall_fraction"])
+
+    def test_watch_json_prints_a_json_object_per_refresh_with_the_lines_keys(self):
+        with lib.Mount(self.src, "--cache-size", "64MiB") as mnt:
+            for path in self.files(mnt)[:5]:
+                read_whole(path)
+            objects = lib.watch(mnt, count=3, json_lines=True)
+            (kv,) = lib.watch(mnt)
+        self.assertEqual(len(objects), 3)
+        for j in objects:
+            self.assertEqual(list(j), list(kv))
+            self.assertEqual(j["epoch"], 1)
+            self.assertIsInstance(j["served_mb_per_s"], (int, float))
+            self.assertIsNone(j["source_latency_ms_p50"])  # "-" in the line: not measured
+        self.assertEqual(kv["source_latency_ms_p50"], "-")
+
+    def test_an_epoch_the_kernels_page_cache_serves_is_told(self):
+        with lib.Mount(self.src, "--cache-size", "64MiB") as mnt:
+            files = self.files(mnt)
+            (fresh,) = lib.watch(mnt)
+            self.assertEqual(float(fresh["page_cache_ratio"]), 0.0)  # nothing read yet
+            for _ in range(2):  # epoch 1 through gpufsd, then again: the kernel answers
+                for path in files:
+                    read_whole(path)
+            (kv,) = lib.watch(mnt)
+            (j,) = lib.watch(mnt, json_lines=True)
+            screen = stat("--advise", mnt, timeout=120).stdout
+        self.assertEqual((kv["epoch"], kv["files_per_s"]), ("2", "0"))
+        self.assertGreater(float(kv["page_cache_ratio"]), 0.9)
+        self.assertGreater(j["page_cache_ratio"], 0.9)
+        self.assertIn("its page cache holds", screen)
+        self.assertIn("so epoch 1 is the last gpufsd saw, not necessarily the last trained",
+                      screen)
+
+    def test_a_plot_before_any_epoch_is_refused_with_what_to_do(self):
+        png = os.path.join(self.work, "early.png")
+        with lib.Mount(self.src, "--cache-size", "64MiB") as mnt:
+            out = stat("--advise", "--plot", png, mnt, timeout=120)
+        self.assertEqual(out.returncode, 1, out.stderr)
+        self.assertIn("nothing to plot yet: read an epoch through", out.stderr)
+        self.assertIn("Nothing has been read through this mount yet", out.stdout)
+        self.assertFalse(os.path.exists(png))
+
+
 def sockets_held(pid):
     """How many of the process's descriptors are sockets."""
     fds = f"/proc/{pid}/fd"

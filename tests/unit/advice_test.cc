@@ -153,6 +153,24 @@ TEST(Advice, AColdEpochWithABudgetThatHoldsTheDatasetKeepsItsSettings) {
   EXPECT_EQ(a[advice_stat::kText].get<std::string>().find("--cache-size"), std::string::npos);
 }
 
+// The model's match for a cold epoch 1 (whole groups loaded, spans padded past their
+// files) hits nothing, as the epoch measured; no point of the curve is below 0 or above 1.
+TEST(Advice, EveryHitRatioOfTheAdviceIsWithinZeroAndOne) {
+  WhatIfShape shape = Shape();
+  for (uint64_t& g : shape.group_bytes) g += 4096;
+  AdviceInput in = Input(6'000 * kMs, 20'000 * kMs);
+  in.epoch.epoch = 1;
+  in.cache_bytes = 2 * in.dataset_bytes;
+  const nlohmann::json a = Advise(shape, in);
+  EXPECT_DOUBLE_EQ(a[advice_stat::kModel][advice_stat::kHitRatio].get<double>(), 0.0);
+  for (const auto& p : a[advice_stat::kPoints]) {
+    const double ratio = p[advice_stat::kHitRatio].get<double>();
+    EXPECT_GE(ratio, 0.0) << p.dump();
+    EXPECT_LE(ratio, 1.0) << p.dump();
+  }
+  EXPECT_EQ(a[advice_stat::kText].get<std::string>().find("hit ratio -"), std::string::npos);
+}
+
 TEST(Advice, NothingReadYetSaysSo) {
   AdviceInput in;
   EXPECT_EQ(Advise(Shape(), in)[advice_stat::kVerdict], advice_stat::kNoEpoch);

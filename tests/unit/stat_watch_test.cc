@@ -1,8 +1,15 @@
-// What gpufs-stat -w shows of a mount that reads through peer caches.
+// What gpufs-stat -w shows: a mount that reads through peer caches, its hit ratio, the
+// kernel's page cache, and the same figures as key=value and JSON.
 #include "cli/stat_watch.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
 
 namespace gpufs {
 namespace {
@@ -57,6 +64,100 @@ TEST(StatWatchTest, ShowsWhereTheStoresKeysComeFromAndTheirRefreshes) {
                       "credentials_refresh_failures=1"),
             std::string::npos)
       << line;
+}
+
+// A stats reply of a mount with a cache, whose epoch in progress served `hit` and `miss`
+// bytes (nothing served: no hit ratio).
+nlohmann::json StatsWithEpoch(uint64_t reads, uint64_t hit, uint64_t miss) {
+  nlohmann::json current = {{"stall_fraction", 0.5},
+                            {"demand_mb_per_s", 10.0},
+                            {"bytes_served", hit + miss},
+                            {"hit_bytes", hit},
+                            {"miss_bytes", miss},
+                            {"hit_ratio", nullptr},
+                            {"from", nlohmann::json::object()}};
+  if (hit + miss > 0) current["hit_ratio"] = static_cast<double>(hit) / (hit + miss);
+  return {{"pid", 1},
+          {"files", 500},
+          {"served", {{"reads", reads}, {"files", reads}, {"bytes", 0}}},
+          {"io", {{"kind", "local"}, {"requests", 0}}},
+          {"cache",
+           {{"policy", "consume-once"},
+            {"epoch", 2},
+            {"epoch_files_served", 0},
+            {"budget_bytes", 1 << 20},
+            {"stall", {{"epoch", 2}, {"current", current}, {"last", nullptr}}}}}};
+}
+
+std::map<std::string, std::string> Kv(const std::string& line) {
+  std::map<std::string, std::string> kv;
+  std::istringstream fields(line);
+  for (std::string item; fields >> item;) {
+    const size_t eq = item.find('=');
+    kv[item.substr(0, eq)] = item.substr(eq + 1);
+  }
+  return kv;
+}
+
+TEST(StatWatchTest, AHitRatioNotMeasuredIsADashAndOneMeasuredLiesInZeroToOne) {
+  const nlohmann::json idle = StatsWithEpoch(0, 0, 0);
+  EXPECT_EQ(Kv(WatchLine(idle, idle, 1.0))["hit_ratio"], "-");
+  EXPECT_TRUE(nlohmann::json::parse(WatchJson(idle, idle, 1.0))["hit_ratio"].is_null());
+  EXPECT_NE(WatchFrame("/mnt", idle, idle, 1.0).find("hit ratio    -   this epoch"),
+            std::string::npos)
+      << WatchFrame("/mnt", idle, idle, 1.0);
+  const nlohmann::json cold = StatsWithEpoch(10, 0, 40960);  // every byte from the source
+  EXPECT_EQ(Kv(WatchLine(idle, cold, 1.0))["hit_ratio"], "0.0000");
+  const nlohmann::json warm = StatsWithEpoch(20, 30720, 10240);
+  EXPECT_EQ(Kv(WatchLine(cold, warm, 1.0))["hit_ratio"], "0.7500");
+  EXPECT_NE(WatchFrame("/mnt", cold, warm, 1.0).find("hit ratio  75.0% this epoch"),
+            std::string::npos);
+}
+
+// An epoch the kernel's page cache serves never reaches gpufsd: with no read in the
+// interval and the page cache holding the files, the view says who is serving.
+TEST(StatWatchTest, AnIntervalWithNoReadAndTheFilesInThePageCacheSaysTheKernelServes) {
+  const nlohmann::json idle = StatsWithEpoch(500, 0, 0);
+  const KernelView kernel{1.0};
+  const std::string frame = WatchFrame("/mnt", idle, idle, 1.0, kernel);
+  EXPECT_NE(frame.find("kernel    the kernel's page cache is serving (reads do not reach gpufsd)"),
+            std::string::npos)
+      << frame;
+  EXPECT_NE(frame.find("it holds 100.0% of the dataset's pages"), std::string::npos) << frame;
+  EXPECT_EQ(Kv(WatchLine(idle, idle, 1.0, kernel))["page_cache_ratio"], "1.000");
+  // Not measured (reads reached gpufsd): no such line, and "-".
+  EXPECT_EQ(WatchFrame("/mnt", idle, idle, 1.0).find("page cache is serving"), std::string::npos);
+  EXPECT_EQ(Kv(WatchLine(idle, idle, 1.0))["page_cache_ratio"], "-");
+}
+
+// --json prints the key=value line's figures as one JSON object: the same keys in the same
+// order, numbers rounded as the line prints them, and null for each "-".
+TEST(StatWatchTest, TheJsonObjectCarriesTheLinesKeysAndValues) {
+  nlohmann::json before = StatsWithPeers(0, 0), after = StatsWithPeers(20'000'000, 5'000'000);
+  after["io"]["credentials"] = {{"source", "env"}, {"refreshes", 1}};
+  const std::string line = WatchLine(before, after, 2.0, KernelView{0.25});
+  const nlohmann::ordered_json j =
+      nlohmann::ordered_json::parse(WatchJson(before, after, 2.0, KernelView{0.25}));
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : Kv(line)) keys.push_back(key);
+  std::vector<std::string> json_keys;
+  for (const auto& item : j.items()) json_keys.push_back(item.key());
+  std::sort(json_keys.begin(), json_keys.end());
+  EXPECT_EQ(json_keys, keys);
+  for (const auto& [key, value] : Kv(line)) {
+    const nlohmann::ordered_json& v = j[key];
+    if (value == "-") {
+      EXPECT_TRUE(v.is_null()) << key;
+    } else if (v.is_number()) {
+      EXPECT_DOUBLE_EQ(v.get<double>(), std::stod(value)) << key;
+    } else {
+      EXPECT_EQ(v.get<std::string>(), value) << key;
+    }
+  }
+  EXPECT_DOUBLE_EQ(j["peer_mb_per_s"].get<double>(), 10.0);
+  EXPECT_DOUBLE_EQ(j["page_cache_ratio"].get<double>(), 0.25);
+  EXPECT_TRUE(j["in_memory_ratio"].is_null());
+  EXPECT_TRUE(j["credentials_expires_in_s"].is_null());
 }
 
 }  // namespace

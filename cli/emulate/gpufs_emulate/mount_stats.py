@@ -48,9 +48,12 @@ def epoch_of(before: dict, after: dict, wall_s: float, fetch_stall: float) -> di
         v["fetch_stall_fraction"] = fetch_stall * v["wait_s"] / waits if waits > 0 else 0.0
     stalled = after.get("stalled_s", 0.0) - before.get("stalled_s", 0.0)
     served = sum(v["bytes"] for v in tiers.values())
-    fetched = sum(v["fetched_bytes"] for t, v in tiers.items() if t.startswith("source"))
+    # The daemon's own hit ratio (stall_account.h): the bytes served that the source did not
+    # send for their epoch, counted apart from those it did. None: nothing served.
+    hits = after.get("hit_bytes", 0) - before.get("hit_bytes", 0)
+    misses = after.get("miss_bytes", 0) - before.get("miss_bytes", 0)
     return {"from": tiers, "bytes_served": served,
-            "hit_ratio": 1.0 - fetched / served if served else 0.0,
+            "hit_ratio": hits / (hits + misses) if hits + misses > 0 else None,
             "readers_stalled_s": stalled,
             "readers_stall_fraction": stalled / wall_s if wall_s > 0 else 0.0}
 

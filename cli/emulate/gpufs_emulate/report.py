@@ -68,7 +68,8 @@ def epoch_text(e: dict) -> List[str]:
                           (f" (fetch stall {_pct(v['fetch_stall_fraction'])})"
                            if v["fetch_stall_fraction"] >= 0.001 else "")
                           for t, v in g["from"].items() if v["reads"])
-        lines.append(f"  gpufs: {tiers}; hit ratio {g['hit_ratio']:.2f}; readers waited "
+        hit = "-" if g["hit_ratio"] is None else f"{g['hit_ratio']:.2f}"
+        lines.append(f"  gpufs: {tiers}; hit ratio {hit}; readers waited "
                      f"{g['readers_stalled_s']:.1f} s")
     for r in e["ranks"]:
         lines.append(f"  rank {r['rank']}: busy {r['busy_s']:.1f} s + waiting {r['waiting_s']:.1f} s "
