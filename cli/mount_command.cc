@@ -183,7 +183,6 @@ int RunMount(const MountArgs& args_in) {
     log->UseInDaemon();
   }
   if (credentials) credentials->StartRefresher();
-  spdlog::info("kernel: {}", KernelLimitsJson(args).dump());
   return ServeMount(args, *opened, se, context, std::move(metrics), ready_fd);
 }
 

@@ -13,6 +13,7 @@
 
 #include "cache/network_fs.h"
 #include "cli/mount_point.h"
+#include "cli/options/sizes.h"
 #include "cli/progress_bar.h"
 #include "cli/stat_source.h"
 #include "dataset/catalog.h"
@@ -137,22 +138,40 @@ Result<Opened> OpenAnySource(const MountArgs& args, const OpenOptions& open_opti
 // The bound of a tier not given one: a quarter of its file system, so that a cache nobody
 // sized never fills the disk it shares. Not the dataset's size: the folder is shared by
 // every dataset and daemon that use it, and a bound of one dataset's size would evict the
-// others' copies. Says how it compares with what this dataset takes there (its bytes, and
-// per group a header and checked blocks' sums).
-std::string BoundTierByDefault(DiskTierOptions& options, const Catalog& catalog) {
+// others' copies.
+void BoundTierByDefault(DiskTierOptions& options) {
   std::filesystem::path existing = options.root;
   struct statvfs vfs {};
   while (statvfs(existing.c_str(), &vfs) != 0 && existing.has_relative_path()) {
     existing = existing.parent_path();
   }
   options.max_bytes = uint64_t{vfs.f_blocks} * vfs.f_frsize / 4;
-  const uint64_t dataset =
-      catalog.total_bytes() + catalog.total_bytes() / 100 + uint64_t{catalog.group_count()} * 65536;
-  return fmt::format("a quarter of its file system; this dataset takes {:.1f} GiB{}",
-                     dataset / 1073741824.0, dataset > options.max_bytes ? ", more" : "");
 }
 
-Result<std::unique_ptr<DiskTier>> OpenTier(const MountArgs& args, const Opened& opened) {
+// What a tier nobody sized holds: its room (the bound, or the disk's free space less what
+// the tier leaves free, whichever is less), and how that compares with what this dataset
+// takes there (its bytes, and per group a header and checked blocks' sums).
+void TellDefaultBound(const DiskTier& tier, const std::string& root, uint64_t bound,
+                      const Catalog& catalog) {
+  const uint64_t room = tier.Room();
+  const uint64_t dataset =
+      catalog.total_bytes() + catalog.total_bytes() / 100 + uint64_t{catalog.group_count()} * 65536;
+  std::string why = "a quarter of its file system";
+  if (room < bound) {
+    why = fmt::format(
+        "its disk's free space less the {} it leaves free; {}, {}, once there is room",
+        ApproxSize(tier.Stats()[tier_stat::kKeepFree].get<uint64_t>()), why, ApproxSize(bound));
+  }
+  fmt::print(stderr,
+             "gpufsd: disk cache {} holds up to {} ({}; this dataset takes {}{}); "
+             "--disk-cache-size changes it\n",
+             root, ApproxSize(room), why, ApproxSize(dataset), dataset > room ? ", more" : "");
+}
+
+// `tell`: say what a tier nobody sized holds (once a mount: the check before the daemon
+// starts tells, the daemon's own opening does not).
+Result<std::unique_ptr<DiskTier>> OpenTier(const MountArgs& args, const Opened& opened,
+                                           bool tell = true) {
   const bool asked = !args.disk_cache.empty() || args.disk_cache_bytes > 0;
   if (args.no_disk_cache || (!asked && !opened.location)) return std::unique_ptr<DiskTier>();
   if (args.cache_bytes == 0) {
@@ -177,16 +196,13 @@ Result<std::unique_ptr<DiskTier>> OpenTier(const MountArgs& args, const Opened& 
       return std::unique_ptr<DiskTier>();
     }
   }
-  std::string default_bound;
-  if (options.max_bytes == 0) default_bound = BoundTierByDefault(options, opened.dataset.catalog);
+  const bool by_default = options.max_bytes == 0;
+  if (by_default) BoundTierByDefault(options);
   const std::string root = options.root.string();
   const uint64_t bound = options.max_bytes;
   auto tier = DiskTier::Open(std::move(options));
-  if (tier && *tier && !default_bound.empty()) {
-    fmt::print(stderr,
-               "gpufsd: disk cache {} holds up to {:.1f} GiB ({}); --disk-cache-size "
-               "changes it\n",
-               root, bound / 1073741824.0, default_bound);
+  if (tier && *tier && by_default && tell) {
+    TellDefaultBound(**tier, root, bound, opened.dataset.catalog);
   }
   if (!tier && args.disk_cache.empty()) {
     spdlog::warn("no disk cache: {}", tier.error().message);
@@ -344,7 +360,7 @@ Result<CacheStack> MakeCacheStack(const MountArgs& args, const Opened& opened) {
       args.reads_in_flight ? args.reads_in_flight : stack.source->PartsInFlight();
   options.verify = args.verify;
   options.digests = opened.digests;
-  auto tier = OpenTier(args, opened);
+  auto tier = OpenTier(args, opened, false);
   if (!tier) return tier.error();
   stack.tier = std::move(*tier);
   options.whole_groups = WholeGroups(args, dataset, stack.tier.get());
@@ -360,8 +376,8 @@ Result<CacheStack> MakeCacheStack(const MountArgs& args, const Opened& opened) {
       stack.arena->huge_pages() ? ", huge pages" : "");
   if (stack.tier) {
     const nlohmann::json t = stack.tier->Stats();
-    spdlog::info("disk cache: {} (up to {:.1f} GiB)", t[tier_stat::kRoot].get<std::string>(),
-                 t[tier_stat::kBound].get<uint64_t>() / 1073741824.0);
+    spdlog::info("disk cache: {} (up to {})", t[tier_stat::kRoot].get<std::string>(),
+                 ApproxSize(stack.tier->Room()));
   }
   return stack;
 }

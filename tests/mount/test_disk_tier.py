@@ -6,6 +6,7 @@ import concurrent.futures
 import json
 import os
 import random
+import re
 import shutil
 import socket
 import subprocess
@@ -22,6 +23,18 @@ GPUFS_STAT = os.environ.get("GPUFS_STAT", os.path.join(lib.ROOT, "build", "cli",
 GROUP_BYTES = "64KiB"  # several groups of several members each
 
 
+
+
+def approx_size(n):
+    """A size as gpufsd prints it for a person (cli/options/sizes.h, ApproxSize)."""
+    units = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+    value, unit = float(n), 0
+    while value >= 1024 and unit + 1 < len(units):
+        value /= 1024
+        unit += 1
+    if unit == 0 or value >= 100 or value == int(value):
+        return f"{value:.0f} {units[unit]}"
+    return f"{value:.1f} {units[unit]}"
 
 
 def copies_below(folder):
@@ -111,9 +124,45 @@ class DiskTier(lib.ServedPackCase):
         vfs = os.statvfs(root)
         quarter = vfs.f_blocks * vfs.f_frsize // 4
         self.assertEqual(stats["tier"]["bound_bytes"], quarter)
-        self.assertIn(f"gpufsd: disk cache {root} holds up to {quarter / 2**30:.1f} GiB (a "
-                      "quarter of its file system; this dataset takes ", log)
-        self.assertIn("--disk-cache-size changes it", log)
+        notes = re.findall(r"gpufsd: disk cache (\S+) holds up to (.+?) \((.+?); this dataset "
+                           r"takes .+?\); --disk-cache-size changes it", log)
+        self.assertEqual(len(notes), 1, log)  # once a mount
+        self.assertEqual(len(re.findall(r"kernel: \{", log)), 1, log)
+        where, room, why = notes[0]
+        self.assertEqual(where, root)
+        free = vfs.f_bavail * vfs.f_frsize - min(vfs.f_blocks * vfs.f_frsize // 10, 10 << 30)
+        if quarter < free - (1 << 30):  # the bound, with room to spare for what was written
+            self.assertEqual((room, why), (approx_size(quarter), "a quarter of its file system"))
+        else:
+            self.assertTrue(why.startswith("its disk's free space less the "), why)
+
+    def test_a_tier_nobody_sized_on_a_full_disk_says_what_it_can_hold(self):
+        small = os.path.join(self.work, "nearly-full")
+        os.makedirs(small, exist_ok=True)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m,mode=0700", "tmpfs", small],
+                       check=True)
+        try:
+            with open(os.path.join(small, "filler"), "wb") as f:  # someone else's 50 MiB
+                f.write(b"\0" * (50 << 20))
+            mount = self.mount("--disk-cache", small)
+            with mount as mnt:
+                vfs = os.statvfs(small)  # the tier has written nothing yet
+                log = mount.stderr()
+                self.assertEqual(files_below(mnt), self.expected)
+        finally:
+            subprocess.run(["umount", small], check=True)
+        total = vfs.f_blocks * vfs.f_frsize
+        keep_free = total // 10
+        room = vfs.f_bavail * vfs.f_frsize - keep_free  # 14 MiB free less 6.4 MiB
+        note = re.search(r"gpufsd: disk cache \S+ holds up to ([\d.]+) MiB \(its disk's free "
+                         r"space less the (.+?) it leaves free; a quarter of its file system, "
+                         r"(.+?), once there is room; this dataset takes", log)
+        self.assertIsNotNone(note, log)
+        self.assertAlmostEqual(float(note.group(1)), room / 2**20, delta=0.15)
+        self.assertEqual(note.group(2), approx_size(keep_free))
+        self.assertEqual(note.group(3), approx_size(total // 4))
+        self.assertEqual(log.count("gpufsd: disk cache "), 1, log)
+        self.assertIn(f"disk cache: {small} (up to {note.group(1)} MiB)", log)
 
     def test_gpufs_stat_and_metrics_show_the_tier(self):
         self.read_all()  # every group on disk
