@@ -384,19 +384,6 @@ bool TransferLoop::MovedToRegion(Transfer& t) {
   return true;
 }
 
-// The first failure of the store's in a while is said at once, not at the deadline: at
-// mount, a server that is down would otherwise cost the user the whole deadline in silence;
-// later, a line every kRetrySaidEvery tells an outage without a line per request.
-void TransferLoop::SayRetrying(const Transfer& t, const std::string& reason,
-                               Clock::time_point now) {
-  constexpr auto kRetrySaidEvery = std::chrono::seconds(30);
-  if (t.exchange.max_attempts == 1 || now - retry_said_ < kRetrySaidEvery) return;  // a peer's
-  retry_said_ = now;
-  spdlog::warn("cannot {} {}: {}; retrying for up to {:.0f} s (--retry-seconds)", t.exchange.verb,
-               t.exchange.object, reason,
-               std::chrono::duration<double>(config_.retry_budget).count());
-}
-
 // A request is retried until its deadline (the retry budget from its first attempt, or
 // from `Exchange::since`), not for a number of attempts: an outage shorter than the
 // deadline costs a read time, never an error. Only an exchange that asks for fewer
@@ -411,7 +398,9 @@ void TransferLoop::RetryOrFail(std::unique_ptr<Transfer> t, const std::string& r
     const auto delay =
         RetryDelay(t->attempts - 1, elapsed, config_.retry_budget, random_, config_.backoff);
     if (delay) {
-      SayRetrying(*t, reason, now);
+      if (t->exchange.max_attempts != 1) {  // a peer's failure goes to the next peer, unsaid
+        retry_notice_.Say(t->exchange.verb, t->exchange.object, reason, config_.retry_budget, now);
+      }
       counters_.retries.fetch_add(1, std::memory_order_relaxed);
       retries_.emplace(now + *delay, std::move(t));
       return;

@@ -36,6 +36,7 @@
 #include "source/remote/credentials/credentials.h"
 #include "source/remote/transfer/backoff.h"
 #include "source/remote/transfer/deadline.h"
+#include "source/remote/transfer/retry_notice.h"
 #include "source/remote/transfer/store_stats.h"
 
 namespace gpufs::remote {
@@ -106,7 +107,6 @@ class TransferLoop {
   void Finish(std::unique_ptr<Transfer> transfer, CURLcode result);
   bool MovedToRegion(Transfer& transfer);
   void RetryOrFail(std::unique_ptr<Transfer> transfer, const std::string& reason);
-  void SayRetrying(const Transfer& t, const std::string& reason, Clock::time_point now);
   void SignAttempt(CURL* easy, Transfer& transfer);
   bool AwaitNewKeys(std::unique_ptr<Transfer>& transfer);
   void ResumeAwaitingKeys();
@@ -128,7 +128,7 @@ class TransferLoop {
   std::map<CURL*, std::unique_ptr<Transfer>> active_;                    // on the wire
   std::vector<CURL*> idle_handles_;                                      // easy handles to reuse
   std::vector<std::unique_ptr<Transfer>> awaiting_keys_;  // refused keys: wait for new ones
-  Clock::time_point retry_said_{};  // when a retry was last logged: one line per while
+  RetryNotice retry_notice_;
 
   std::mutex mu_;
   std::deque<Incoming> incoming_;  // guarded by mu_
