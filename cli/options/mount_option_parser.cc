@@ -68,6 +68,15 @@ CLI::Option* AddValue(CLI::App& app, const MountOption& option, MountArgs& args)
       option.field);
 }
 
+// Why a size of `bytes` (written `text`) is outside an option's bounds, if it has them.
+std::string SizeBoundProblem(const MountOption& option, uint64_t bytes, std::string_view text) {
+  const double least = std::max(1.0, option.low);
+  if (option.high == 0 || (bytes >= least && bytes <= option.high)) return {};
+  return fmt::format("{} is out of range: give {} to {}", text,
+                     ApproxSize(static_cast<uint64_t>(least)),
+                     ApproxSize(static_cast<uint64_t>(option.high)));
+}
+
 // Why `value` is not one `option` takes, in words a person acts on; empty when it is.
 // The command line (through CLI11) and -o lists check alike.
 std::string ValueProblem(const MountOption& option, const std::string& value) {
@@ -89,12 +98,7 @@ std::string ValueProblem(const MountOption& option, const std::string& value) {
     }
     case OptionKind::kSize: {
       auto bytes = ParseSize(value, static_cast<uint64_t>(option.low));
-      if (!bytes) return bytes.error().message;
-      if (option.high > 0 && static_cast<double>(*bytes) > option.high) {
-        return fmt::format("{} is more than the most it takes, {}", value,
-                           ApproxSize(static_cast<uint64_t>(option.high)));
-      }
-      return {};
+      return bytes ? SizeBoundProblem(option, *bytes, value) : bytes.error().message;
     }
     case OptionKind::kChoice:
       if (std::find(option.choices.begin(), option.choices.end(), value) != option.choices.end()) {
@@ -106,13 +110,21 @@ std::string ValueProblem(const MountOption& option, const std::string& value) {
   }
 }
 
+// CLI11 runs a transform before the checks: a size is parsed (and a bare number too small
+// to be meant refused) by SizeValue, and its byte count then held to the option's bounds.
 void Check(CLI::Option& cli, const MountOption& option) {
   const MountOption* checked = &option;
-  cli.check(
-      CLI::Validator([checked](std::string& value) { return ValueProblem(*checked, value); }, ""));
-  if (option.kind == OptionKind::kSize) {
-    cli.transform(SizeValue(static_cast<uint64_t>(option.low)).description(""));
+  if (option.kind != OptionKind::kSize) {
+    cli.check(CLI::Validator(
+        [checked](std::string& value) { return ValueProblem(*checked, value); }, ""));
+    return;
   }
+  cli.transform(SizeValue(static_cast<uint64_t>(option.low)).description(""));
+  cli.check(CLI::Validator(
+      [checked](std::string& bytes) {
+        return SizeBoundProblem(*checked, std::stoull(bytes), bytes + " bytes");
+      },
+      ""));
 }
 
 const MountOption* FindByKey(std::string_view key) {

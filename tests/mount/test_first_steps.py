@@ -91,6 +91,13 @@ class FirstSteps(lib.WorkFolderCase):
         self.assertIn("gpufsd mount: -o cache_size=8G: '8G' could mean either; write 8GiB", said)
         said = self.refused("mount", "-o", "prefetch_depth=99", self.src, self.mnt, status=2)
         self.assertIn("-o prefetch_depth=99: 99 is out of range: give 1 to 64", said)
+        # A size with its unit is held to the option's bounds alike from both.
+        said = self.refused("mount", "--peer-block", "1KiB", self.src, self.mnt, status=2)
+        self.assertIn("--peer-block: 1024 bytes is out of range: give 4 KiB to 1 GiB", said)
+        said = self.refused("mount", "-o", "peer_block=1KiB", self.src, self.mnt, status=2)
+        self.assertIn("-o peer_block=1KiB: 1KiB is out of range: give 4 KiB to 1 GiB", said)
+        dry = lib.run_gpufsd("mount", "--cache-size", "1KiB", "--dry-run", self.src, self.mnt)
+        self.assertEqual(dry.returncode, 0, dry.stderr)
         archive = os.path.join(self.work, "tree.tar")
         subprocess.run(["tar", "cf", archive, "-C", self.tree, "."], check=True)
         said = self.refused("index", archive)
