@@ -65,26 +65,39 @@ bool Beneath(const std::string& link, const std::string& mountpoint) {
   return link == mountpoint || link.starts_with(mountpoint + "/");
 }
 
+// The folders of the processes in /proc.
+std::vector<std::filesystem::path> ProcessFolders() {
+  std::vector<std::filesystem::path> folders;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") == std::string::npos) folders.push_back(entry.path());
+  }
+  return folders;
+}
+
+// "PID (NAME)" of the process at `folder`. Its name is its owner's to set (prctl): escaped
+// before root's terminal sees it.
+std::string ProcessLabel(const std::filesystem::path& folder) {
+  std::string name;
+  std::getline(std::ifstream(folder / "comm"), name);
+  return fmt::format("{} ({})", folder.filename().string(), Printable(name));
+}
+
 // The processes whose working folder, root or open files lie in the mount: "PID (NAME)".
 std::vector<std::string> Holders(const std::string& mountpoint) {
   std::vector<std::string> holders;
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
-    const std::string pid = entry.path().filename();
-    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+  for (const std::filesystem::path& process : ProcessFolders()) {
     bool holds = false;
     for (const char* link : {"cwd", "root"}) {
-      holds = holds || Beneath(std::filesystem::read_symlink(entry.path() / link, ec), mountpoint);
+      holds = holds || Beneath(std::filesystem::read_symlink(process / link, ec), mountpoint);
     }
-    for (const auto& fd : std::filesystem::directory_iterator(entry.path() / "fd", ec)) {
+    for (const auto& fd : std::filesystem::directory_iterator(process / "fd", ec)) {
       if (holds) break;
       holds = Beneath(std::filesystem::read_symlink(fd.path(), ec), mountpoint);
     }
-    if (!holds) continue;
-    std::string name;
-    std::getline(std::ifstream(entry.path() / "comm"), name);
-    // A process's name is its owner's to set (prctl): escaped before root's terminal sees it.
-    holders.push_back(fmt::format("{} ({})", pid, Printable(name)));
+    if (holds) holders.push_back(ProcessLabel(process));
   }
   return holders;
 }
@@ -209,21 +222,17 @@ std::vector<std::string> NamespacesHolding(const std::string& device) {
   std::error_code ec;
   const std::string ours = std::filesystem::read_symlink("/proc/self/ns/mnt", ec).string();
   std::vector<std::string> seen, holding;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
-    const std::string pid = entry.path().filename();
-    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
-    const std::string ns = std::filesystem::read_symlink(entry.path() / "ns" / "mnt", ec).string();
+  for (const std::filesystem::path& process : ProcessFolders()) {
+    const std::string ns = std::filesystem::read_symlink(process / "ns" / "mnt", ec).string();
     if (ec || ns == ours || std::find(seen.begin(), seen.end(), ns) != seen.end()) continue;
     seen.push_back(ns);
-    std::ifstream table(entry.path() / "mountinfo");
+    std::ifstream table(process / "mountinfo");
     std::string id, parent, dev, rest;
     bool found = false;
-    while (!found && table >> id >> parent >> dev && std::getline(table, rest))
+    while (!found && table >> id >> parent >> dev && std::getline(table, rest)) {
       found = dev == device;
-    if (!found) continue;
-    std::string name;
-    std::getline(std::ifstream(entry.path() / "comm"), name);
-    holding.push_back(fmt::format("{} (pid {} ({}))", ns, pid, Printable(name)));
+    }
+    if (found) holding.push_back(fmt::format("{} (pid {})", ns, ProcessLabel(process)));
   }
   return holding;
 }
