@@ -302,11 +302,11 @@ Result<Opened> OpenForMount(const MountArgs& args) {
   OpenOptions open_options;
   open_options.group_size = args.group_size;
   open_options.cache_dir = DefaultCacheDir();
-  // A tar's first listing walks every header (tens of seconds at millions of members; a
-  // remote one a round trip each): shown when it takes more than a moment.
   // What the user can fix without waiting for a listing is checked before it.
   if (Status s = CheckCacheFits(args); !s) return s.error();
   if (Status s = PrepareMountpoint(args.mountpoint, args.allow_non_empty); !s) return s.error();
+  // A tar's first listing walks every header (tens of seconds at millions of members; a
+  // remote one a round trip each): shown when it takes more than a moment.
   Progress progress;
   open_options.progress = &progress;
   std::optional<Result<Opened>> result;
