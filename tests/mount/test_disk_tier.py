@@ -3,6 +3,7 @@
 reads from disk and fetches nothing, a damaged copy is never served, and a full disk or a
 removed folder leaves every read working."""
 import concurrent.futures
+import contextlib
 import json
 import os
 import random
@@ -49,6 +50,19 @@ class DiskTier(lib.ServedPackCase):
     def mount(self, *options):
         budget = () if "--cache-size" in options else ("--cache-size", "64MiB")
         return lib.Mount(self.url, *budget, *options, env=self.env)
+
+    @contextlib.contextmanager
+    def small_disk(self, name, size):
+        """A tmpfs of `size` at folder `name` of the work folder, unmounted after. Private
+        (mode=0700): a tier root others may write into is refused."""
+        folder = os.path.join(self.work, name)
+        os.makedirs(folder, exist_ok=True)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", folder],
+                       check=True)
+        try:
+            yield folder
+        finally:
+            subprocess.run(["umount", folder], check=True)
 
     def read_all(self, *options):
         """Every file through a fresh mount, compared, and (with a tier) every group on
@@ -137,11 +151,7 @@ class DiskTier(lib.ServedPackCase):
             self.assertTrue(why.startswith("its disk's free space less the "), why)
 
     def test_a_tier_nobody_sized_on_a_full_disk_says_what_it_can_hold(self):
-        small = os.path.join(self.work, "nearly-full")
-        os.makedirs(small, exist_ok=True)
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m,mode=0700", "tmpfs", small],
-                       check=True)
-        try:
+        with self.small_disk("nearly-full", "64m") as small:
             with open(os.path.join(small, "filler"), "wb") as f:  # someone else's 50 MiB
                 f.write(b"\0" * (50 << 20))
             mount = self.mount("--disk-cache", small)
@@ -149,8 +159,6 @@ class DiskTier(lib.ServedPackCase):
                 vfs = os.statvfs(small)  # the tier has written nothing yet
                 log = mount.stderr()
                 self.assertEqual(files_below(mnt), self.expected)
-        finally:
-            subprocess.run(["umount", small], check=True)
         total = vfs.f_blocks * vfs.f_frsize
         keep_free = total // 10
         room = vfs.f_bavail * vfs.f_frsize - keep_free  # 14 MiB free less 6.4 MiB
@@ -277,13 +285,8 @@ class DiskTier(lib.ServedPackCase):
             self.assertEqual(stats_of(mnt)["io_errors"], 0)
 
     def test_a_full_disk_keeps_reads_working(self):
-        small = os.path.join(self.work, "small")
-        os.makedirs(small, exist_ok=True)
-        # Smaller than the dataset: copies come and go within the folder's room. Private
-        # (mode=0700): a tier root others may write into is refused.
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", small],
-                       check=True)
-        try:
+        # Smaller than the dataset: copies come and go within the folder's room.
+        with self.small_disk("small", "256k") as small:
             with self.mount("--disk-cache", small, "--cache-size", "160KiB") as mnt:
                 for _ in range(2):
                     drop_page_cache()
@@ -308,8 +311,6 @@ class DiskTier(lib.ServedPackCase):
                 return t["write_skipped"] + t["evictions"] + t["staging"]["full_skips"]
             self.assertGreater(kept_out(after), kept_out(tier))
             self.assertIn("filler", os.listdir(small), "the tier deleted a file not its own")
-        finally:
-            subprocess.run(["umount", small], check=True)
 
     def test_a_removed_folder_turns_the_tier_off(self):
         folder = os.path.join(self.work, "vanishing")
