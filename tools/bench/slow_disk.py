@@ -26,47 +26,55 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-from benchlib import SlowVolume, loader_epochs, sample_tree, sh, tree_bytes  # noqa: E402
+from benchlib import (SlowVolume, gpufs_stats, loader_epochs, sample_tree, sh,  # noqa: E402
+                      tree_bytes)
 
 GPUFSD = os.environ.get("GPUFSD", os.path.join(ROOT, "build", "cli", "gpufsd"))
 
 
 class Bench:
-    def __init__(self, volume, args):
+    def __init__(self, volume, args, workers=2):
         self.volume = volume
         self.args = args
+        self.workers = workers  # the loader's
         self.rows = []
 
     def throttled(self):
         return lambda: self.volume.enter(os.getpid())
 
     def load(self, name, root, mode, drop=True, epochs=3):
-        epochs = loader_epochs(root, mode, epochs, drop=drop, preexec_fn=self.throttled(),
+        epochs = loader_epochs(root, mode, epochs, self.workers, drop,
+                               preexec_fn=self.throttled(),
                                extra=["--blkio-group", self.volume.group,
                                       "--device", self.volume.device])
         self.rows.append({"name": name, "mode": mode, "warm": not drop, "epochs": epochs})
         print(f"  {name:24} {mode:6} " + "  ".join(f"{e['files_per_s']:7.0f}" for e in epochs)
               + " files/s", flush=True)
 
-    def squashfuse(self, image, mode):
+    def squashfuse(self, image, mode, drop=True, epochs=3):
         mnt = tempfile.mkdtemp(prefix="gpufs-sqfs-")
         proc = subprocess.Popen(["squashfuse_ll", "-f", image, mnt], preexec_fn=self.throttled())
         try:
             deadline = time.time() + 30
             while not os.path.ismount(mnt) and time.time() < deadline:
                 time.sleep(0.05)
-            self.load("squashfuse_ll", mnt, mode)
+            self.load("squashfuse_ll", mnt, mode, drop, epochs)
         finally:
             subprocess.run(["fusermount3", "-u", mnt])
             proc.wait()
             os.rmdir(mnt)
 
-    def gpufs(self, pack, budget, label, mode, drop=True, epochs=3):
+    def gpufs(self, pack, budget, label, mode, drop=True, epochs=3, extra=(), stats=False):
+        """budget None: gpufsd's default; `extra`: more mount options; with `stats` the
+        daemon's counters after the epochs are kept in the row ("stats")."""
         mnt = tempfile.mkdtemp(prefix="gpufs-bench-")
-        subprocess.run([GPUFSD, "mount", "--cache-size", str(budget), pack, mnt], check=True,
+        size = [] if budget is None else ["--cache-size", str(budget)]
+        subprocess.run([GPUFSD, "mount", *size, *extra, pack, mnt], check=True,
                        preexec_fn=self.throttled())
         try:
             self.load(label, mnt, mode, drop, epochs)
+            if stats:
+                self.rows[-1]["stats"] = gpufs_stats(mnt)
         finally:
             subprocess.run([GPUFSD, "unmount", mnt], check=True)
             os.rmdir(mnt)
