@@ -32,6 +32,10 @@ struct CacheOptions {
   // What disk tier copies are checked against (the source's, shared); null: made from the
   // catalog when it has SHA-256 digests.
   std::shared_ptr<const MemberDigests> digests = nullptr;
+  // How a file whose group is not pinned is read (cache/miss_reads.h): auto, groups,
+  // members; and the memory the kernel may cache beside the budget, for auto's choice.
+  std::string miss_reads{"auto"};
+  uint64_t page_cache_bytes = 0;
   // Bytes of groups being staged into the disk tier at once (tier_staging.h); 0: a
   // quarter of the budget, within 128-256 MiB.
   size_t staging_budget = 0;

@@ -31,6 +31,10 @@ GroupCache::GroupCache(const Catalog& catalog, BlobSource& source, PinnedArena& 
       checks_(options_.verify && catalog.has_checksums()
                   ? std::make_unique<MemberChecks>(catalog.file_count())
                   : nullptr),
+      miss_(
+          catalog, source,
+          {options_.whole_groups ? std::string_view(options_.miss_reads) : miss_read_name::kMembers,
+           arena.capacity(), options_.page_cache_bytes}),
       policy_(std::make_unique<LockedPolicy>(std::move(policy))),
       hot_(std::make_unique<HotSlot[]>(catalog.group_count())),
       entries_(catalog.group_count()),
@@ -200,7 +204,7 @@ Result<CachedBytes> GroupCache::ReadMember(NodeId file, uint64_t offset, size_t 
       return std::move(*from_tier);
     }
   }
-  auto bytes = ReadMemberBytes(source_, catalog_, file, offset, size, checks_.get());
+  auto bytes = miss_.Read(file, offset, size, checks_.get(), stall_.epoch());
   if (!bytes) {
     ++counters_.io_errors;
     return bytes.error();

@@ -4,8 +4,9 @@
 //
 // - Single flight: readers of a group that is being loaded wait for that one read.
 // - Budget: groups live in a PinnedArena of fixed size; an EvictionPolicy picks what goes.
-// - Never worse than ungrouped: when a group cannot be admitted (everything cached is in
-//   use, or the policy keeps what it has), just the member is read, as without groups.
+// - Never worse than ungrouped: a member whose group cannot be admitted (all cached is in
+//   use, or the policy keeps what it has) is read with its group through the kernel's
+//   page cache, or alone (cache/miss_reads.h weighs which).
 // - No double caching: blobs are read with O_DIRECT where the filesystem allows, else
 //   the blob's pages are dropped from the kernel cache (fadvise) right after the read;
 //   what stays cached in the kernel is the served files themselves.
@@ -85,6 +86,7 @@
 #include "cache/cached_bytes.h"
 #include "cache/disk_tier.h"
 #include "cache/member_reads.h"
+#include "cache/miss_reads.h"
 #include "cache/policy/policy.h"
 #include "cache/read_pump.h"
 #include "cache/tier_staging.h"
@@ -225,6 +227,7 @@ class GroupCache : public MemberReader, private PinHolder {
   StallAccount stall_;
   AccessTrace trace_;                     // each epoch's files, read to their end, sampled by group
   std::unique_ptr<MemberChecks> checks_;  // with options_.verify
+  MissReads miss_;                        // how a member whose group is not pinned is read
 
   // Lock order: mu_, then the policy's or the arena's own lock, never the reverse.
   mutable std::mutex mu_;

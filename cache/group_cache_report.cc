@@ -34,7 +34,9 @@ nlohmann::json GroupCache::Advise(uint64_t free_memory, uint64_t disk_available)
   in.tier_bytes = tier_ ? tier_->Room() : 0;
   in.memory_available = free_memory + arena_.capacity();  // the arena counts as used
   in.disk_available = tier_ ? tier_->OnDisk() : disk_available;
-  return gpufs::Advise(shape, in);
+  nlohmann::json advice = gpufs::Advise(shape, in);
+  advice[miss_read_stat::kMissReads] = miss_.Stats();
+  return advice;
 }
 
 bool GroupCache::Resident(uint32_t group) const {
@@ -94,6 +96,7 @@ nlohmann::json GroupCache::Stats() const {
     j[key] = value;
   }
   if (tier_) j[kTier] = tier_->Stats();
+  j[miss_read_stat::kMissReads] = miss_.Stats();
   j[stall_stat::kStall] = stall_.Stats();
   j[kReadAmplification] = served > 0 ? static_cast<double>(c.bytes_from_disk) / served : 0.0;
   return j;

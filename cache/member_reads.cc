@@ -31,7 +31,8 @@ Status MemberChecks::Check(const Catalog& catalog, NodeId file, const char* byte
 }
 
 Result<CachedBytes> ReadMemberBytes(BlobSource& source, const Catalog& catalog, NodeId file,
-                                    uint64_t offset, size_t size, MemberChecks* checks) {
+                                    uint64_t offset, size_t size, MemberChecks* checks,
+                                    const MemberRead& read) {
   const FileExtent& f = catalog.Extent(file);
   if (offset >= f.size) return CachedBytes{};
   size = static_cast<size_t>(std::min<uint64_t>(size, f.size - offset));
@@ -41,11 +42,10 @@ Result<CachedBytes> ReadMemberBytes(BlobSource& source, const Catalog& catalog, 
   const uint64_t start = verify ? 0 : offset;
   const size_t length = verify ? static_cast<size_t>(f.size) : size;
   auto bytes = std::make_unique<char[]>(std::max<size_t>(length, 1));
-  if (Status s = ReadExactly(source, ReadKind::kMember, blob, f.offset + start, length, bytes.get(),
-                             catalog.PathOf(file));
-      !s) {
-    return s.error();
-  }
+  Status got = read ? read(blob, f.offset + start, length, bytes.get())
+                    : ReadExactly(source, ReadKind::kMember, blob, f.offset + start, length,
+                                  bytes.get(), catalog.PathOf(file));
+  if (!got) return got.error();
   if (verify) {
     if (Status s = checks->Check(catalog, file, bytes.get(), source.Describe(blob)); !s) {
       return s.error();

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "cache/cached_bytes.h"
@@ -33,11 +34,15 @@ class MemberChecks {
   std::unique_ptr<std::atomic<uint64_t>[]> bits_;
 };
 
+// How a member's bytes are read from its blob: every byte of [at, at + length), or an error.
+using MemberRead = std::function<Status(uint32_t blob, uint64_t at, size_t length, char* buffer)>;
+
 // Up to `size` bytes of member `file` at `offset` (clamped to its end), read from its blob
 // for this reply alone; every byte asked for, or an error. `checks` (null: none) verifies
-// the member on its first read.
+// the member on its first read. `read` (null: the source's kMember read) reads them.
 Result<CachedBytes> ReadMemberBytes(BlobSource& source, const Catalog& catalog, NodeId file,
-                                    uint64_t offset, size_t size, MemberChecks* checks);
+                                    uint64_t offset, size_t size, MemberChecks* checks,
+                                    const MemberRead& read = nullptr);
 
 // What serves members' bytes to the filesystem core, its one way to them: the group cache,
 // or DirectReads where the mount has none. Thread-safe.

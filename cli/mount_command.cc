@@ -24,6 +24,7 @@
 #include <memory>
 #include <thread>
 
+#include "cache/arena.h"
 #include "cli/control_server.h"
 #include "cli/daemon_life.h"
 #include "cli/daemon_log.h"
@@ -163,8 +164,10 @@ int RunMount(const MountArgs& args_in) {
     if (!bound) return Refuse(bound.error());
     metrics = std::move(*bound);
   }
+  SizeDefaultBudget(args, dataset->catalog.total_bytes() +
+                              uint64_t{dataset->catalog.group_count()} * PinnedArena::kAlign);
   ChooseKernelLimits(args, dataset->catalog.total_bytes(), std::thread::hardware_concurrency(),
-                     PhysicalMemory());
+                     MemoryLimit());
   FuseContext context;
   context.cache = args.cache;
   fuse_session* se = NewSession(args, *opened, context);

@@ -20,7 +20,7 @@
 #include <memory>
 #include <vector>
 
-#include "cache/network_fs.h"
+#include "source/network_fs.h"
 #include "cli/refuse.h"
 #include "cli/stat_source.h"
 #include "dataset/format/private_files.h"

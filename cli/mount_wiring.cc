@@ -1,5 +1,7 @@
 #include "cli/mount_wiring.h"
 
+#include "cli/options/kernel_limits.h"
+
 #include <malloc.h>
 #include <sys/resource.h>
 #include <sys/statvfs.h>
@@ -11,13 +13,13 @@
 #include <filesystem>
 #include <map>
 
-#include "cache/network_fs.h"
 #include "cli/mount_point.h"
 #include "cli/options/sizes.h"
 #include "cli/progress_bar.h"
 #include "cli/stat_source.h"
 #include "dataset/catalog.h"
 #include "source/local_source.h"
+#include "source/network_fs.h"
 #include "source/remote/address/region.h"
 #include "source/remote/credentials/credentials.h"
 #include "source/remote/remote_dataset.h"
@@ -133,8 +135,6 @@ Result<Opened> OpenAnySource(const MountArgs& args, const OpenOptions& open_opti
                 std::move(digests)};
 }
 
-// The disk tier a mount asked for, or an s3:// or http(s):// source gets by default;
-// null when there is none. A default one that cannot be used is only a warning.
 // The bound of a tier not given one: a quarter of its file system, so that a cache nobody
 // sized never fills the disk it shares. Not the dataset's size: the folder is shared by
 // every dataset and daemon that use it, and a bound of one dataset's size would evict the
@@ -168,12 +168,25 @@ void TellDefaultBound(const DiskTier& tier, const std::string& root, uint64_t bo
              root, ApproxSize(room), why, ApproxSize(dataset), dataset > room ? ", more" : "");
 }
 
+// The network filesystem a local dataset lies on, where a default disk tier pays.
+std::optional<std::string_view> SlowFolder(const Opened& opened) {
+  const auto type = FilesystemTypeOf(opened.dataset.dir);
+  if (!type || !SlowerThanLocalDisk(*type)) return std::nullopt;
+  return NetworkFilesystemName(*type);
+}
+
+// The disk tier a mount asked for, or the one an s3:// or http(s):// source, or a dataset
+// on a kernel network filesystem (NFS, Lustre, ...), gets by default; null when there is
+// none. A default one that cannot be used is only a warning.
 // `tell`: say what a tier nobody sized holds (once a mount: the check before the daemon
 // starts tells, the daemon's own opening does not).
 Result<std::unique_ptr<DiskTier>> OpenTier(const MountArgs& args, const Opened& opened,
                                            bool tell = true) {
   const bool asked = !args.disk_cache.empty() || args.disk_cache_bytes > 0;
-  if (args.no_disk_cache || (!asked && !opened.location)) return std::unique_ptr<DiskTier>();
+  const std::optional<std::string_view> slow = opened.location ? std::nullopt : SlowFolder(opened);
+  if (args.no_disk_cache || (!asked && !opened.location && !slow)) {
+    return std::unique_ptr<DiskTier>();
+  }
   if (args.cache_bytes == 0) {
     if (!asked) return std::unique_ptr<DiskTier>();
     return Fail(EINVAL,
@@ -202,6 +215,12 @@ Result<std::unique_ptr<DiskTier>> OpenTier(const MountArgs& args, const Opened& 
   const uint64_t bound = options.max_bytes;
   auto tier = DiskTier::Open(std::move(options));
   if (tier && *tier && by_default && tell) {
+    if (slow && !asked) {
+      fmt::print(stderr,
+                 "gpufsd: {} is on {}, slower to read than a local disk: what is read is "
+                 "kept on local disk too (--no-disk-cache: not)\n",
+                 opened.dataset.dir.string(), *slow);
+    }
     TellDefaultBound(**tier, root, bound, opened.dataset.catalog);
   }
   if (!tier && args.disk_cache.empty()) {
@@ -282,6 +301,20 @@ bool WholeGroups(const MountArgs& args, const Dataset& dataset, const DiskTier* 
   return whole;
 }
 
+// How files of groups the budget cannot pin will be read, and why.
+void TellMissReads(const nlohmann::json& m) {
+  using namespace miss_read_stat;
+  const double predicted = m[kKeptPredicted].get<double>();
+  spdlog::info(
+      "files of groups not pinned: read {} (--miss-reads {}); the device is {}, a request "
+      "costs as much as {}; the page cache can keep {:.0f}% of the dataset beyond the budget",
+      m[kChoice].get<std::string>() == miss_read_name::kGroups
+          ? "with their groups, through the page cache"
+          : "alone",
+      m[kMode].get<std::string>(), m[kDevice].get<std::string>(),
+      ApproxSize(static_cast<uint64_t>(m[kBreakEven].get<double>())), predicted * 100);
+}
+
 // Unlocked, the cache may be swapped out under memory pressure (a read then waits on the
 // swap device) and every transfer into it must pin pages anew.
 void WarnUnlocked(uint64_t budget) {
@@ -360,6 +393,8 @@ Result<CacheStack> MakeCacheStack(const MountArgs& args, const Opened& opened) {
       args.reads_in_flight ? args.reads_in_flight : stack.source->PartsInFlight();
   options.verify = args.verify;
   options.digests = opened.digests;
+  options.miss_reads = args.miss_reads;
+  options.page_cache_bytes = PageCacheRoom(args.cache_bytes);
   auto tier = OpenTier(args, opened, false);
   if (!tier) return tier.error();
   stack.tier = std::move(*tier);
@@ -374,6 +409,7 @@ Result<CacheStack> MakeCacheStack(const MountArgs& args, const Opened& opened) {
       stack.engine ? fmt::format(" ({})", stack.engine->name()) : "", options.io_piece / 1024,
       options.reads_in_flight, stack.arena->locked() ? "" : "not ",
       stack.arena->huge_pages() ? ", huge pages" : "");
+  TellMissReads(stack.cache->Stats()[miss_read_stat::kMissReads]);
   if (stack.tier) {
     const nlohmann::json t = stack.tier->Stats();
     spdlog::info("disk cache: {} (up to {})", t[tier_stat::kRoot].get<std::string>(),

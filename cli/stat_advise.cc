@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cache/account/advice.h"
+#include "cache/miss_reads.h"
 #include "cache/policy/policy.h"
 #include "cli/stat_scan.h"
 #include "cli/stat_source.h"
@@ -142,6 +143,33 @@ std::string KernelLine(const nlohmann::json& a, unsigned epoch) {
       100 * share, epoch);
 }
 
+// Files of groups the budget does not pin: read with their groups through the page cache
+// or alone, what each costs the device per file, and what the page cache kept.
+std::string MissReadLine(const nlohmann::json& a) {
+  using namespace miss_read_stat;
+  if (!a.contains(kMissReads) || !a[kMissReads].is_object()) return {};
+  const nlohmann::json& m = a[kMissReads];
+  if (Num(m, kBreakEven) <= 0) return {};  // no page cache to read into: a store, RAM
+  const bool groups = m.value(kChoice, "") == miss_read_name::kGroups;
+  const double chosen = Num(m, groups ? kCostGroup : kCostAlone);
+  const double other = Num(m, groups ? kCostAlone : kCostGroup);
+  const std::string kept =
+      m[kKeptMeasured].is_number()
+          ? fmt::format("kept {:.0f}% of the files of groups read ahead",
+                        100 * Num(m, kKeptMeasured))
+          : fmt::format("can keep {:.0f}% of what the budget cannot", 100 * Num(m, kKeptPredicted));
+  const std::string better =
+      chosen <= other ? ""
+                      : fmt::format("\n             --miss-reads auto would read them {}",
+                                    groups ? "alone" : "with their groups");
+  return fmt::format(
+      "not pinned   files read {} (--miss-reads {}): {:.0f} KB moved a file, {:.0f} KB {}\n"
+      "             (a request costs as much as {:.0f} KB: {}; the page cache {}){}\n",
+      groups ? "with their groups through the page cache" : "alone", m.value(kMode, ""),
+      chosen / 1e3, other / 1e3, groups ? "alone" : "with their groups", Num(m, kBreakEven) / 1e3,
+      m.value(kDevice, ""), kept, better);
+}
+
 }  // namespace
 
 std::string AdviceScreen(const std::string& mount, const nlohmann::json& a) {
@@ -164,7 +192,7 @@ std::string AdviceScreen(const std::string& mount, const nlohmann::json& a) {
   if (m[kNotRequested].is_number()) {
     out += fmt::format(", {:.0f} files never asked for (the page cache's)", Num(m, kNotRequested));
   }
-  out += "\n" + KernelLine(a, m.value(stall_stat::kEpoch, 0));
+  out += "\n" + KernelLine(a, m.value(stall_stat::kEpoch, 0)) + MissReadLine(a);
   if (a[kModel].is_object()) {
     const nlohmann::json& model = a[kModel];
     out += fmt::format(

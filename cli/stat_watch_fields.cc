@@ -9,6 +9,7 @@
 
 #include "cache/account/stall_account.h"
 #include "cache/cache_stat.h"
+#include "cache/miss_reads.h"
 #include "cache/tier_stat.h"
 #include "dataset/printable.h"
 #include "source/blob_source.h"
@@ -159,6 +160,17 @@ void StallFields(WatchFields& f, const nlohmann::json& c) {
   }
 }
 
+// How files of groups not pinned are read (groups or members), and how often the page
+// cache still held a file of a group read ahead.
+void MissReadFields(WatchFields& f, const nlohmann::json& c) {
+  using namespace miss_read_stat;
+  if (!c.is_object() || !c.contains(kMissReads)) return;
+  const nlohmann::json& m = c[kMissReads];
+  f.push_back({"miss_reads", m.value(kChoice, "")});
+  f.push_back({std::string("miss_") + kPageCacheHits, At(m, {kPageCacheHits})});
+  f.push_back({std::string("miss_") + kKeptMeasured, NumberOrNull(m, kKeptMeasured), 3});
+}
+
 // The peers' fields, when the mount reads through peers.
 void PeerFields(WatchFields& f, const nlohmann::json& io, const watch::Rates& r) {
   using namespace source_stat;
@@ -216,6 +228,7 @@ WatchFields WatchFieldsOf(const nlohmann::json& previous, const nlohmann::json& 
                kernel.page_cache_ratio ? nlohmann::json(*kernel.page_cache_ratio) : nullptr, 3});
   TierFields(f, c, r);
   StallFields(f, c);
+  MissReadFields(f, c);
   PeerFields(f, io, r);
   CredentialFields(f, io);
   return f;

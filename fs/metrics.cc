@@ -11,6 +11,7 @@
 #include "cache/account/stall_account.h"
 #include "cache/cache_stat.h"
 #include "cache/disk_tier.h"
+#include "cache/miss_reads.h"
 #include "fs/control.h"
 #include "source/blob_source.h"
 #include "source/remote/address/peers.h"
@@ -127,6 +128,7 @@ std::string MetricsText(const Filesystem& fs) {
   Export(out, cache_stat::kFigures, cache);
   StallMetrics(out, At(cache, stall_stat::kStall));
   Export(out, tier_stat::kFigures, At(cache, cache_stat::kTier));
+  Export(out, miss_read_stat::kFigures, At(cache, miss_read_stat::kMissReads));
   return out;
 }
 
@@ -149,6 +151,7 @@ std::string MetricsListing() {
   rows({&stall_stat::kStalledFigure, 1}, "");
   rows(stall_stat::kEpochFigures, "`epoch`");
   rows(tier_stat::kFigures, "");
+  rows(miss_read_stat::kFigures, "");
   return out;
 }
 

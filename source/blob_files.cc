@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -136,6 +137,25 @@ Result<size_t> BlobFiles::ReadToServe(uint32_t blob, uint64_t offset, void* buff
   auto got = PreadAll(blob, *fd, offset, buffer, size);
   posix_fadvise(*fd, static_cast<off_t>(offset), static_cast<off_t>(size), POSIX_FADV_DONTNEED);
   return got;
+}
+
+Result<size_t> BlobFiles::ReadCachedToServe(uint32_t blob, uint64_t offset, void* buffer,
+                                            size_t size) {
+  auto fd = Fd(blob);
+  if (!fd) return fd.error();
+  struct iovec iov {
+    buffer, size
+  };
+  ssize_t n = -1;
+  do {
+    n = preadv2(*fd, &iov, 1, static_cast<off_t>(offset), RWF_NOWAIT);
+  } while (n < 0 && errno == EINTR);
+  // Short where a page is missing (or the blob ends, which a member never does).
+  if (n < 0 || static_cast<size_t>(n) < size) {
+    return Fail(EAGAIN, "{} at offset {}: not in the page cache", PathOf(blob).string(), offset);
+  }
+  posix_fadvise(*fd, static_cast<off_t>(offset), static_cast<off_t>(size), POSIX_FADV_DONTNEED);
+  return static_cast<size_t>(n);
 }
 
 Result<size_t> BlobFiles::PreadAll(uint32_t blob, int fd, uint64_t offset, void* buffer,

@@ -53,6 +53,9 @@ class BlobFiles {
   // the range is dropped from the blob's page cache, which would hold a second copy.
   Result<size_t> ReadToServe(uint32_t blob, uint64_t offset, void* buffer, size_t size);
 
+  // ReadToServe of bytes the page cache holds now, never waiting on the device
+  // (preadv2 RWF_NOWAIT): every byte, or EAGAIN.
+  Result<size_t> ReadCachedToServe(uint32_t blob, uint64_t offset, void* buffer, size_t size);
   // What the mount saw of `blob`, or null when it was given nothing to check.
   const BlobInfo* Expected(uint32_t blob) const;
 

@@ -38,6 +38,12 @@ std::string BlobSource::Identity(uint32_t blob) const {
                      seen->mtime_ns);
 }
 
+bool BlobSource::Readahead(uint32_t, uint64_t, size_t, uint64_t) { return false; }
+
+Result<size_t> BlobSource::ReadCached(uint32_t blob, uint64_t, size_t, char*) {
+  return Fail(EAGAIN, "{} has no page cache", Describe(blob));
+}
+
 Result<size_t> BlobSource::Read(ReadKind kind, uint32_t blob, uint64_t offset, size_t length,
                                 char* buffer) {
   return ReadRange(*this, kind, blob, offset, length, buffer, length);

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +21,7 @@
 
 #include "dataset/error.h"
 #include "dataset/format/native_index.h"
+#include "source/device_shape.h"
 #include "source/figure.h"
 
 namespace gpufs {
@@ -136,6 +138,20 @@ class BlobSource {
   // synchronous path overrides it. Thread-safe.
   virtual Result<size_t> Read(ReadKind kind, uint32_t blob, uint64_t offset, size_t length,
                               char* buffer);
+
+  // The kernel's page cache, where a local source reads through it (cache/miss_reads.h):
+  // the shape of the device under it, or none where the source has no page cache worth
+  // reading ahead into (a store; files in RAM already are one).
+  virtual std::optional<DeviceShape> PageCacheShape() const { return std::nullopt; }
+  // Starts reading [offset, offset + length) of `blob` into the page cache, the part
+  // holding byte `first` before the rest, and returns without waiting; false (and nothing
+  // started) where there is none, or while as much as keeps the device busy is already on
+  // its way. Thread-safe.
+  virtual bool Readahead(uint32_t blob, uint64_t offset, size_t length, uint64_t first);
+  // Of bytes about to be served, what the page cache holds now, without waiting for the
+  // device: every byte asked for, or EAGAIN (some are not there, or still on their way).
+  // Thread-safe.
+  virtual Result<size_t> ReadCached(uint32_t blob, uint64_t offset, size_t length, char* buffer);
 
   // Counters of the source (keys in source_stat), reported under "io" in user.gpufs.stats,
   // the control socket's stats and /metrics.

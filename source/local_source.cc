@@ -15,6 +15,9 @@ constexpr uint64_t kSmallestPart = 256 << 10;
 constexpr uint64_t kLargestPart = 4 << 20;
 constexpr uint64_t kUnknownDevicePart = 1 << 20;
 constexpr uint64_t kBytesInFlight = 10 << 20;
+// Read-ahead for the page cache: as much as keeps a throttled volume at its full rate
+// (see PartsInFlight), the reads of group loads beside it.
+constexpr uint64_t kAheadInFlight = 32 << 20;
 
 uint64_t ReadKib(const std::filesystem::path& file) {
   uint64_t kib = 0;
@@ -43,7 +46,50 @@ uint64_t DeviceRequestBytes(const std::filesystem::path& path) {
 }
 
 LocalSource::LocalSource(BlobFiles& blobs, IoEngine& engine, size_t part)
-    : blobs_(blobs), engine_(engine), part_(PartFor(blobs, part)) {}
+    : blobs_(blobs),
+      engine_(engine),
+      part_(PartFor(blobs, part)),
+      shape_(blobs.size() ? ShapeOf(blobs.PathOf(0)) : DeviceShape{}) {}
+
+std::optional<DeviceShape> LocalSource::PageCacheShape() const {
+  if (blobs_.size() == 0 || shape_.kind == DeviceShape::Kind::kMemory) return std::nullopt;
+  return shape_;
+}
+
+bool LocalSource::Readahead(uint32_t blob, uint64_t offset, size_t length, uint64_t first) {
+  if (length == 0 || ahead_in_flight_.load(std::memory_order_relaxed) + length > kAheadInFlight) {
+    return false;
+  }
+  auto fd = blobs_.Fd(blob);
+  if (!fd) return false;  // a hint: the read that follows fails and says why
+  ahead_in_flight_ += length;
+  std::vector<IoRequest> parts;
+  for (uint64_t at = offset; at < offset + length; at += part_) {
+    const size_t size = static_cast<size_t>(std::min<uint64_t>(part_, offset + length - at));
+    std::shared_ptr<char[]> scratch(new char[size]);
+    // No registered slot: it holds the blob's direct descriptor, which group loads use.
+    IoRequest part{*fd, -1, at, size, scratch.get(), false, nullptr};
+    part.done = [this, scratch, size](ssize_t n) {
+      if (n > 0) bytes_ += static_cast<uint64_t>(n);
+      ahead_in_flight_ -= size;
+    };
+    parts.push_back(std::move(part));
+  }
+  // The waiting reader's bytes first: the device serves its queue in order.
+  const size_t lead =
+      static_cast<size_t>((std::clamp(first, offset, offset + length - 1) - offset) / part_);
+  std::rotate(parts.begin(), parts.begin() + static_cast<std::ptrdiff_t>(lead), parts.end());
+  requests_ += parts.size();
+  engine_.Submit(std::move(parts));
+  return true;
+}
+
+Result<size_t> LocalSource::ReadCached(uint32_t blob, uint64_t offset, size_t length,
+                                       char* buffer) {
+  auto got = blobs_.ReadCachedToServe(blob, offset, buffer, length);
+  if (got) bytes_ += *got;
+  return got;
+}
 
 unsigned LocalSource::PartsInFlight() const {
   return static_cast<unsigned>(std::max<uint64_t>(2, kBytesInFlight / std::max<size_t>(part_, 1)));

@@ -1,7 +1,9 @@
 // Blobs in a local folder, read with the I/O engine (io_uring, or pread threads). Group
 // loads bypass the page cache (O_DIRECT) where the filesystem allows it, else their pages
 // are dropped right after the read; member reads drop the blob's pages too, since the
-// kernel caches what is served as the served file. Staged reads leave the page cache be.
+// kernel caches what is served as the served file. Staged reads leave the page cache be,
+// and so do whole groups read ahead for the files of a group the budget cannot pin
+// (cache/miss_reads.h): each file's pages go once it is served.
 #pragma once
 
 #include <atomic>
@@ -40,6 +42,11 @@ class LocalSource : public BlobSource {
   // A pread on the caller's thread: no hand-off for a single read.
   Result<size_t> Read(ReadKind kind, uint32_t blob, uint64_t offset, size_t length,
                       char* buffer) override;
+  std::optional<DeviceShape> PageCacheShape() const override;
+  // Buffered reads through the engine into scratch memory freed as they land: the page
+  // cache keeps the bytes. At most about 32 MiB on their way at once.
+  bool Readahead(uint32_t blob, uint64_t offset, size_t length, uint64_t first) override;
+  Result<size_t> ReadCached(uint32_t blob, uint64_t offset, size_t length, char* buffer) override;
   nlohmann::json Stats() const override;
 
  private:
@@ -48,9 +55,11 @@ class LocalSource : public BlobSource {
   BlobFiles& blobs_;
   IoEngine& engine_;
   const size_t part_;
+  const DeviceShape shape_;  // of the blobs' device, read once
   std::atomic<uint64_t> requests_{0};
   std::atomic<uint64_t> errors_{0};
   std::atomic<uint64_t> bytes_{0};
+  std::atomic<uint64_t> ahead_in_flight_{0};  // bytes of Readahead on their way
 };
 
 }  // namespace gpufs

@@ -3,6 +3,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
+#include <optional>
+#include <string>
+
+#include "source/cgroup_limits.h"
 
 namespace gpufs {
 
@@ -10,6 +15,30 @@ uint64_t PhysicalMemory() {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page = sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+}
+
+uint64_t MemoryLimit() {
+  const uint64_t physical = PhysicalMemory();
+  const std::optional<uint64_t> cgroup = CgroupMemoryLimit();
+  if (!cgroup) return physical;
+  return physical ? std::min(physical, *cgroup) : *cgroup;
+}
+
+uint64_t PageCacheRoom(uint64_t budget) {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  uint64_t available = MemoryLimit();
+  while (meminfo >> key >> kib) {
+    if (key == "MemAvailable:") available = std::min(available, kib << 10);
+    meminfo.ignore(64, '\n');
+  }
+  return available > budget ? available - budget : 0;
+}
+
+void SizeDefaultBudget(MountArgs& args, uint64_t dataset_fill) {
+  if (args.cache_bytes != MountArgs::DefaultCacheBytes()) return;  // given
+  args.cache_bytes = std::min(args.cache_bytes, std::max<uint64_t>(dataset_fill, 1 << 20));
 }
 
 void ChooseKernelLimits(MountArgs& args, uint64_t dataset_bytes, unsigned cores,

@@ -198,7 +198,7 @@ Status ExpandItem(std::string_view item, bool sloppy, std::vector<std::string>& 
 }  // namespace
 
 uint64_t MountArgs::DefaultCacheBytes() {
-  const uint64_t memory = PhysicalMemory();
+  const uint64_t memory = MemoryLimit();
   return memory > 0 ? memory / 4 : (1ull << 30);
 }
 
@@ -254,12 +254,14 @@ void AnchorPaths(MountArgs& args) {
 }
 
 Status CheckCacheFits(const MountArgs& args) {
-  const uint64_t memory = PhysicalMemory();
+  const uint64_t memory = MemoryLimit();
   if (memory == 0 || args.cache_bytes <= memory) return Ok{};
   return Fail(EINVAL,
-              "cannot use --cache-size {}: more than this machine's memory ({}); the cache is "
+              "cannot use --cache-size {}: more than the memory this process may use ({}{}); "
+              "the cache is "
               "pinned in RAM, so give it at most about half of it (the default, a quarter, is {})",
               ApproxSize(args.cache_bytes), ApproxSize(memory),
+              memory < PhysicalMemory() ? ", its cgroup's limit" : "",
               ApproxSize(MountArgs::DefaultCacheBytes()));
 }
 

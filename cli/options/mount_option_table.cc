@@ -30,6 +30,7 @@ constexpr std::string_view kGroups[] = {kMount,     kCache, kDisk,   kLocal, kRe
                                         kDeadlines, kPeers, kKernel, kLogs};
 
 constexpr const auto& kPolicies = policy_name::kAll;
+constexpr const auto& kMissReads = miss_read_name::kAll;
 constexpr const auto& kEngines = engine_name::kAll;
 constexpr std::string_view kOnOff[] = {"auto", "on", "off"};
 constexpr std::string_view kPayers[] = {"requester"};
@@ -96,7 +97,7 @@ const MountOption kTable[] = {
      K::kSize,
      &Field<&MountArgs::cache_bytes>,
      "pinned group cache budget, e.g. 8GiB; 0 serves straight from the blobs",
-     "a quarter of RAM",
+     "a quarter of RAM, at most the dataset",
      {},
      {},
      0,
@@ -108,6 +109,15 @@ const MountOption kTable[] = {
      "consume-once: drop groups served this epoch; pin: fill and keep; lru",
      {},
      kPolicies},
+    {"miss-reads",
+     kCache,
+     K::kChoice,
+     &Field<&MountArgs::miss_reads>,
+     "how a file whose group is not pinned is read: groups (its whole group read ahead into "
+     "the kernel's page cache, where its siblings find it), members (alone), auto (whichever "
+     "costs the device less, given the memory beside --cache-size)",
+     {},
+     kMissReads},
     {"no-prefetch", kCache, K::kClear, &Field<&MountArgs::prefetch>,
      "load groups only when asked for, never ahead"},
     {"prefetch-depth",

@@ -16,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "cache/miss_reads.h"
 #include "cache/policy/policy.h"
 #include "dataset/error.h"
 #include "fuse/fuse_ops.h"
@@ -54,6 +55,7 @@ struct MountArgs {
   bool verify = false;                         // check checksums on first read
   uint64_t cache_bytes = DefaultCacheBytes();  // group cache budget; 0: no cache
   std::string policy{policy_name::kConsumeOnce};
+  std::string miss_reads{miss_read_name::kAuto};  // auto, groups, members
   bool prefetch = true;
   unsigned prefetch_depth = 8;                 // groups prefetched at once
   std::string io_engine{engine_name::kUring};  // engine_name

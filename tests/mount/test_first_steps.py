@@ -81,7 +81,7 @@ class FirstSteps(lib.WorkFolderCase):
         self.assertIn(f"cannot mount at {absent}: No such file or directory; make the folder "
                       f"first (mkdir -p {absent})", said)
         said = self.refused("mount", "--cache-size", "100TiB", "--dry-run", self.src, self.mnt)
-        self.assertIn("cannot use --cache-size 100 TiB: more than this machine's memory", said)
+        self.assertIn("cannot use --cache-size 100 TiB: more than the memory this process may use", said)
         said = self.refused("mount", "--prefetch-depth", "0", self.src, self.mnt, status=2)
         self.assertIn("--prefetch-depth: 0 is out of range: give 1 to 64; `gpufsd mount --help` "
                       "lists the options", said)

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "cache/group_cache.h"
-#include "cache/network_fs.h"
+#include "source/network_fs.h"
 #include "dataset/catalog_builder.h"
 #include "dataset/format/checksums.h"
 #include "tests/unit/fake_source.h"

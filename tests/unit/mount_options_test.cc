@@ -55,7 +55,8 @@ TEST(MountOptions, SizesAndSecondsAreShownAsPeopleWriteThem) {
     if (option.name == "peer-block") EXPECT_EQ(DefaultText(option), "4MiB");
     if (option.name == "min-rate") EXPECT_EQ(DefaultText(option), "1MiB");
     if (option.name == "retry-seconds") EXPECT_EQ(DefaultText(option), "20");
-    if (option.name == "cache-size") EXPECT_EQ(DefaultText(option), "a quarter of RAM");
+    if (option.name == "cache-size")
+      EXPECT_EQ(DefaultText(option), "a quarter of RAM, at most the dataset");
     if (option.name == "connections") {
       EXPECT_EQ(DefaultText(option), std::to_string(remote::StoreConfig{}.connections));
     }
@@ -112,8 +113,10 @@ TEST(MountOptions, TheListingNamesEveryOptionItsKeyAndDefault) {
   for (const MountOption& option : MountOptionTable()) {
     EXPECT_NE(markdown.find("--" + std::string(option.name)), std::string::npos);
   }
-  EXPECT_NE(markdown.find("| `--cache-size SIZE` | `cache_size=SIZE` | a quarter of RAM |"),
-            std::string::npos);
+  EXPECT_NE(
+      markdown.find(
+          "| `--cache-size SIZE` | `cache_size=SIZE` | a quarter of RAM, at most the dataset |"),
+      std::string::npos);
   EXPECT_NE(markdown.find("| `-f, --foreground` | command line only | off |"), std::string::npos);
   EXPECT_NE(MountOptionListing(false).find("  --connections N              -o connections=N\n"),
             std::string::npos);

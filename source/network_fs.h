@@ -16,6 +16,11 @@ inline constexpr uint64_t kFuseMagic = 0x65735546;  // FUSE_SUPER_MAGIC, linux/m
 // f_type; nullopt for a local one. A pure function of the number.
 std::optional<std::string_view> NetworkFilesystemName(uint64_t f_type);
 
+// Whether a dataset on the filesystem of `f_type` is slower to read than a local disk, so
+// that a disk tier pays by default: a kernel network filesystem (NFS, Lustre, ...). FUSE
+// is not among them: it may as well be local (squashfuse), and says nothing of its speed.
+bool SlowerThanLocalDisk(uint64_t f_type);
+
 // The f_type of the filesystem that holds `path`, or of its nearest existing ancestor when
 // it does not exist yet; nullopt when none can be asked.
 std::optional<uint64_t> FilesystemTypeOf(const std::filesystem::path& path);

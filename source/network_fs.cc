@@ -1,4 +1,4 @@
-#include "cache/network_fs.h"
+#include "source/network_fs.h"
 
 #include <sys/statfs.h>
 
@@ -28,6 +28,10 @@ std::optional<std::string_view> NetworkFilesystemName(uint64_t f_type) {
     if (magic == f_type) return name;
   }
   return std::nullopt;
+}
+
+bool SlowerThanLocalDisk(uint64_t f_type) {
+  return f_type != kFuseMagic && NetworkFilesystemName(f_type).has_value();
 }
 
 std::optional<uint64_t> FilesystemTypeOf(const std::filesystem::path& path) {
