@@ -3,23 +3,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <mutex>
 
 namespace gpufs {
 namespace {
 
-// A file of a group read ahead that is not in the page cache this long after counts as
-// let go; sooner, its group's read may still be on its way.
-constexpr uint32_t kSettleMs = 2000;
 // Files looked up in the page cache before the measured share replaces the predicted one.
 constexpr uint64_t kMeasuredAfter = 64;
 
-uint64_t SteadyNs() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
-
-MissReadShape ShapeOf(const Catalog& catalog, const BlobSource& source, double request_bytes) {
+MissReadShape DatasetShape(const Catalog& catalog, const BlobSource& source, double request_bytes) {
   MissReadShape shape;
   const double files = std::max<double>(1, static_cast<double>(catalog.file_count()));
   const double groups = std::max<double>(1, static_cast<double>(catalog.group_count()));
@@ -38,6 +31,22 @@ std::string_view Canonical(std::string_view mode) {
   }
   return miss_read_name::kAuto;
 }
+
+// Set once, by the thread that read ahead; waited for by the reader.
+struct Landed {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool set = false;
+  void Set() {
+    std::lock_guard lock(mu);
+    set = true;
+    cv.notify_all();
+  }
+  void Wait() {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [this] { return set; });
+  }
+};
 
 }  // namespace
 
@@ -60,21 +69,21 @@ MissReads::MissReads(const Catalog& catalog, BlobSource& source, Config config)
       source_(source),
       mode_(Canonical(config.mode)),
       device_(source.PageCacheShape()),
-      shape_(ShapeOf(catalog, source, device_ ? device_->break_even_bytes : 0)),
+      shape_(DatasetShape(catalog, source, device_ ? device_->break_even_bytes : 0)),
       kept_predicted_(
           PredictedKept(catalog.total_bytes(), config.budget_bytes, config.page_cache_bytes)),
       ahead_epoch_(std::make_unique<std::atomic<uint32_t>[]>(catalog.group_count())),
-      ahead_at_ms_(std::make_unique<std::atomic<uint32_t>[]>(catalog.group_count())),
-      started_ns_(SteadyNs()) {
+      reading_(std::make_unique<std::atomic<bool>[]>(catalog.group_count())) {
   for (uint32_t g = 0; g < catalog.group_count(); ++g) {
     ahead_epoch_[g].store(0, std::memory_order_relaxed);
-    ahead_at_ms_[g].store(0, std::memory_order_relaxed);
+    reading_[g].store(false, std::memory_order_relaxed);
   }
   Decide();
 }
 
-uint32_t MissReads::NowMs() const {
-  return static_cast<uint32_t>((SteadyNs() - started_ns_) / 1000000);
+MissReads::~MissReads() {
+  std::unique_lock lock(reading_mu_);
+  read_.wait(lock, [this] { return outstanding_ == 0; });  // their `done` calls back here
 }
 
 double MissReads::Kept() const {
@@ -103,37 +112,70 @@ Result<CachedBytes> MissReads::Read(NodeId file, uint64_t offset, size_t size, M
 }
 
 // From the page cache when it holds every byte; else the group is read ahead (the first
-// time this epoch, while groups are the choice) and the file read as it lands.
+// time this epoch, while groups are the choice) and the file taken from the page cache
+// once its part has landed, or read alone.
 Status MissReads::ReadThrough(NodeId file, uint32_t epoch, uint32_t blob, uint64_t at,
                               size_t length, char* buffer) {
   const uint32_t group = catalog_.Extent(file).group;
   uint32_t ahead = ahead_epoch_[group].load(std::memory_order_relaxed);
   const bool this_epoch = ahead == epoch + 1;
-  if (source_.ReadCached(blob, at, length, buffer)) {
+  // Not asked before the group's read ahead: a look that misses starts a read of the
+  // file alone (RWF_NOWAIT reads ahead what it does not wait for), in small pages.
+  const bool look = this_epoch || !groups();
+  if (this_epoch) AwaitReadAhead(group);  // its reads land in large pages: not split
+  if (look && source_.ReadCached(blob, at, length, buffer)) {
     if (this_epoch) ++hits_;
     if (this_epoch) Decide();
     return Ok{};
   }
   if (this_epoch) {
-    if (NowMs() - ahead_at_ms_[group].load(std::memory_order_relaxed) >= kSettleMs) {
+    if (!reading_[group].load(std::memory_order_relaxed)) {  // landed, and let go since
       ++misses_;
       Decide();
     }
-  } else if (groups() && ahead_epoch_[group].compare_exchange_strong(ahead, epoch + 1)) {
-    ReadAhead(group, blob, at);
+  } else if (groups() && ahead_epoch_[group].compare_exchange_strong(ahead, epoch + 1) &&
+             ReadAhead(group, blob, at) && source_.ReadCached(blob, at, length, buffer)) {
+    return Ok{};
   }
   return ReadExactly(source_, ReadKind::kMember, blob, at, length, buffer, catalog_.PathOf(file));
 }
 
-void MissReads::ReadAhead(uint32_t group, uint32_t blob, uint64_t first) {
+// The group into the page cache, waited for until the part holding `first` has landed:
+// the device reads it before the rest, and a reader that read it alone meanwhile would
+// split the large pages the group is read into.
+bool MissReads::ReadAhead(uint32_t group, uint32_t blob, uint64_t first) {
   const GroupExtent& g = catalog_.Group(group);
-  ahead_at_ms_[group].store(NowMs(), std::memory_order_relaxed);
-  if (!source_.Readahead(blob, g.offset, static_cast<size_t>(g.size), first)) {
+  auto landed = std::make_shared<Landed>();
+  {
+    std::lock_guard lock(reading_mu_);
+    reading_[group].store(true, std::memory_order_relaxed);
+    ++outstanding_;
+  }
+  const auto done = [this, group] {
+    std::lock_guard lock(reading_mu_);
+    reading_[group].store(false, std::memory_order_relaxed);
+    --outstanding_;
+    read_.notify_all();
+  };
+  if (!source_.Readahead(
+          blob, g.offset, static_cast<size_t>(g.size), first, [landed] { landed->Set(); }, done)) {
+    done();
     ahead_epoch_[group].store(0, std::memory_order_relaxed);  // none started: a later file may
-    return;
+    return false;
   }
   ++groups_ahead_;
   bytes_ahead_ += g.size;
+  landed->Wait();
+  return true;
+}
+
+// A reader of a group on its way into the page cache waits for it (as a reader of a
+// pinned load does), bounded: a device that stalls fails the read that follows instead.
+void MissReads::AwaitReadAhead(uint32_t group) {
+  if (!reading_[group].load(std::memory_order_relaxed)) return;
+  std::unique_lock lock(reading_mu_);
+  read_.wait_for(lock, std::chrono::seconds(10),
+                 [&] { return !reading_[group].load(std::memory_order_relaxed); });
 }
 
 nlohmann::json MissReads::Stats() const {

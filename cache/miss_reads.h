@@ -15,13 +15,20 @@
 // measured: a file of a group read ahead this epoch is found in the page cache or not
 // (preadv2 RWF_NOWAIT, which never waits on the device).
 //
+// A group is read ahead in large pages (source/page_cache_ahead.h), the part holding the
+// asked-for file first; its reader waits for that part, and readers of its other files
+// for the whole group, as readers of a pinned load do: a file read alone meanwhile would
+// split the large pages, and the device would take twice the requests.
+//
 // One copy: each file's pages leave the page cache once it is served (the kernel keeps it
 // as the served file from then on), so the node holds the dataset once, not twice.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string_view>
 
@@ -99,6 +106,9 @@ class MissReads {
   };
   // `catalog` and `source` must outlive it. Thread-safe.
   MissReads(const Catalog& catalog, BlobSource& source, Config config);
+  ~MissReads();
+  MissReads(const MissReads&) = delete;
+  MissReads& operator=(const MissReads&) = delete;
 
   // Up to `size` bytes of `file` at `offset`, read for this reply alone (ReadMemberBytes):
   // from the page cache where it holds them, else after its group is read ahead into it
@@ -111,10 +121,10 @@ class MissReads {
  private:
   Status ReadThrough(NodeId file, uint32_t epoch, uint32_t blob, uint64_t at, size_t length,
                      char* buffer);
-  void ReadAhead(uint32_t group, uint32_t blob, uint64_t first);
+  bool ReadAhead(uint32_t group, uint32_t blob, uint64_t first);
+  void AwaitReadAhead(uint32_t group);
   double Kept() const;
   void Decide();
-  uint32_t NowMs() const;
 
   const Catalog& catalog_;
   BlobSource& source_;
@@ -122,12 +132,15 @@ class MissReads {
   const std::optional<DeviceShape> device_;
   MissReadShape shape_;
   double kept_predicted_ = 1;
-  // Per group: the epoch (+1) it was last read ahead in, and when (ms since construction).
+  // Per group: the epoch (+1) it was last read ahead in.
   std::unique_ptr<std::atomic<uint32_t>[]> ahead_epoch_;
-  std::unique_ptr<std::atomic<uint32_t>[]> ahead_at_ms_;
+  // Per group: its read ahead is on its way; readers wait on read_ for it.
+  std::unique_ptr<std::atomic<bool>[]> reading_;
+  std::mutex reading_mu_;
+  std::condition_variable read_;
+  unsigned outstanding_ = 0;  // read-aheads not done; guarded by reading_mu_
   std::atomic<bool> groups_{false};
   std::atomic<uint64_t> groups_ahead_{0}, bytes_ahead_{0}, hits_{0}, misses_{0};
-  const uint64_t started_ns_;
 };
 
 }  // namespace gpufs

@@ -94,6 +94,10 @@ Result<int> BlobFiles::Fd(uint32_t blob) {
     if (!opened) return opened.error();
     int expected = -1;
     fd = *opened;
+    // Reads of it are members in random order or whole ranges: the kernel's read-ahead
+    // past them would read what nobody asked for, and split the large pages of a group
+    // read into the page cache (page_cache_ahead.h).
+    posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
     if (!fds_[blob].compare_exchange_strong(expected, fd, std::memory_order_acq_rel)) {
       close(fd);  // another thread opened it first; use theirs
       fd = expected;

@@ -38,7 +38,10 @@ std::string BlobSource::Identity(uint32_t blob) const {
                      seen->mtime_ns);
 }
 
-bool BlobSource::Readahead(uint32_t, uint64_t, size_t, uint64_t) { return false; }
+bool BlobSource::Readahead(uint32_t, uint64_t, size_t, uint64_t, std::function<void()>,
+                           std::function<void()>) {
+  return false;
+}
 
 Result<size_t> BlobSource::ReadCached(uint32_t blob, uint64_t, size_t, char*) {
   return Fail(EAGAIN, "{} has no page cache", Describe(blob));

@@ -144,10 +144,12 @@ class BlobSource {
   // reading ahead into (a store; files in RAM already are one).
   virtual std::optional<DeviceShape> PageCacheShape() const { return std::nullopt; }
   // Starts reading [offset, offset + length) of `blob` into the page cache, the part
-  // holding byte `first` before the rest, and returns without waiting; false (and nothing
-  // started) where there is none, or while as much as keeps the device busy is already on
-  // its way. Thread-safe.
-  virtual bool Readahead(uint32_t blob, uint64_t offset, size_t length, uint64_t first);
+  // holding byte `first` before the rest, and returns without waiting; `landed` runs once
+  // that part is there (or failed to come), `done` once the whole range is. False
+  // (nothing started, neither runs) where there is none, or while as much as keeps the
+  // device busy is on its way. Thread-safe.
+  virtual bool Readahead(uint32_t blob, uint64_t offset, size_t length, uint64_t first,
+                         std::function<void()> landed, std::function<void()> done);
   // Of bytes about to be served, what the page cache holds now, without waiting for the
   // device: every byte asked for, or EAGAIN (some are not there, or still on their way).
   // Thread-safe.

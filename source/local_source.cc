@@ -16,8 +16,9 @@ constexpr uint64_t kLargestPart = 4 << 20;
 constexpr uint64_t kUnknownDevicePart = 1 << 20;
 constexpr uint64_t kBytesInFlight = 10 << 20;
 // Read-ahead for the page cache: as much as keeps a throttled volume at its full rate
-// (see PartsInFlight), the reads of group loads beside it.
+// (see PartsInFlight), the reads of group loads beside it, in ranges read at once.
 constexpr uint64_t kAheadInFlight = 32 << 20;
+constexpr unsigned kAheadThreads = 8;
 
 uint64_t ReadKib(const std::filesystem::path& file) {
   uint64_t kib = 0;
@@ -49,38 +50,22 @@ LocalSource::LocalSource(BlobFiles& blobs, IoEngine& engine, size_t part)
     : blobs_(blobs),
       engine_(engine),
       part_(PartFor(blobs, part)),
-      shape_(blobs.size() ? ShapeOf(blobs.PathOf(0)) : DeviceShape{}) {}
+      shape_(blobs.size() ? ShapeOf(blobs.PathOf(0)) : DeviceShape{}),
+      ahead_(kAheadThreads, kAheadInFlight) {}
 
 std::optional<DeviceShape> LocalSource::PageCacheShape() const {
   if (blobs_.size() == 0 || shape_.kind == DeviceShape::Kind::kMemory) return std::nullopt;
   return shape_;
 }
 
-bool LocalSource::Readahead(uint32_t blob, uint64_t offset, size_t length, uint64_t first) {
-  if (length == 0 || ahead_in_flight_.load(std::memory_order_relaxed) + length > kAheadInFlight) {
-    return false;
-  }
+bool LocalSource::Readahead(uint32_t blob, uint64_t offset, size_t length, uint64_t first,
+                            std::function<void()> landed, std::function<void()> done) {
   auto fd = blobs_.Fd(blob);
   if (!fd) return false;  // a hint: the read that follows fails and says why
-  ahead_in_flight_ += length;
-  std::vector<IoRequest> parts;
-  for (uint64_t at = offset; at < offset + length; at += part_) {
-    const size_t size = static_cast<size_t>(std::min<uint64_t>(part_, offset + length - at));
-    std::shared_ptr<char[]> scratch(new char[size]);
-    // No registered slot: it holds the blob's direct descriptor, which group loads use.
-    IoRequest part{*fd, -1, at, size, scratch.get(), false, nullptr};
-    part.done = [this, scratch, size](ssize_t n) {
-      if (n > 0) bytes_ += static_cast<uint64_t>(n);
-      ahead_in_flight_ -= size;
-    };
-    parts.push_back(std::move(part));
+  if (!ahead_.Queue(*fd, offset, length, first, std::move(landed), std::move(done))) {
+    return false;
   }
-  // The waiting reader's bytes first: the device serves its queue in order.
-  const size_t lead =
-      static_cast<size_t>((std::clamp(first, offset, offset + length - 1) - offset) / part_);
-  std::rotate(parts.begin(), parts.begin() + static_cast<std::ptrdiff_t>(lead), parts.end());
-  requests_ += parts.size();
-  engine_.Submit(std::move(parts));
+  requests_ += 1;
   return true;
 }
 
@@ -166,7 +151,7 @@ nlohmann::json LocalSource::Stats() const {
   j[kKind] = std::string(kind());
   j[kRequests] = requests_.load();
   j[kErrors] = errors_.load();
-  j[kBytes] = bytes_.load();
+  j[kBytes] = bytes_.load() + ahead_.bytes_read();
   j["engine"] = std::string(engine_.name());
   return j;
 }

@@ -13,6 +13,7 @@
 #include "source/blob_files.h"
 #include "source/blob_source.h"
 #include "source/io_engine.h"
+#include "source/page_cache_ahead.h"
 
 namespace gpufs {
 
@@ -43,9 +44,9 @@ class LocalSource : public BlobSource {
   Result<size_t> Read(ReadKind kind, uint32_t blob, uint64_t offset, size_t length,
                       char* buffer) override;
   std::optional<DeviceShape> PageCacheShape() const override;
-  // Buffered reads through the engine into scratch memory freed as they land: the page
-  // cache keeps the bytes. At most about 32 MiB on their way at once.
-  bool Readahead(uint32_t blob, uint64_t offset, size_t length, uint64_t first) override;
+  // Through PageCacheAhead: at most about 32 MiB queued or on their way at once.
+  bool Readahead(uint32_t blob, uint64_t offset, size_t length, uint64_t first,
+                 std::function<void()> landed, std::function<void()> done) override;
   Result<size_t> ReadCached(uint32_t blob, uint64_t offset, size_t length, char* buffer) override;
   nlohmann::json Stats() const override;
 
@@ -56,10 +57,10 @@ class LocalSource : public BlobSource {
   IoEngine& engine_;
   const size_t part_;
   const DeviceShape shape_;  // of the blobs' device, read once
+  PageCacheAhead ahead_;
   std::atomic<uint64_t> requests_{0};
   std::atomic<uint64_t> errors_{0};
   std::atomic<uint64_t> bytes_{0};
-  std::atomic<uint64_t> ahead_in_flight_{0};  // bytes of Readahead on their way
 };
 
 }  // namespace gpufs
