@@ -32,7 +32,6 @@ import argparse
 import errno
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -42,8 +41,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 from benchlib import (Sampler, SlowVolume, exit_on_sigterm, gpufs_tier_argv,  # noqa: E402
-                      loader_epochs, sample_tree, sh, tree_bytes, version_line)
-from slow_disk import GPUFSD, Bench, budget_for  # noqa: E402
+                      loader_epochs, sample_tree, tree_bytes, version_line)
+from slow_disk import GPUFSD, Bench, budget_for, prepare  # noqa: E402
 
 ROWS = ("tree", "squashfuse", "quarter", "half", "full", "zero", "default", "members")
 FRACTIONS = (("quarter", "1/4", 0.25), ("half", "1/2", 0.5), ("full", "1", 1.0))
@@ -122,21 +121,6 @@ class CgroupBench(Bench):
             self.volume.enter(os.getpid())
             self.group.enter(os.getpid())
         return enter
-
-
-def prepare(volume, source):
-    """The dataset copied onto the volume as a tree, a gpufs pack and a squashfs image."""
-    tree = os.path.join(volume.mnt, "tree")
-    shutil.copytree(source, tree)
-    pack = os.path.join(volume.mnt, "pack")
-    # 4 MiB groups, as slow_disk.py: a small dataset needs many groups for budgets of a
-    # quarter to be met closely.
-    sh(GPUFSD, "pack", tree, pack, "--group-bytes", "4MiB")
-    image = os.path.join(volume.mnt, "tree.sqfs")
-    sh("mksquashfs", tree, image, "-noappend", "-quiet")
-    blobs = sum(os.path.getsize(os.path.join(pack, n)) for n in os.listdir(pack)
-                if n.startswith("blob-"))
-    return {"tree": tree, "pack": pack, "image": image, "pack_bytes": blobs}
 
 
 def plan(data, mode, cgroup, tier_off):

@@ -80,6 +80,21 @@ class Bench:
             os.rmdir(mnt)
 
 
+def prepare(volume, source):
+    """The dataset copied onto the volume as a tree, a gpufs pack and a squashfs image."""
+    tree = os.path.join(volume.mnt, "tree")
+    shutil.copytree(source, tree)
+    pack = os.path.join(volume.mnt, "pack")
+    # 4 MiB groups: this dataset is ~300x smaller than ImageNet, and budgets of 25% need
+    # enough groups to be met closely (16 MiB would leave ~30 groups).
+    sh(GPUFSD, "pack", tree, pack, "--group-bytes", "4MiB")
+    image = os.path.join(volume.mnt, "tree.sqfs")
+    sh("mksquashfs", tree, image, "-noappend", "-quiet")
+    blobs = sum(os.path.getsize(os.path.join(pack, n)) for n in os.listdir(pack)
+                if n.startswith("blob-"))
+    return {"tree": tree, "pack": pack, "image": image, "pack_bytes": blobs}
+
+
 def budget_for(pack, fraction):
     blobs = [os.path.join(pack, n) for n in os.listdir(pack) if n.startswith("blob-")]
     total = sum(os.path.getsize(b) for b in blobs)
@@ -146,14 +161,8 @@ def main():
     files, data_bytes = tree_bytes(source)
     volume = SlowVolume(3 * data_bytes // 1_000_000 + 300, args.iops, args.mbps)
     try:
-        tree = os.path.join(volume.mnt, "tree")
-        shutil.copytree(source, tree)
-        pack = os.path.join(volume.mnt, "pack")
-        # 4 MiB groups: this dataset is ~300x smaller than ImageNet, and budgets of 25% need
-        # enough groups to be met closely (16 MiB would leave ~30 groups).
-        sh(GPUFSD, "pack", tree, pack, "--group-bytes", "4MiB")
-        image = os.path.join(volume.mnt, "tree.sqfs")
-        sh("mksquashfs", tree, image, "-noappend", "-quiet")
+        made = prepare(volume, source)
+        tree, pack, image = made["tree"], made["pack"], made["image"]
         bench = Bench(volume, args)
         print(f"{files} files, mean {data_bytes / files / 1000:.0f} KB; volume {args.iops} IOPS, "
               f"{args.mbps} MB/s; epochs (files/s):", flush=True)
