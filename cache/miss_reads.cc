@@ -117,7 +117,7 @@ Result<CachedBytes> MissReads::Read(NodeId file, uint64_t offset, size_t size, M
 Status MissReads::ReadThrough(NodeId file, uint32_t epoch, uint32_t blob, uint64_t at,
                               size_t length, char* buffer) {
   const uint32_t group = catalog_.Extent(file).group;
-  uint32_t ahead = ahead_epoch_[group].load(std::memory_order_relaxed);
+  const uint32_t ahead = ahead_epoch_[group].load(std::memory_order_acquire);
   const bool this_epoch = ahead == epoch + 1;
   // Not asked before the group's read ahead: a look that misses starts a read of the
   // file alone (RWF_NOWAIT reads ahead what it does not wait for), in small pages.
@@ -133,11 +133,25 @@ Status MissReads::ReadThrough(NodeId file, uint32_t epoch, uint32_t blob, uint64
       ++misses_;
       Decide();
     }
-  } else if (groups() && ahead_epoch_[group].compare_exchange_strong(ahead, epoch + 1) &&
-             ReadAhead(group, blob, at) && source_.ReadCached(blob, at, length, buffer)) {
+  } else if (groups() && Claim(group, ahead, epoch) && ReadAhead(group, blob, at) &&
+             source_.ReadCached(blob, at, length, buffer)) {
     return Ok{};
   }
   return ReadExactly(source_, ReadKind::kMember, blob, at, length, buffer, catalog_.PathOf(file));
+}
+
+// One reader reads a group ahead an epoch. Its group shows as on its way (reading_)
+// before the epoch's mark does, so that a reader who sees the mark waits for the read.
+bool MissReads::Claim(uint32_t group, uint32_t seen, uint32_t epoch) {
+  std::lock_guard lock(reading_mu_);
+  if (reading_[group].load(std::memory_order_relaxed)) return false;  // still on its way
+  reading_[group].store(true, std::memory_order_relaxed);
+  if (!ahead_epoch_[group].compare_exchange_strong(seen, epoch + 1, std::memory_order_acq_rel)) {
+    reading_[group].store(false, std::memory_order_relaxed);
+    return false;
+  }
+  ++outstanding_;
+  return true;
 }
 
 // The group into the page cache, waited for until the part holding `first` has landed:
@@ -146,11 +160,6 @@ Status MissReads::ReadThrough(NodeId file, uint32_t epoch, uint32_t blob, uint64
 bool MissReads::ReadAhead(uint32_t group, uint32_t blob, uint64_t first) {
   const GroupExtent& g = catalog_.Group(group);
   auto landed = std::make_shared<Landed>();
-  {
-    std::lock_guard lock(reading_mu_);
-    reading_[group].store(true, std::memory_order_relaxed);
-    ++outstanding_;
-  }
   const auto done = [this, group] {
     std::lock_guard lock(reading_mu_);
     reading_[group].store(false, std::memory_order_relaxed);
@@ -159,8 +168,8 @@ bool MissReads::ReadAhead(uint32_t group, uint32_t blob, uint64_t first) {
   };
   if (!source_.Readahead(
           blob, g.offset, static_cast<size_t>(g.size), first, [landed] { landed->Set(); }, done)) {
-    done();
     ahead_epoch_[group].store(0, std::memory_order_relaxed);  // none started: a later file may
+    done();
     return false;
   }
   ++groups_ahead_;

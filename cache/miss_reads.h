@@ -121,6 +121,7 @@ class MissReads {
  private:
   Status ReadThrough(NodeId file, uint32_t epoch, uint32_t blob, uint64_t at, size_t length,
                      char* buffer);
+  bool Claim(uint32_t group, uint32_t seen, uint32_t epoch);
   bool ReadAhead(uint32_t group, uint32_t blob, uint64_t first);
   void AwaitReadAhead(uint32_t group);
   double Kept() const;
