@@ -20,12 +20,12 @@
 #include <memory>
 #include <vector>
 
-#include "source/network_fs.h"
 #include "cli/refuse.h"
 #include "cli/stat_source.h"
 #include "dataset/format/private_files.h"
 #include "dataset/printable.h"
 #include "dataset/xattr_names.h"
+#include "source/network_fs.h"
 
 namespace gpufs {
 namespace {

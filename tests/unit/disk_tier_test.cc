@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "cache/group_cache.h"
-#include "source/network_fs.h"
 #include "dataset/catalog_builder.h"
 #include "dataset/format/checksums.h"
+#include "source/network_fs.h"
 #include "tests/unit/fake_source.h"
 #include "tests/unit/temp_dir.h"
 
