@@ -124,8 +124,10 @@ Status MissReads::ReadThrough(NodeId file, uint32_t epoch, uint32_t blob, uint64
   const bool look = this_epoch || !groups();
   if (this_epoch) AwaitReadAhead(group);  // its reads land in large pages: not split
   if (look && source_.ReadCached(blob, at, length, buffer)) {
-    if (this_epoch) ++hits_;
-    if (this_epoch) Decide();
+    if (this_epoch) {
+      ++hits_;
+      Decide();
+    }
     return Ok{};
   }
   if (this_epoch) {

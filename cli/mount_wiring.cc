@@ -1,7 +1,5 @@
 #include "cli/mount_wiring.h"
 
-#include "cli/options/kernel_limits.h"
-
 #include <malloc.h>
 #include <sys/resource.h>
 #include <sys/statvfs.h>
@@ -14,6 +12,7 @@
 #include <map>
 
 #include "cli/mount_point.h"
+#include "cli/options/kernel_limits.h"
 #include "cli/options/sizes.h"
 #include "cli/progress_bar.h"
 #include "cli/stat_source.h"

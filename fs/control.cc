@@ -14,6 +14,7 @@
 #include "dataset/format/open_dataset.h"
 #include "fs/problem_log.h"
 #include "fs/residency.h"
+#include "source/cgroup_limits.h"
 
 namespace gpufs {
 namespace {
@@ -117,18 +118,6 @@ nlohmann::json StatsOf(const Filesystem& fs) {
              {"registered_bytes", gpu.bytes},
              {"register_ms", gpu.register_ms}};
   return j;
-}
-
-// The memory the kernel calls available (besides what the pinned arena already holds).
-uint64_t MemoryAvailable() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
-  while (meminfo >> key >> kib) {
-    if (key == "MemAvailable:") return kib * 1024;
-    meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
-  }
-  return 0;
 }
 
 // What a disk tier in the default folder (the cache folder, where remote sources keep

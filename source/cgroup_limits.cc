@@ -1,6 +1,7 @@
 #include "source/cgroup_limits.h"
 
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 
@@ -46,6 +47,17 @@ std::optional<uint64_t> ReadNumber(const std::filesystem::path& path) {
   uint64_t value = 0;
   if (!(in >> value)) return std::nullopt;
   return value;
+}
+
+uint64_t MemoryAvailable() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  while (meminfo >> key >> kib) {
+    if (key == "MemAvailable:") return kib * 1024;
+    meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  return 0;
 }
 
 std::optional<uint64_t> CgroupMemoryLimit() {

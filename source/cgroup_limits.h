@@ -29,6 +29,10 @@ std::optional<uint64_t> LeastLimit(const std::vector<std::filesystem::path>& cha
 // least along the chain); none where no cgroup limits it.
 std::optional<uint64_t> CgroupMemoryLimit();
 
+// The memory the kernel calls available now (MemAvailable in /proc/meminfo), or 0 where
+// it does not say.
+uint64_t MemoryAvailable();
+
 // The first number in the file at `path` ("max" and unreadable files: none).
 std::optional<uint64_t> ReadNumber(const std::filesystem::path& path);
 

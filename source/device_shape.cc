@@ -50,17 +50,17 @@ std::optional<double> ThrottleBreakEven(const std::string& device, std::string* 
   return even;
 }
 
-std::optional<bool> Rotational(const std::string& device) {
-  const std::filesystem::path dev = std::filesystem::path("/sys/dev/block") / device;
-  for (const auto& file : {dev / "queue" / "rotational", dev / ".." / "queue" / "rotational"}) {
-    std::ifstream in(file);
-    int flag = 0;
-    if (in >> flag) return flag != 0;
-  }
-  return std::nullopt;
-}
-
 }  // namespace
+
+std::optional<uint64_t> DeviceQueueValue(const std::filesystem::path& file, std::string_view knob) {
+  struct stat st {};
+  if (stat(file.c_str(), &st) != 0) return std::nullopt;
+  const std::filesystem::path dev = std::filesystem::path("/sys/dev/block") /
+                                    fmt::format("{}:{}", major(st.st_dev), minor(st.st_dev));
+  // A partition has no queue of its own; its disk's is one folder up.
+  if (auto value = ReadNumber(dev / "queue" / knob)) return value;
+  return ReadNumber(dev / ".." / "queue" / knob);
+}
 
 std::optional<uint64_t> ThrottleOf(std::string_view knob, std::string_view device) {
   std::istringstream lines{std::string(knob)};
@@ -112,7 +112,7 @@ DeviceShape ShapeOf(const std::filesystem::path& file) {
   if (const auto even = ThrottleBreakEven(device, &why)) {
     return {DeviceShape::Kind::kBlock, *even, why};
   }
-  if (Rotational(device).value_or(false)) {
+  if (DeviceQueueValue(file, "rotational").value_or(0) != 0) {
     return {DeviceShape::Kind::kBlock, kRotationalBreakEven, "a rotational disk"};
   }
   return {DeviceShape::Kind::kBlock, kSolidBreakEven, "a solid-state or virtual disk"};

@@ -33,6 +33,11 @@ struct DeviceShape {
 // The shape of the device holding `file` (a blob), as the daemon's own cgroups see it.
 DeviceShape ShapeOf(const std::filesystem::path& file);
 
+// The number in queue/`knob` (max_sectors_kb, rotational, ...) of the block device that
+// holds `file`, a partition's from its disk; none off a block device (tmpfs, overlay, a
+// network filesystem) or where sysfs does not say.
+std::optional<uint64_t> DeviceQueueValue(const std::filesystem::path& file, std::string_view knob);
+
 // A blkio throttle's limit for `device` ("MAJOR:MINOR") in the text of a cgroup v1
 // blkio.throttle.*_device file (one "MAJOR:MINOR VALUE" line per device).
 std::optional<uint64_t> ThrottleOf(std::string_view knob, std::string_view device);

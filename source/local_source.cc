@@ -1,12 +1,9 @@
 #include "source/local_source.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 
 namespace gpufs {
 namespace {
@@ -20,12 +17,6 @@ constexpr uint64_t kBytesInFlight = 10 << 20;
 constexpr uint64_t kAheadInFlight = 32 << 20;
 constexpr unsigned kAheadThreads = 8;
 
-uint64_t ReadKib(const std::filesystem::path& file) {
-  uint64_t kib = 0;
-  std::ifstream in(file);
-  return in >> kib ? kib << 10 : 0;
-}
-
 size_t PartFor(const BlobFiles& blobs, size_t part) {
   if (part != 0 || blobs.size() == 0) return part;
   const uint64_t device = DeviceRequestBytes(blobs.PathOf(0));
@@ -36,14 +27,7 @@ size_t PartFor(const BlobFiles& blobs, size_t part) {
 }  // namespace
 
 uint64_t DeviceRequestBytes(const std::filesystem::path& path) {
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) return 0;
-  const std::filesystem::path dev =
-      std::filesystem::path("/sys/dev/block") /
-      (std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev)));
-  // A partition has no queue of its own; its disk's is one folder up.
-  if (uint64_t bytes = ReadKib(dev / "queue" / "max_sectors_kb")) return bytes;
-  return ReadKib(dev / ".." / "queue" / "max_sectors_kb");
+  return DeviceQueueValue(path, "max_sectors_kb").value_or(0) << 10;
 }
 
 LocalSource::LocalSource(BlobFiles& blobs, IoEngine& engine, size_t part)

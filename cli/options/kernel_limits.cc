@@ -3,9 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
 #include <optional>
-#include <string>
 
 #include "source/cgroup_limits.h"
 
@@ -25,14 +23,8 @@ uint64_t MemoryLimit() {
 }
 
 uint64_t PageCacheRoom(uint64_t budget) {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
   uint64_t available = MemoryLimit();
-  while (meminfo >> key >> kib) {
-    if (key == "MemAvailable:") available = std::min(available, kib << 10);
-    meminfo.ignore(64, '\n');
-  }
+  if (const uint64_t now = MemoryAvailable()) available = std::min(available, now);
   return available > budget ? available - budget : 0;
 }
 
