@@ -15,6 +15,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -34,6 +35,7 @@
 #include "cli/options/kernel_limits.h"
 #include "cli/refuse.h"
 #include "fs/filesystem.h"
+#include "fuse/uring_transport.h"
 #include "source/remote/credentials/credentials.h"
 
 namespace gpufs {
@@ -85,11 +87,14 @@ fuse_session* NewSession(const MountArgs& args, const Opened& opened, FuseContex
 }
 
 // Runs the session until unmounted or signalled; the process exit status.
-int ServeUntilUnmounted(fuse_session* se, const MountArgs& args, const std::string& mountpoint) {
+int ServeUntilUnmounted(fuse_session* se, const MountArgs& args, const std::string& mountpoint,
+                        UringTransport* transport) {
   fuse_set_signal_handlers(se);
   const int rc = Serve(se, args);
   fuse_remove_signal_handlers(se);
   fuse_session_unmount(se);
+  // The rings' threads hand requests to the session: they end before it does.
+  if (transport != nullptr) transport->Stop();
   fuse_session_destroy(se);
   // libfuse reports a stop by SIGINT/SIGTERM/SIGHUP as that (positive) signal number: a
   // requested, clean end. Only a negative value is a failure of the session.
@@ -99,6 +104,30 @@ int ServeUntilUnmounted(fuse_session* se, const MountArgs& args, const std::stri
   }
   spdlog::info("unmounted {}", mountpoint);
   return 0;
+}
+
+std::string TransportName(const FuseContext& context) {
+  return context.transport ? context.transport->Describe()
+                           : std::string(fuse_transport_name::kDevFuse);
+}
+
+// FUSE over io_uring under the session where asked for and the kernel has it; nullptr for
+// the read/write loop on /dev/fuse (said in the log when auto chose it).
+Result<std::unique_ptr<UringTransport>> ChooseTransport(const MountArgs& args, fuse_session* se,
+                                                        FuseContext& context) {
+  if (args.fuse_transport == fuse_transport_name::kDevFuse) return std::unique_ptr<UringTransport>();
+  if (const std::string why = UringUnavailable(); !why.empty()) {
+    if (args.fuse_transport == fuse_transport_name::kIoUring) {
+      return Fail(EOPNOTSUPP, "cannot use --fuse-transport io_uring: {}", why);
+    }
+    spdlog::info("the kernel's requests go through /dev/fuse: {}", why);
+    return std::unique_ptr<UringTransport>();
+  }
+  // The queues share the worker threads --threads allows, at least two each so that a
+  // read waiting on a load leaves its queue served.
+  const unsigned queues = UringTransport::PossibleCpus();
+  const unsigned per_queue = std::clamp(args.max_threads / std::max(queues, 1u), 2u, 8u);
+  return UringTransport::Install(se, context, per_queue);
 }
 
 // In the daemon: the cache stack over the opened source, the core and its side servers,
@@ -135,13 +164,20 @@ int ServeMount(const MountArgs& args, Opened& opened, fuse_session* se, FuseCont
       struct statfs probe {};
       statfs(mountpoint.c_str(), &probe);
       RaiseReadahead(mountpoint, args.max_readahead_kib);
-      spdlog::info("serving {} files ({}) from {} at {}", opened.dataset.catalog.file_count(),
-                   opened.dataset.format, opened.Label(), mountpoint);
+      spdlog::info("serving {} files ({}) from {} at {}, the kernel's requests through {}",
+                   opened.dataset.catalog.file_count(), opened.dataset.format, opened.Label(),
+                   mountpoint, TransportName(context));
       SignalReady(ready_fd);
       if (!args.foreground) DropTerminal();
     }).detach();
   };
-  const int rc = ServeUntilUnmounted(se, args, mountpoint);
+  if (context.transport != nullptr) {
+    fs.SetTransport([transport = context.transport] {
+      return nlohmann::json{{"transport", transport->Describe()},
+                            {"ring_requests", transport->RingRequests()}};
+    });
+  }
+  const int rc = ServeUntilUnmounted(se, args, mountpoint, context.transport);
   metrics.reset();  // its thread reads fs, which goes first otherwise
   return rc;
 }
@@ -175,6 +211,13 @@ int RunMount(const MountArgs& args_in) {
     const std::string hint = FuseAccessHint();
     return Refuse(Fail(EIO, "cannot mount at {}{}", args.mountpoint,
                        hint.empty() ? " (see above)" : ": " + hint));
+  }
+
+  auto transport = ChooseTransport(args, se, context);
+  if (!transport) {
+    fuse_session_unmount(se);
+    fuse_session_destroy(se);
+    return Refuse(transport.error());
   }
 
   int ready_fd = args.ready_fd;

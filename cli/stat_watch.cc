@@ -216,9 +216,10 @@ std::string WatchFrame(const std::string& mount, const nlohmann::json& previous,
   line(fmt::format("gpufs-stat -w {}   gpufsd {}   {}   {:%H:%M:%S}", mount, At(now, {"pid"}),
                    (c.is_null() ? "no cache" : c.value("policy", "")) + ", " + SourceOf(now),
                    fmt::localtime(std::time(nullptr))));
-  line(fmt::format("{:<10}{:>10} files/s {:>9} MB/s   total {} files, {}", "served",
+  line(fmt::format("{:<10}{:>10} files/s {:>9} MB/s   total {} files, {}   via {}", "served",
                    fmt::format("{:.0f}", r.files_s), fmt::format("{:.1f}", r.served_mb_s),
-                   Grouped(r.files_total), Bytes(static_cast<double>(r.bytes_total))));
+                   Grouped(r.files_total), Bytes(static_cast<double>(r.bytes_total)),
+                   watch::TransportOf(now)));
   for (const std::string& text : KernelLines(kernel)) line(text);
   line(SourceLine(now.contains("io") ? now["io"] : nlohmann::json(), r));
   for (const std::string& text : PeerLines(now.contains("io") ? now["io"] : nlohmann::json(), r)) {

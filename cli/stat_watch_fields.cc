@@ -81,6 +81,13 @@ Rates RatesOf(const nlohmann::json& a, const nlohmann::json& b, double dt) {
   return r;
 }
 
+std::string TransportOf(const nlohmann::json& now) {
+  const nlohmann::json& transport = Child(now, {"kernel", "transport"});
+  if (!transport.is_string()) return "dev_fuse";  // daemons from before the choice
+  const std::string text = transport.get<std::string>();
+  return text.substr(0, text.find(' '));
+}
+
 }  // namespace watch
 
 namespace {
@@ -104,6 +111,7 @@ void ServedFields(WatchFields& f, const nlohmann::json& now, const watch::Rates&
   const auto files = static_cast<double>(At(now, {"files"}));
   f.push_back({"time", fmt::format("{:%H:%M:%S}", fmt::localtime(std::time(nullptr)))});
   f.push_back({"files_per_s", r.files_s, 0});
+  f.push_back({"fuse_transport", watch::TransportOf(now)});
   f.push_back({"served_mb_per_s", r.served_mb_s, 1});
   f.push_back({"disk_mb_per_s", r.disk_mb_s, 1});
   f.push_back({"in_memory_ratio", Measured(r.hit_now), 3});

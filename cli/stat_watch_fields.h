@@ -45,6 +45,9 @@ Rates RatesOf(const nlohmann::json& previous, const nlohmann::json& now, double 
 
 // The value at `keys` under `j`, or null where it is absent.
 const nlohmann::json& Child(const nlohmann::json& j, std::initializer_list<const char*> keys);
+// What carries the kernel's requests ("io_uring", "dev_fuse"), without the reason a
+// fallback gives.
+std::string TransportOf(const nlohmann::json& now);
 // The number at `keys` under `j`, or 0 where it is absent.
 uint64_t At(const nlohmann::json& j, std::initializer_list<const char*> keys);
 double Real(const nlohmann::json& j, const char* key);

@@ -177,6 +177,8 @@ Result<std::string> Filesystem::GetXattr(uint64_t ino, std::string_view name) co
       nlohmann::json stats = cache_ ? cache_->Stats() : nlohmann::json::object();
       stats["io"] = source_.Stats();
       stats["kernel"] = options_.kernel;
+      stats["kernel"]["transport"] = "dev_fuse";
+      if (transport_) stats["kernel"].update(transport_());
       return stats.dump();
     }
     if (name == xattr::kControl && !control_path_.empty()) return control_path_;

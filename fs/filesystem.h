@@ -117,6 +117,9 @@ class Filesystem {
   const BlobSource& source() const { return source_; }
   // Where the daemon answers gpufs-stat (the root's user.gpufs.control); set before serving.
   void SetControlPath(std::string path) { control_path_ = std::move(path); }
+  // What carries the kernel's requests, as the stats report it under "kernel" (an object
+  // whose keys are added there); set before serving, called at each stats read.
+  void SetTransport(std::function<nlohmann::json()> describe) { transport_ = std::move(describe); }
 
  private:
   Result<NodeId> NodeOf(uint64_t ino) const;
@@ -135,6 +138,7 @@ class Filesystem {
   std::atomic<uint64_t> references_{0};
   ServeCounters served_;
   std::string control_path_;
+  std::function<nlohmann::json()> transport_;
 };
 
 }  // namespace gpufs

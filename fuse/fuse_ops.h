@@ -17,6 +17,8 @@
 
 namespace gpufs {
 
+class UringTransport;
+
 // Whether listings carry each entry's attributes (READDIRPLUS). Always: a listing makes a
 // kernel inode of every name (about 5 us each), which a plain walk of millions of files
 // pays for nothing. Auto (the kernel's adaptive mode): the first part of a listing comes
@@ -52,6 +54,7 @@ struct FuseContext {
   Filesystem* fs = nullptr;
   CachePolicy cache;
   std::function<void()> on_init;  // called while answering INIT; later requests wait for it
+  UringTransport* transport = nullptr;  // set where FUSE over io_uring may carry requests
 };
 
 const struct fuse_lowlevel_ops& FuseOperations();

@@ -32,6 +32,7 @@ constexpr std::string_view kGroups[] = {kMount,     kCache, kDisk,   kLocal, kRe
 constexpr const auto& kPolicies = policy_name::kAll;
 constexpr const auto& kMissReads = miss_read_name::kAll;
 constexpr const auto& kEngines = engine_name::kAll;
+constexpr const auto& kTransports = fuse_transport_name::kAll;
 constexpr std::string_view kOnOff[] = {"auto", "on", "off"};
 constexpr std::string_view kPayers[] = {"requester"};
 constexpr std::string_view kLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
@@ -356,6 +357,15 @@ const MountOption kTable[] = {
      0,
      0,
      1024},
+    {"fuse-transport",
+     kKernel,
+     K::kChoice,
+     &Field<&MountArgs::fuse_transport>,
+     "how the kernel's requests reach gpufsd: io_uring (FUSE over io_uring, Linux 6.14+ with "
+     "the fuse module's enable_uring set), dev_fuse (read and write on /dev/fuse), auto "
+     "(io_uring where the kernel has it on)",
+     {},
+     kTransports},
     {"max-background",
      kKernel,
      K::kNumber,

@@ -20,6 +20,7 @@
 #include "cache/policy/policy.h"
 #include "dataset/error.h"
 #include "fuse/fuse_ops.h"
+#include "fuse/uring_transport.h"
 #include "source/io_engine.h"
 #include "source/remote/location.h"
 #include "source/remote/transfer/deadline.h"
@@ -50,6 +51,7 @@ struct MountArgs {
   unsigned max_threads = 0;                    // 0: from the cores (ChooseKernelLimits)
   unsigned max_background = 0;                 // 0: max_threads
   std::string streaming = "auto";              // direct I/O past the page cache: auto, on, off
+  std::string fuse_transport{fuse_transport_name::kAuto};  // fuse_transport_name
   unsigned max_readahead_kib = 1024;           // 0 keeps the kernel's default
   int ready_fd = -1;                           // written "ready\n" once the mount serves requests
   bool verify = false;                         // check checksums on first read

@@ -1,0 +1,365 @@
+#include "fuse/uring_transport.h"
+
+#include <linux/fuse.h>
+#include <liburing.h>
+#include <sched.h>
+#include <sys/sysinfo.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+#include "fuse/uring_abi.h"
+
+namespace gpufs {
+namespace {
+
+namespace abi = fuse_uring;
+
+// Room before each payload buffer for the request's headers, so that libfuse gets the
+// request as /dev/fuse would give it (in header, operation header, payload) in one piece
+// without moving the payload.
+constexpr size_t kHeadRoom = 4096;
+// How long an idle thread sleeps before looking at whether the transport stops; the
+// kernel ends every entry's command when the mount goes, so this is only a safety net.
+constexpr long kIdleWakeNs = 1'000'000'000;
+
+// The request in a ring entry's buffers when the current thread is serving one: a reply
+// for it goes into the entry instead of to /dev/fuse.
+thread_local UringTransport* t_owner = nullptr;
+
+bool EndOfConnection(int res) {
+  return res == -ENOTCONN || res == -ECONNABORTED || res == -ECANCELED || res == -ENODEV;
+}
+
+}  // namespace
+
+// One entry: its two buffers as the kernel writes them and the request it holds.
+struct UringTransport::Entry {
+  explicit Entry(size_t payload) : payload_size(payload) {
+    const size_t size = (kHeadRoom + payload + 4095) / 4096 * 4096;
+    memory = static_cast<char*>(std::aligned_alloc(4096, size));
+    if (memory == nullptr) throw std::bad_alloc();
+    iov[0] = {&headers, sizeof(headers)};
+    iov[1] = {memory + kHeadRoom, payload};
+  }
+  ~Entry() { std::free(memory); }
+  Entry(const Entry&) = delete;
+  Entry& operator=(const Entry&) = delete;
+
+  char* payload() const { return memory + kHeadRoom; }
+
+  // The reply libfuse wrote, as the kernel reads it from the entry.
+  ssize_t TakeReply(const struct iovec* parts, int count) {
+    fuse_out_header out{};
+    std::memcpy(&out, parts[0].iov_base, sizeof(out));
+    size_t used = 0;
+    size_t total = parts[0].iov_len;
+    for (int i = 1; i < count; ++i) {
+      total += parts[i].iov_len;
+      if (used + parts[i].iov_len > payload_size) {
+        // Never happens within the kernel's own limits; a reply cut short would be wrong.
+        spdlog::error("a FUSE reply of {} bytes does not fit its ring entry", total);
+        out.error = -EIO;
+        used = 0;
+        break;
+      }
+      std::memcpy(payload() + used, parts[i].iov_base, parts[i].iov_len);
+      used += parts[i].iov_len;
+    }
+    SetReply(out, used);
+    return static_cast<ssize_t>(total);
+  }
+
+  void SetReply(fuse_out_header out, size_t used) {
+    out.len = static_cast<uint32_t>(sizeof(out) + used);
+    std::memcpy(headers.in_out, &out, sizeof(out));
+    headers.ring_ent_in_out.payload_sz = static_cast<uint32_t>(used);
+    replied = true;
+  }
+
+  void ReplyError(int error) {
+    fuse_out_header out{};
+    out.unique = commit_id;
+    out.error = -error;
+    SetReply(out, 0);
+  }
+
+  abi::RequestHeader headers{};
+  const size_t payload_size;
+  char* memory = nullptr;
+  struct iovec iov[2];
+  uint64_t commit_id = 0;
+  bool replied = false;
+};
+
+namespace {
+
+thread_local UringTransport::Entry* t_entry = nullptr;  // see t_owner
+
+// The SQE of `command` for `entry` on queue `qid`.
+void PrepareCommand(io_uring_sqe* sqe, int fd, abi::Command command, uint16_t qid,
+                    UringTransport::Entry& entry) {
+  std::memset(sqe, 0, 2 * sizeof(io_uring_sqe));  // the ring's entries are 128 bytes
+  sqe->opcode = IORING_OP_URING_CMD;
+  sqe->fd = fd;
+  sqe->cmd_op = command;
+  auto* request = reinterpret_cast<abi::CommandRequest*>(sqe->cmd);
+  request->qid = qid;
+  request->commit_id = command == abi::kRegister ? 0 : entry.commit_id;
+  if (command == abi::kRegister) {
+    sqe->addr = reinterpret_cast<uintptr_t>(entry.iov);
+    sqe->len = 2;
+  }
+  io_uring_sqe_set_data(sqe, &entry);
+}
+
+// A ring of 128-byte entries, with the flags that spare interrupts where the kernel has them.
+int InitRing(io_uring& ring) {
+  unsigned flags = IORING_SETUP_SQE128 | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN;
+  int rc = io_uring_queue_init(4, &ring, flags);
+  if (rc == -EINVAL) rc = io_uring_queue_init(4, &ring, IORING_SETUP_SQE128);
+  return rc;
+}
+
+void PinToCpu(unsigned cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  // A CPU outside the daemon's cpuset stays unpinned: its queue is served all the same.
+  (void)sched_setaffinity(0, sizeof(set), &set);
+}
+
+}  // namespace
+
+std::string UringUnavailable(const char* parameter) {
+  const char* path = parameter ? parameter : abi::kEnableParameter;
+  std::ifstream in(path);
+  if (!in) {
+    return fmt::format("this kernel has no FUSE over io_uring ({} is missing; it needs Linux "
+                       "6.14 or later built with CONFIG_FUSE_IO_URING)",
+                       path);
+  }
+  std::string value;
+  in >> value;
+  if (value == "Y" || value == "1") return {};
+  return fmt::format("FUSE over io_uring is off in this kernel ({} is {}; as root: echo Y > {})",
+                     path, value, path);
+}
+
+unsigned UringTransport::PossibleCpus() {
+  std::ifstream in("/sys/devices/system/cpu/possible");
+  std::string ranges;
+  unsigned highest = 0;
+  bool any = false;
+  if (in >> ranges) {
+    // "0-63" or "0-3,8-11": the queues are indexed by CPU number, so the count is the
+    // highest number plus one.
+    for (size_t at = 0; at < ranges.size();) {
+      size_t end = ranges.find(',', at);
+      if (end == std::string::npos) end = ranges.size();
+      const std::string range = ranges.substr(at, end - at);
+      const size_t dash = range.find('-');
+      highest = std::max(highest, static_cast<unsigned>(std::strtoul(
+                                      range.c_str() + (dash == std::string::npos ? 0 : dash + 1),
+                                      nullptr, 10)));
+      any = true;
+      at = end + 1;
+    }
+  }
+  return any ? highest + 1 : static_cast<unsigned>(std::max(1, get_nprocs_conf()));
+}
+
+UringTransport::UringTransport(fuse_session* se, unsigned threads_per_queue)
+    : se_(se), fd_(fuse_session_fd(se)), threads_per_queue_(std::max(1u, threads_per_queue)) {}
+
+UringTransport::~UringTransport() { Stop(); }
+
+Result<std::unique_ptr<UringTransport>> UringTransport::Install(fuse_session* se,
+                                                                FuseContext& context,
+                                                                unsigned threads_per_queue) {
+  std::unique_ptr<UringTransport> transport(new UringTransport(se, threads_per_queue));
+  fuse_custom_io io{};
+  io.writev = &UringTransport::WriteV;
+  io.read = &UringTransport::Read;
+  // The device stays the one fuse_session_mount opened; only its writes are looked at.
+  if (int rc = fuse_session_custom_io(se, &io, fuse_session_fd(se)); rc != 0) {
+    return gpufs::Fail(-rc, "cannot put FUSE over io_uring under the session: {}",
+                       strerror(-rc));
+  }
+  context.transport = transport.get();
+  return transport;
+}
+
+ssize_t UringTransport::Read(int fd, void* buf, size_t len, void* /*userdata*/) {
+  return ::read(fd, buf, len);
+}
+
+ssize_t UringTransport::WriteV(int fd, struct iovec* iov, int count, void* userdata) {
+  auto& context = *static_cast<FuseContext*>(userdata);
+  UringTransport* self = context.transport;
+  if (t_entry != nullptr && t_owner == self && count > 0 &&
+      iov[0].iov_len >= sizeof(fuse_out_header) &&
+      static_cast<const fuse_out_header*>(iov[0].iov_base)->unique == t_entry->commit_id) {
+    return t_entry->TakeReply(iov, count);
+  }
+  // The first write of a session is INIT's reply: no request is answered before it.
+  if (self != nullptr && !self->init_seen_.exchange(true)) return self->ForwardInit(fd, iov, count);
+  return ::writev(fd, iov, count);
+}
+
+// Adds the io_uring flag to INIT's reply, sends it, and starts the rings once the kernel
+// has taken it (the kernel refuses registrations before).
+ssize_t UringTransport::ForwardInit(int fd, struct iovec* iov, int count) {
+  const auto* out = static_cast<const fuse_out_header*>(iov[0].iov_base);
+  if (count != 2 || out->error != 0 || iov[1].iov_len < sizeof(fuse_init_out)) {
+    NoteFailure("INIT was not answered with the reply the transport expects");
+    return ::writev(fd, iov, count);
+  }
+  fuse_init_out init{};
+  std::memcpy(&init, iov[1].iov_base, sizeof(init));
+  if ((init.flags & abi::kInitExt) == 0) {
+    NoteFailure("the kernel did not offer FUSE's extended INIT flags");
+    return ::writev(fd, iov, count);
+  }
+  init.flags2 |= static_cast<uint32_t>(abi::kOverIoUring >> 32);
+  struct iovec patched[2] = {iov[0], {&init, iov[1].iov_len}};
+  const ssize_t rc = ::writev(fd, patched, 2);
+  if (rc < 0) return rc;
+  // The kernel's bound on what one request or reply carries, which every payload buffer
+  // must hold.
+  size_t payload = std::max<size_t>(abi::kMinReadBuffer, init.max_write);
+  if (init.flags & abi::kMaxPages) {
+    payload = std::max<size_t>(payload, size_t{init.max_pages} * 4096);
+  }
+  on_ = true;
+  Start(payload);
+  return rc;
+}
+
+void UringTransport::Start(size_t payload_size) {
+  const unsigned queues = PossibleCpus();
+  counts_ = std::make_unique<Count[]>(queues * threads_per_queue_);
+  thread_count_.store(queues * threads_per_queue_, std::memory_order_release);
+  for (unsigned qid = 0; qid < queues; ++qid) {
+    for (unsigned t = 0; t < threads_per_queue_; ++t) {
+      Count& count = counts_[threads_.size()];
+      threads_.emplace_back([this, qid, payload_size, &count] {
+        RunQueue(static_cast<uint16_t>(qid), payload_size, count);
+      });
+    }
+  }
+  spdlog::info("FUSE over io_uring: {} queues, {} threads each, {} KiB per request", queues,
+               threads_per_queue_, payload_size / 1024);
+}
+
+// One thread of queue `qid`: its ring, its entry, and the requests the kernel puts there
+// until the connection ends.
+void UringTransport::RunQueue(uint16_t qid, size_t payload_size, Count& count) {
+  PinToCpu(qid);
+  io_uring ring{};
+  if (int rc = InitRing(ring); rc < 0) {
+    return NoteFailure(fmt::format("cannot set up an io_uring: {}", strerror(-rc)));
+  }
+  Entry entry(payload_size);
+  abi::Command next = abi::kRegister;
+  bool served_one = false;
+  while (!stopping_.load(std::memory_order_relaxed)) {
+    PrepareCommand(io_uring_get_sqe(&ring), fd_, next, qid, entry);
+    io_uring_cqe* cqe = nullptr;
+    __kernel_timespec wake{0, kIdleWakeNs};
+    int rc = io_uring_submit_and_wait_timeout(&ring, &cqe, 1, &wake, nullptr);
+    while (rc == -ETIME || rc == -EINTR) {
+      if (stopping_.load(std::memory_order_relaxed)) break;
+      rc = io_uring_wait_cqe_timeout(&ring, &cqe, &wake);
+    }
+    if (rc < 0) break;
+    const int res = cqe->res;
+    io_uring_cqe_seen(&ring, cqe);
+    if (res < 0) {
+      if (!EndOfConnection(res)) {
+        NoteFailure(fmt::format("queue {}'s {} failed: {}", qid,
+                         served_one ? "commit" : "registration", strerror(-res)));
+      }
+      break;
+    }
+    served_one = true;
+    Serve(entry);
+    count.requests.fetch_add(1, std::memory_order_relaxed);
+    next = abi::kCommitAndFetch;
+  }
+  io_uring_queue_exit(&ring);  // ends this entry's command, if the kernel still holds it
+}
+
+// Hands the request in `entry` to libfuse as /dev/fuse would have given it.
+void UringTransport::Serve(Entry& entry) {
+  fuse_in_header in{};
+  std::memcpy(&in, entry.headers.in_out, sizeof(in));
+  const uint32_t payload = entry.headers.ring_ent_in_out.payload_sz;
+  entry.commit_id = entry.headers.ring_ent_in_out.commit_id;
+  entry.replied = false;
+  const size_t head = sizeof(in);
+  if (payload > entry.payload_size || in.len < head + payload ||
+      in.len - head - payload > abi::kOpHeaderSize) {
+    spdlog::error("a FUSE request from the ring is malformed (opcode {}, {} bytes, {} in the "
+                  "payload)",
+                  in.opcode, in.len, payload);
+    return entry.ReplyError(EIO);
+  }
+  const size_t op_header = in.len - head - payload;
+  char* start = entry.payload() - op_header - head;
+  std::memcpy(start, &in, head);
+  std::memcpy(start + head, entry.headers.op_in, op_header);
+  fuse_buf buf{};
+  buf.size = in.len;
+  buf.mem = start;
+  t_entry = &entry;
+  t_owner = this;
+  fuse_session_process_buf(se_, &buf);
+  t_entry = nullptr;
+  t_owner = nullptr;
+  // Every operation gpufs serves replies before it returns; a request left without one
+  // would hold its entry, and its caller, forever.
+  if (!entry.replied) entry.ReplyError(EIO);
+}
+
+void UringTransport::NoteFailure(std::string why) {
+  {
+    std::lock_guard lock(mu_);
+    if (!failure_.empty()) return;
+    failure_ = why;
+  }
+  spdlog::warn("FUSE over io_uring: {}; requests go through /dev/fuse", why);
+}
+
+void UringTransport::Stop() {
+  stopping_ = true;
+  for (std::thread& thread : threads_) {
+    if (thread.joinable()) thread.join();
+  }
+  threads_.clear();
+}
+
+uint64_t UringTransport::RingRequests() const {
+  uint64_t total = 0;
+  const unsigned threads = thread_count_.load(std::memory_order_acquire);
+  for (unsigned i = 0; i < threads; ++i) {
+    total += counts_[i].requests.load(std::memory_order_relaxed);
+  }
+  return total;
+}
+
+std::string UringTransport::Describe() const {
+  std::lock_guard lock(mu_);
+  if (on_ && failure_.empty()) return std::string(fuse_transport_name::kIoUring);
+  if (failure_.empty()) return std::string(fuse_transport_name::kDevFuse);
+  return fmt::format("{} ({})", fuse_transport_name::kDevFuse, failure_);
+}
+
+}  // namespace gpufs
