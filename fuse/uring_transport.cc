@@ -128,6 +128,24 @@ int InitRing(io_uring& ring) {
   return rc;
 }
 
+// The next completion, submitting what is pending (again, where a signal cut the last
+// submission short); nullptr once the transport stops or the ring fails.
+io_uring_cqe* AwaitCompletion(io_uring& ring, const std::atomic<bool>& stopping) {
+  for (;;) {
+    io_uring_cqe* cqe = nullptr;
+    __kernel_timespec wake{0, kIdleWakeNs};
+    // A return without a completion is not an error: the wait ended early (a signal, a
+    // tracer attaching), or timed out.
+    const int rc = io_uring_submit_and_wait_timeout(&ring, &cqe, 1, &wake, nullptr);
+    if (cqe != nullptr) return cqe;
+    if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
+      spdlog::error("FUSE over io_uring: waiting on a ring failed: {}", strerror(-rc));
+      return nullptr;
+    }
+    if (stopping.load(std::memory_order_relaxed)) return nullptr;
+  }
+}
+
 void PinToCpu(unsigned cpu) {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -272,14 +290,8 @@ void UringTransport::RunQueue(uint16_t qid, size_t payload_size, Count& count) {
   bool served_one = false;
   while (!stopping_.load(std::memory_order_relaxed)) {
     PrepareCommand(io_uring_get_sqe(&ring), fd_, next, qid, entry);
-    io_uring_cqe* cqe = nullptr;
-    __kernel_timespec wake{0, kIdleWakeNs};
-    int rc = io_uring_submit_and_wait_timeout(&ring, &cqe, 1, &wake, nullptr);
-    while (rc == -ETIME || rc == -EINTR) {
-      if (stopping_.load(std::memory_order_relaxed)) break;
-      rc = io_uring_wait_cqe_timeout(&ring, &cqe, &wake);
-    }
-    if (rc < 0) break;
+    io_uring_cqe* cqe = AwaitCompletion(ring, stopping_);
+    if (cqe == nullptr) break;
     const int res = cqe->res;
     io_uring_cqe_seen(&ring, cqe);
     if (res < 0) {
