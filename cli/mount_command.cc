@@ -115,7 +115,8 @@ std::string TransportName(const FuseContext& context) {
 // the read/write loop on /dev/fuse (said in the log when auto chose it).
 Result<std::unique_ptr<UringTransport>> ChooseTransport(const MountArgs& args, fuse_session* se,
                                                         FuseContext& context) {
-  if (args.fuse_transport == fuse_transport_name::kDevFuse) return std::unique_ptr<UringTransport>();
+  if (args.fuse_transport == fuse_transport_name::kDevFuse)
+    return std::unique_ptr<UringTransport>();
   if (const std::string why = UringUnavailable(); !why.empty()) {
     if (args.fuse_transport == fuse_transport_name::kIoUring) {
       return Fail(EOPNOTSUPP, "cannot use --fuse-transport io_uring: {}", why);

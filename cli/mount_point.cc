@@ -127,13 +127,15 @@ Error BusyError(const std::string& mountpoint, const std::string& said) {
 }
 
 // A mount at `path` whose daemon has gone: cleared when it is gpufs's, else refused. The
-// kernel may still answer a stat of it from its cache; statfs reaches the daemon.
+// kernel may still answer a stat of it from its cache; statfs reaches the daemon. Over
+// io_uring, a request made while the dead daemon's ring is being cancelled, before its
+// connection is aborted, ends with ECANCELED.
 Status ClearDeadMount(const std::string& path) {
   const std::string where = TablePath(path);
   auto mount = MountOf(where);
   struct statfs probe {};
   if (!mount || mount->path != where || statfs(path.c_str(), &probe) == 0 ||
-      (errno != ENOTCONN && errno != ECONNABORTED)) {
+      (errno != ENOTCONN && errno != ECONNABORTED && errno != ECANCELED)) {
     return Ok{};
   }
   if (!mount->is_gpufs()) {

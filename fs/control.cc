@@ -110,7 +110,7 @@ nlohmann::json StatsOf(const Filesystem& fs) {
                      {kFiles, served.files.load()}}}};
   j[kCache] = fs.cache() ? fs.cache()->Stats() : nlohmann::json();
   j[kIo] = fs.source().Stats();
-  j[kKernel] = fs.options().kernel;
+  j[kKernel] = fs.KernelStats();
   j[kProblems] = RecentProblems(kProblemsShown);
   const GpuInfo& gpu = fs.options().gpu;
   j[kGpu] = {{"device", gpu.device},

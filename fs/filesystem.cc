@@ -176,9 +176,7 @@ Result<std::string> Filesystem::GetXattr(uint64_t ino, std::string_view name) co
     if (name == xattr::kStats) {
       nlohmann::json stats = cache_ ? cache_->Stats() : nlohmann::json::object();
       stats["io"] = source_.Stats();
-      stats["kernel"] = options_.kernel;
-      stats["kernel"]["transport"] = "dev_fuse";
-      if (transport_) stats["kernel"].update(transport_());
+      stats["kernel"] = KernelStats();
       return stats.dump();
     }
     if (name == xattr::kControl && !control_path_.empty()) return control_path_;
@@ -209,6 +207,13 @@ Result<std::string> Filesystem::ListXattr(uint64_t ino) const {
   }
   if (!catalog_.IsDir(*id)) add(xattr::kFileNames);
   return list;
+}
+
+nlohmann::json Filesystem::KernelStats() const {
+  nlohmann::json kernel = options_.kernel;
+  kernel["transport"] = "dev_fuse";
+  if (transport_) kernel.update(transport_());
+  return kernel;
 }
 
 struct statvfs Filesystem::StatFs() const {

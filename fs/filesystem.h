@@ -91,6 +91,8 @@ class Filesystem {
   // The names above, each NUL-terminated, as listxattr(2) returns them.
   Result<std::string> ListXattr(uint64_t ino) const;
   struct statvfs StatFs() const;
+  // What the kernel was told at INIT and what carries its requests (the stats' "kernel").
+  nlohmann::json KernelStats() const;
 
   // The kernel's references to inodes: each entry it was given (lookup, readdirplus) adds
   // one, each forget removes what it says. Inodes are catalog ids, so nothing is freed.

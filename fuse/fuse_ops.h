@@ -53,7 +53,7 @@ struct CachePolicy {
 struct FuseContext {
   Filesystem* fs = nullptr;
   CachePolicy cache;
-  std::function<void()> on_init;  // called while answering INIT; later requests wait for it
+  std::function<void()> on_init;        // called while answering INIT; later requests wait for it
   UringTransport* transport = nullptr;  // set where FUSE over io_uring may carry requests
 };
 

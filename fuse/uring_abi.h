@@ -12,7 +12,7 @@ namespace gpufs::fuse_uring {
 // In fuse_init_out.flags2 (the flags' upper half, valid when FUSE_INIT_EXT is set): the
 // daemon will take requests through io_uring.
 inline constexpr uint64_t kOverIoUring = 1ULL << 41;
-inline constexpr uint32_t kInitExt = 1U << 30;  // FUSE_INIT_EXT, in fuse_init_out.flags
+inline constexpr uint32_t kInitExt = 1U << 30;   // FUSE_INIT_EXT, in fuse_init_out.flags
 inline constexpr uint32_t kMaxPages = 1U << 22;  // FUSE_MAX_PAGES
 
 // The sizes the kernel copies the headers with.

@@ -1,7 +1,7 @@
 #include "fuse/uring_transport.h"
 
-#include <linux/fuse.h>
 #include <liburing.h>
+#include <linux/fuse.h>
 #include <sched.h>
 #include <sys/sysinfo.h>
 #include <sys/uio.h>
@@ -99,6 +99,23 @@ struct UringTransport::Entry {
   bool replied = false;
 };
 
+// One thread's ring and entry, made before INIT's reply so that the reply can still go
+// out without the flag where they cannot be had.
+struct UringTransport::Worker {
+  Worker(uint16_t queue, size_t payload) : qid(queue), entry(payload) {}
+  ~Worker() {
+    if (ring_made) io_uring_queue_exit(&ring);  // ends the entry's command, if still held
+  }
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  const uint16_t qid;
+  io_uring ring{};
+  bool ring_made = false;
+  Entry entry;
+  alignas(64) std::atomic<uint64_t> requests{0};  // served; a line of its own
+};
+
 namespace {
 
 thread_local UringTransport::Entry* t_entry = nullptr;  // see t_owner
@@ -120,9 +137,10 @@ void PrepareCommand(io_uring_sqe* sqe, int fd, abi::Command command, uint16_t qi
   io_uring_sqe_set_data(sqe, &entry);
 }
 
-// A ring of 128-byte entries, with the flags that spare interrupts where the kernel has them.
+// A ring of 128-byte entries, with the flag that spares interrupts where the kernel has
+// it. Not single-issuer: it is made on the thread answering INIT, used by its own.
 int InitRing(io_uring& ring) {
-  unsigned flags = IORING_SETUP_SQE128 | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN;
+  unsigned flags = IORING_SETUP_SQE128 | IORING_SETUP_COOP_TASKRUN;
   int rc = io_uring_queue_init(4, &ring, flags);
   if (rc == -EINVAL) rc = io_uring_queue_init(4, &ring, IORING_SETUP_SQE128);
   return rc;
@@ -160,9 +178,10 @@ std::string UringUnavailable(const char* parameter) {
   const char* path = parameter ? parameter : abi::kEnableParameter;
   std::ifstream in(path);
   if (!in) {
-    return fmt::format("this kernel has no FUSE over io_uring ({} is missing; it needs Linux "
-                       "6.14 or later built with CONFIG_FUSE_IO_URING)",
-                       path);
+    return fmt::format(
+        "this kernel has no FUSE over io_uring ({} is missing; it needs Linux "
+        "6.14 or later built with CONFIG_FUSE_IO_URING)",
+        path);
   }
   std::string value;
   in >> value;
@@ -184,9 +203,9 @@ unsigned UringTransport::PossibleCpus() {
       if (end == std::string::npos) end = ranges.size();
       const std::string range = ranges.substr(at, end - at);
       const size_t dash = range.find('-');
-      highest = std::max(highest, static_cast<unsigned>(std::strtoul(
-                                      range.c_str() + (dash == std::string::npos ? 0 : dash + 1),
-                                      nullptr, 10)));
+      highest = std::max(
+          highest, static_cast<unsigned>(std::strtoul(
+                       range.c_str() + (dash == std::string::npos ? 0 : dash + 1), nullptr, 10)));
       any = true;
       at = end + 1;
     }
@@ -208,8 +227,7 @@ Result<std::unique_ptr<UringTransport>> UringTransport::Install(fuse_session* se
   io.read = &UringTransport::Read;
   // The device stays the one fuse_session_mount opened; only its writes are looked at.
   if (int rc = fuse_session_custom_io(se, &io, fuse_session_fd(se)); rc != 0) {
-    return gpufs::Fail(-rc, "cannot put FUSE over io_uring under the session: {}",
-                       strerror(-rc));
+    return gpufs::Fail(-rc, "cannot put FUSE over io_uring under the session: {}", strerror(-rc));
   }
   context.transport = transport.get();
   return transport;
@@ -233,7 +251,9 @@ ssize_t UringTransport::WriteV(int fd, struct iovec* iov, int count, void* userd
 }
 
 // Adds the io_uring flag to INIT's reply, sends it, and starts the rings once the kernel
-// has taken it (the kernel refuses registrations before).
+// has taken it (the kernel refuses registrations before). Once the kernel has the flag it
+// holds every request until each queue has an entry, so all that can fail (rings, buffers)
+// is made first: where any of it fails, INIT goes out without the flag.
 ssize_t UringTransport::ForwardInit(int fd, struct iovec* iov, int count) {
   const auto* out = static_cast<const fuse_out_header*>(iov[0].iov_base);
   if (count != 2 || out->error != 0 || iov[1].iov_len < sizeof(fuse_init_out)) {
@@ -246,67 +266,90 @@ ssize_t UringTransport::ForwardInit(int fd, struct iovec* iov, int count) {
     NoteFailure("the kernel did not offer FUSE's extended INIT flags");
     return ::writev(fd, iov, count);
   }
-  init.flags2 |= static_cast<uint32_t>(abi::kOverIoUring >> 32);
-  struct iovec patched[2] = {iov[0], {&init, iov[1].iov_len}};
-  const ssize_t rc = ::writev(fd, patched, 2);
-  if (rc < 0) return rc;
   // The kernel's bound on what one request or reply carries, which every payload buffer
   // must hold.
   size_t payload = std::max<size_t>(abi::kMinReadBuffer, init.max_write);
   if (init.flags & abi::kMaxPages) {
     payload = std::max<size_t>(payload, size_t{init.max_pages} * 4096);
   }
+  if (Status made = MakeWorkers(payload); !made) {
+    NoteFailure(made.error().message);
+    return ::writev(fd, iov, count);
+  }
+  init.flags2 |= static_cast<uint32_t>(abi::kOverIoUring >> 32);
+  struct iovec patched[2] = {iov[0], {&init, iov[1].iov_len}};
+  const ssize_t rc = ::writev(fd, patched, 2);
+  if (rc < 0) {
+    workers_.clear();
+    return rc;
+  }
   on_ = true;
   Start(payload);
   return rc;
 }
 
-void UringTransport::Start(size_t payload_size) {
+// The rings and buffers of every queue's threads, all or none.
+Status UringTransport::MakeWorkers(size_t payload_size) {
   const unsigned queues = PossibleCpus();
-  counts_ = std::make_unique<Count[]>(queues * threads_per_queue_);
-  thread_count_.store(queues * threads_per_queue_, std::memory_order_release);
+  std::vector<std::unique_ptr<Worker>> made;
   for (unsigned qid = 0; qid < queues; ++qid) {
     for (unsigned t = 0; t < threads_per_queue_; ++t) {
-      Count& count = counts_[threads_.size()];
-      threads_.emplace_back([this, qid, payload_size, &count] {
-        RunQueue(static_cast<uint16_t>(qid), payload_size, count);
-      });
+      auto worker = std::make_unique<Worker>(static_cast<uint16_t>(qid), payload_size);
+      if (int rc = InitRing(worker->ring); rc < 0) {
+        // Rings count against the locked-memory limit of a process without CAP_IPC_LOCK.
+        return gpufs::Fail(-rc, "cannot set up an io_uring: {}{}", strerror(-rc),
+                           rc == -ENOMEM ? " (within the locked-memory limit, `ulimit -l`)" : "");
+      }
+      worker->ring_made = true;
+      made.push_back(std::move(worker));
     }
   }
-  spdlog::info("FUSE over io_uring: {} queues, {} threads each, {} KiB per request", queues,
-               threads_per_queue_, payload_size / 1024);
+  workers_ = std::move(made);
+  return Ok{};
 }
 
-// One thread of queue `qid`: its ring, its entry, and the requests the kernel puts there
-// until the connection ends.
-void UringTransport::RunQueue(uint16_t qid, size_t payload_size, Count& count) {
-  PinToCpu(qid);
-  io_uring ring{};
-  if (int rc = InitRing(ring); rc < 0) {
-    return NoteFailure(fmt::format("cannot set up an io_uring: {}", strerror(-rc)));
-  }
-  Entry entry(payload_size);
+void UringTransport::Start(size_t payload_size) {
+  for (auto& worker : workers_) threads_.emplace_back([this, w = worker.get()] { RunQueue(*w); });
+  ready_.store(true, std::memory_order_release);
+  spdlog::info("FUSE over io_uring: {} queues, {} threads each, {} KiB per request",
+               workers_.size() / threads_per_queue_, threads_per_queue_, payload_size / 1024);
+}
+
+// One thread of a queue: its ring, its entry, and the requests the kernel puts there until
+// the connection ends.
+void UringTransport::RunQueue(Worker& worker) {
+  PinToCpu(worker.qid);
+  Entry& entry = worker.entry;
   abi::Command next = abi::kRegister;
-  bool served_one = false;
   while (!stopping_.load(std::memory_order_relaxed)) {
-    PrepareCommand(io_uring_get_sqe(&ring), fd_, next, qid, entry);
-    io_uring_cqe* cqe = AwaitCompletion(ring, stopping_);
+    PrepareCommand(io_uring_get_sqe(&worker.ring), fd_, next, worker.qid, entry);
+    io_uring_cqe* cqe = AwaitCompletion(worker.ring, stopping_);
     if (cqe == nullptr) break;
     const int res = cqe->res;
-    io_uring_cqe_seen(&ring, cqe);
+    io_uring_cqe_seen(&worker.ring, cqe);
     if (res < 0) {
-      if (!EndOfConnection(res)) {
-        NoteFailure(fmt::format("queue {}'s {} failed: {}", qid,
-                         served_one ? "commit" : "registration", strerror(-res)));
-      }
+      if (!EndOfConnection(res)) Unregistered(worker, next, res);
       break;
     }
-    served_one = true;
     Serve(entry);
-    count.requests.fetch_add(1, std::memory_order_relaxed);
+    worker.requests.fetch_add(1, std::memory_order_relaxed);
     next = abi::kCommitAndFetch;
   }
-  io_uring_queue_exit(&ring);  // ends this entry's command, if the kernel still holds it
+}
+
+// A queue that lost an entry. Where it never had one, the kernel holds every request of
+// the mount for ever, waiting for it: the daemon ends instead, so that readers get
+// ENOTCONN rather than a hang.
+void UringTransport::Unregistered(const Worker& worker, uint32_t command, int res) {
+  const bool never = command == abi::kRegister;
+  const std::string why = fmt::format("queue {}'s {} failed: {}", worker.qid,
+                                      never ? "registration" : "commit", strerror(-res));
+  if (!never) return NoteFailure(why);
+  spdlog::critical(
+      "FUSE over io_uring: {}; the kernel holds every request until each queue has an entry, "
+      "so gpufsd stops (mount with --fuse-transport dev_fuse to go on without it)",
+      why);
+  std::_Exit(1);
 }
 
 // Hands the request in `entry` to libfuse as /dev/fuse would have given it.
@@ -319,9 +362,10 @@ void UringTransport::Serve(Entry& entry) {
   const size_t head = sizeof(in);
   if (payload > entry.payload_size || in.len < head + payload ||
       in.len - head - payload > abi::kOpHeaderSize) {
-    spdlog::error("a FUSE request from the ring is malformed (opcode {}, {} bytes, {} in the "
-                  "payload)",
-                  in.opcode, in.len, payload);
+    spdlog::error(
+        "a FUSE request from the ring is malformed (opcode {}, {} bytes, {} in the "
+        "payload)",
+        in.opcode, in.len, payload);
     return entry.ReplyError(EIO);
   }
   const size_t op_header = in.len - head - payload;
@@ -356,14 +400,14 @@ void UringTransport::Stop() {
     if (thread.joinable()) thread.join();
   }
   threads_.clear();
+  ready_.store(false, std::memory_order_release);
+  workers_.clear();
 }
 
 uint64_t UringTransport::RingRequests() const {
+  if (!ready_.load(std::memory_order_acquire)) return 0;
   uint64_t total = 0;
-  const unsigned threads = thread_count_.load(std::memory_order_acquire);
-  for (unsigned i = 0; i < threads; ++i) {
-    total += counts_[i].requests.load(std::memory_order_relaxed);
-  }
+  for (const auto& worker : workers_) total += worker->requests.load(std::memory_order_relaxed);
   return total;
 }
 

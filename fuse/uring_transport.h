@@ -35,9 +35,9 @@
 namespace gpufs {
 
 namespace fuse_transport_name {
-inline constexpr std::string_view kAuto = "auto";          // io_uring where the kernel has it on
-inline constexpr std::string_view kIoUring = "io_uring";   // io_uring, or refuse the mount
-inline constexpr std::string_view kDevFuse = "dev_fuse";   // read/write on /dev/fuse
+inline constexpr std::string_view kAuto = "auto";         // io_uring where the kernel has it on
+inline constexpr std::string_view kIoUring = "io_uring";  // io_uring, or refuse the mount
+inline constexpr std::string_view kDevFuse = "dev_fuse";  // read/write on /dev/fuse
 inline constexpr std::array<std::string_view, 3> kAll = {kAuto, kIoUring, kDevFuse};
 }  // namespace fuse_transport_name
 
@@ -51,7 +51,7 @@ class UringTransport {
   // device: every reply now passes through the transport, and the rings start once INIT is
   // answered. `threads_per_queue` entries wait on each queue.
   static Result<std::unique_ptr<UringTransport>> Install(fuse_session* se, FuseContext& context,
-                                                        unsigned threads_per_queue);
+                                                         unsigned threads_per_queue);
   ~UringTransport();
   UringTransport(const UringTransport&) = delete;
   UringTransport& operator=(const UringTransport&) = delete;
@@ -68,18 +68,20 @@ class UringTransport {
 
   static unsigned PossibleCpus();
 
- // One ring entry: its buffers and the request it holds (defined where it is used).
+  // One ring entry: its buffers and the request it holds (defined where it is used).
   struct Entry;
 
  private:
   UringTransport(fuse_session* se, unsigned threads_per_queue);
 
+  struct Worker;
   static ssize_t WriteV(int fd, struct iovec* iov, int count, void* userdata);
   static ssize_t Read(int fd, void* buf, size_t len, void* userdata);
   ssize_t ForwardInit(int fd, struct iovec* iov, int count);
+  Status MakeWorkers(size_t payload_size);
   void Start(size_t payload_size);
-  struct Count;
-  void RunQueue(uint16_t qid, size_t payload_size, Count& count);
+  void RunQueue(Worker& worker);
+  void Unregistered(const Worker& worker, uint32_t command, int res);
   void Serve(Entry& entry);
   void NoteFailure(std::string why);
 
@@ -88,14 +90,10 @@ class UringTransport {
   const unsigned threads_per_queue_;
   std::atomic<bool> init_seen_{false};
   std::atomic<bool> stopping_{false};
-  std::atomic<bool> on_{false};  // INIT asked for io_uring
+  std::atomic<bool> on_{false};                   // INIT asked for io_uring
+  std::vector<std::unique_ptr<Worker>> workers_;  // set before ready_
+  std::atomic<bool> ready_{false};
   std::vector<std::thread> threads_;
-  // Requests each thread served, one counter per thread so that no line is shared.
-  struct alignas(64) Count {
-    std::atomic<uint64_t> requests{0};
-  };
-  std::unique_ptr<Count[]> counts_;
-  std::atomic<unsigned> thread_count_{0};  // of counts_, set before the threads start
   mutable std::mutex mu_;
   std::string failure_;  // guarded by mu_: the first thing that failed
 };

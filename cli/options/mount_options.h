@@ -47,12 +47,12 @@ struct MountArgs {
   bool dry_run = false;          // print the mount's options, mount nothing
   LogOptions log;
   bool debug = false;
-  std::vector<std::string> fuse_options;       // each a comma-separated -o list for libfuse
-  unsigned max_threads = 0;                    // 0: from the cores (ChooseKernelLimits)
-  unsigned max_background = 0;                 // 0: max_threads
-  std::string streaming = "auto";              // direct I/O past the page cache: auto, on, off
+  std::vector<std::string> fuse_options;  // each a comma-separated -o list for libfuse
+  unsigned max_threads = 0;               // 0: from the cores (ChooseKernelLimits)
+  unsigned max_background = 0;            // 0: max_threads
+  std::string streaming = "auto";         // direct I/O past the page cache: auto, on, off
   std::string fuse_transport{fuse_transport_name::kAuto};  // fuse_transport_name
-  unsigned max_readahead_kib = 1024;           // 0 keeps the kernel's default
+  unsigned max_readahead_kib = 1024;                       // 0 keeps the kernel's default
   int ready_fd = -1;                           // written "ready\n" once the mount serves requests
   bool verify = false;                         // check checksums on first read
   uint64_t cache_bytes = DefaultCacheBytes();  // group cache budget; 0: no cache
