@@ -77,7 +77,24 @@ Status HashGroup(int fd, const Catalog& catalog, uint32_t group,
 
 }  // namespace
 
+#ifdef GPUFS_XXH3_AVX2
+uint64_t Xxh3Avx2(const void* data, size_t size);  // xxh3_avx2.cc
+
+namespace {
+using Xxh3 = uint64_t (*)(const void*, size_t);
+Xxh3 PickXxh3() {
+  if (__builtin_cpu_supports("avx2")) return &Xxh3Avx2;
+  return [](const void* data, size_t size) -> uint64_t { return XXH3_64bits(data, size); };
+}
+}  // namespace
+
+uint64_t ChecksumOf(const void* data, size_t size) {
+  static const Xxh3 xxh3 = PickXxh3();
+  return xxh3(data, size);
+}
+#else
 uint64_t ChecksumOf(const void* data, size_t size) { return XXH3_64bits(data, size); }
+#endif
 
 ChecksumStream::ChecksumStream() : state_(XXH3_createState()) { XXH3_64bits_reset(state_); }
 ChecksumStream::~ChecksumStream() { XXH3_freeState(state_); }

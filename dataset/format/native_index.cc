@@ -12,6 +12,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "dataset/format/checksums.h"
 #include "dataset/format/file_io.h"
 #include "dataset/format/name_rules.h"
 #include "dataset/format/native_layout.h"
@@ -70,7 +71,7 @@ class IndexChecker {
         return Bad("section {} lies outside the file", i);
       }
     }
-    if (XXH3_64bits(base_ + h.header_size, size_ - h.header_size) != h.body_checksum) {
+    if (ChecksumOf(base_ + h.header_size, size_ - h.header_size) != h.body_checksum) {
       return Bad("body checksum mismatch: the index is damaged");
     }
     return CheckCounts(h);
