@@ -35,6 +35,7 @@
 #include "cli/options/kernel_limits.h"
 #include "cli/refuse.h"
 #include "fs/filesystem.h"
+#include "fs/kernel_stat.h"
 #include "fuse/uring_transport.h"
 #include "source/remote/credentials/credentials.h"
 
@@ -125,9 +126,10 @@ Result<std::unique_ptr<UringTransport>> ChooseTransport(const MountArgs& args, f
     return std::unique_ptr<UringTransport>();
   }
   // The queues share the worker threads --threads allows, at least two each so that a
-  // read waiting on a load leaves its queue served.
-  const unsigned queues = UringTransport::PossibleCpus();
-  const unsigned per_queue = std::clamp(args.max_threads / std::max(queues, 1u), 2u, 8u);
+  // read waiting on a load leaves its queue served, and no more than 256 in all: each
+  // holds a request's buffer (up to 1 MiB) whether its CPU sends requests or not.
+  const unsigned queues = std::max(UringTransport::PossibleCpus(), 1u);
+  const unsigned per_queue = std::clamp(std::min(args.max_threads, 256u) / queues, 2u, 8u);
   return UringTransport::Install(se, context, per_queue);
 }
 
@@ -174,8 +176,8 @@ int ServeMount(const MountArgs& args, Opened& opened, fuse_session* se, FuseCont
   };
   if (context.transport != nullptr) {
     fs.SetTransport([transport = context.transport] {
-      return nlohmann::json{{"transport", transport->Describe()},
-                            {"ring_requests", transport->RingRequests()}};
+      return nlohmann::json{{kernel_stat::kTransport, transport->Describe()},
+                            {kernel_stat::kRingRequests, transport->RingRequests()}};
     });
   }
   const int rc = ServeUntilUnmounted(se, args, mountpoint, context.transport);

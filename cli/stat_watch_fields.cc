@@ -12,6 +12,7 @@
 #include "cache/miss_reads.h"
 #include "cache/tier_stat.h"
 #include "dataset/printable.h"
+#include "fs/control.h"
 #include "source/blob_source.h"
 #include "source/remote/address/peers.h"
 
@@ -82,7 +83,7 @@ Rates RatesOf(const nlohmann::json& a, const nlohmann::json& b, double dt) {
 }
 
 std::string TransportOf(const nlohmann::json& now) {
-  const nlohmann::json& transport = Child(now, {"kernel", "transport"});
+  const nlohmann::json& transport = Child(now, {fs_stat::kKernel, kernel_stat::kTransport});
   if (!transport.is_string()) return "dev_fuse";  // daemons from before the choice
   const std::string text = transport.get<std::string>();
   return text.substr(0, text.find(' '));

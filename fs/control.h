@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fs/filesystem.h"
+#include "fs/kernel_stat.h"
 #include "source/figure.h"
 
 namespace gpufs {

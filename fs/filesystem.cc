@@ -10,6 +10,7 @@
 #include "dataset/format/name_rules.h"
 #include "dataset/printable.h"
 #include "dataset/xattr_names.h"
+#include "fs/kernel_stat.h"
 
 namespace gpufs {
 namespace {
@@ -211,7 +212,7 @@ Result<std::string> Filesystem::ListXattr(uint64_t ino) const {
 
 nlohmann::json Filesystem::KernelStats() const {
   nlohmann::json kernel = options_.kernel;
-  kernel["transport"] = "dev_fuse";
+  kernel[kernel_stat::kTransport] = "dev_fuse";
   if (transport_) kernel.update(transport_());
   return kernel;
 }

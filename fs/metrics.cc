@@ -122,6 +122,7 @@ std::string MetricsText(const Filesystem& fs) {
   std::string out;
   Export(out, fs_stat::kFigures, stats);
   Export(out, fs_stat::kServedFigures, stats[fs_stat::kServed]);
+  Export(out, kernel_stat::kFigures, stats[fs_stat::kKernel]);
   SourceMetrics(out, stats[fs_stat::kIo]);
   const nlohmann::json& cache = stats[fs_stat::kCache];
   if (cache.is_null()) return out;
@@ -142,6 +143,7 @@ std::string MetricsListing() {
   };
   rows(fs_stat::kFigures, "");
   rows(fs_stat::kServedFigures, "");
+  rows(kernel_stat::kFigures, "");
   rows(source_stat::kFigures, "");
   rows(remote::peer_stat::kFigures, "`peer`");
   rows({&source_stat::kCredentialInfo, 1}, "`source`");

@@ -7,14 +7,22 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
 import unittest
+import urllib.request
 
 import gpufs_testlib as lib
 
 PARAMETER = "/sys/module/fuse/parameters/enable_uring"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def kernel_stats(mnt):
@@ -78,13 +86,18 @@ class Transports(unittest.TestCase):
         shutil.rmtree(cls.work)
 
     def test_io_uring_serves_the_same_bytes_and_says_so(self):
-        with Parameter("Y"), lib.Mount(self.src) as mnt:
+        port = free_port()
+        with Parameter("Y"), lib.Mount(self.src, "--metrics", f"127.0.0.1:{port}") as mnt:
             self.assertEqual(read_all(mnt, self.expected, self.files), [])
             kernel = kernel_stats(mnt)
             self.assertEqual(kernel["transport"], "io_uring")
             # Every lookup and read came through the rings, none through /dev/fuse's loop.
             self.assertGreaterEqual(kernel["ring_requests"], len(self.files))
             self.assertEqual(lib.watch(mnt, json_lines=True)[0]["fuse_transport"], "io_uring")
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+                series = dict(line.rsplit(" ", 1) for line in r.read().decode().splitlines()
+                              if line and not line.startswith("#"))
+            self.assertGreaterEqual(int(series["gpufs_fuse_ring_requests_total"]), len(self.files))
 
     def test_a_second_pass_and_listings_through_the_rings(self):
         with Parameter("Y"), lib.Mount(self.src, "--fuse-transport", "io_uring") as mnt:
