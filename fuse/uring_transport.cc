@@ -30,8 +30,8 @@ constexpr size_t kHeadRoom = 4096;
 // kernel ends every entry's command when the mount goes, so this is only a safety net.
 constexpr long kIdleWakeNs = 1'000'000'000;
 
-// The request in a ring entry's buffers when the current thread is serving one: a reply
-// for it goes into the entry instead of to /dev/fuse.
+// While a thread serves the request in a ring entry (t_entry, below), the transport it
+// belongs to: a reply for that request goes into the entry instead of to /dev/fuse.
 thread_local UringTransport* t_owner = nullptr;
 
 bool EndOfConnection(int res) {
@@ -118,7 +118,7 @@ struct UringTransport::Worker {
 
 namespace {
 
-thread_local UringTransport::Entry* t_entry = nullptr;  // see t_owner
+thread_local UringTransport::Entry* t_entry = nullptr;  // the entry t_owner serves
 
 // The SQE of `command` for `entry` on queue `qid`.
 void PrepareCommand(io_uring_sqe* sqe, int fd, abi::Command command, uint16_t qid,
