@@ -13,6 +13,10 @@
 #include <mutex>
 #include <thread>
 
+#ifdef GPUFS_XXH3_AVX2
+#include "dataset/format/xxh3_avx2.h"
+#endif
+
 namespace gpufs {
 namespace {
 
@@ -77,31 +81,55 @@ Status HashGroup(int fd, const Catalog& catalog, uint32_t group,
 
 }  // namespace
 
-#ifdef GPUFS_XXH3_AVX2
-uint64_t Xxh3Avx2(const void* data, size_t size);  // xxh3_avx2.cc
-
 namespace {
-using Xxh3 = uint64_t (*)(const void*, size_t);
-Xxh3 PickXxh3() {
-  if (__builtin_cpu_supports("avx2")) return &Xxh3Avx2;
-  return [](const void* data, size_t size) -> uint64_t { return XXH3_64bits(data, size); };
+
+// XXH3, one-shot and streaming, from libxxhash or, where the CPU has AVX2, from the unit
+// built for it (xxh3_avx2.cc); chosen once. A stream's state belongs to the functions
+// that made it.
+struct Xxh3Functions {
+  uint64_t (*of)(const void*, size_t);
+  void* (*make)();
+  void (*free)(void*);
+  void (*update)(void*, const void*, size_t);
+  uint64_t (*digest)(const void*);
+};
+
+const Xxh3Functions kBaseline = {
+    [](const void* data, size_t size) -> uint64_t { return XXH3_64bits(data, size); },
+    []() -> void* {
+      XXH3_state_t* state = XXH3_createState();
+      if (state != nullptr) XXH3_64bits_reset(state);
+      return state;
+    },
+    [](void* state) { XXH3_freeState(static_cast<XXH3_state_t*>(state)); },
+    [](void* state, const void* data, size_t size) {
+      XXH3_64bits_update(static_cast<XXH3_state_t*>(state), data, size);
+    },
+    [](const void* state) -> uint64_t {
+      return XXH3_64bits_digest(static_cast<const XXH3_state_t*>(state));
+    }};
+
+const Xxh3Functions& Xxh3() {
+#ifdef GPUFS_XXH3_AVX2
+  static const Xxh3Functions kAvx2 = {&Xxh3Avx2, &Xxh3Avx2Make, &Xxh3Avx2Free, &Xxh3Avx2Update,
+                                      &Xxh3Avx2Digest};
+  static const Xxh3Functions& chosen = __builtin_cpu_supports("avx2") ? kAvx2 : kBaseline;
+  return chosen;
+#else
+  return kBaseline;
+#endif
 }
+
 }  // namespace
 
-uint64_t ChecksumOf(const void* data, size_t size) {
-  static const Xxh3 xxh3 = PickXxh3();
-  return xxh3(data, size);
-}
-#else
-uint64_t ChecksumOf(const void* data, size_t size) { return XXH3_64bits(data, size); }
-#endif
+uint64_t ChecksumOf(const void* data, size_t size) { return Xxh3().of(data, size); }
 
-ChecksumStream::ChecksumStream() : state_(XXH3_createState()) { XXH3_64bits_reset(state_); }
-ChecksumStream::~ChecksumStream() { XXH3_freeState(state_); }
-void ChecksumStream::Update(const char* data, size_t size) {
-  XXH3_64bits_update(state_, data, size);
+ChecksumStream::ChecksumStream() : state_(Xxh3().make()) {
+  if (state_ == nullptr) throw std::bad_alloc();
 }
-uint64_t ChecksumStream::Digest() const { return XXH3_64bits_digest(state_); }
+ChecksumStream::~ChecksumStream() { Xxh3().free(state_); }
+void ChecksumStream::Update(const char* data, size_t size) { Xxh3().update(state_, data, size); }
+uint64_t ChecksumStream::Digest() const { return Xxh3().digest(state_); }
 
 Sha256Digest Sha256Of(const void* data, size_t size) {
   Sha256Digest digest{};
