@@ -244,6 +244,37 @@ GroupCache::Entry* GroupCache::Admit(uint32_t group, bool may_evict) {
   return entries_[group].get();
 }
 
+// One XXH3 pass over bytes just read costs far less than reading them; it catches a blob
+// rewritten in place with its size and time kept, which no fstat can see. Outside mu_:
+// the damaged members are handed back, for the entry to take under mu_.
+Status GroupCache::CheckWholeBlob(uint32_t group, const char* bytes,
+                                  std::vector<uint32_t>* damaged) const {
+  if (IntactGroup(group, bytes)) return Ok{};
+  const GroupExtent& g = catalog_.Group(group);
+  const std::string blob = source_.Describe(g.blob);
+  if (!catalog_.has_checksums()) {
+    return Fail(EIO,
+                "cannot read group {}: blob {} does not match its checksum (changed or "
+                "damaged)",
+                group, blob);
+  }
+  // Rare, so a walk of the file table is fine: which members are still intact?
+  size_t members = 0;
+  for (uint32_t i = 0; i < catalog_.file_count(); ++i) {
+    const FileExtent f = catalog_.ExtentAt(i);
+    if (f.group != group) continue;
+    ++members;
+    if (ChecksumOf(bytes + (f.offset - g.offset), f.size) != catalog_.ChecksumAt(i)) {
+      damaged->push_back(i);
+    }
+  }
+  spdlog::warn(
+      "blob {} does not match its checksum: {} of its {} files are damaged and read "
+      "as EIO, the others are served",
+      blob, damaged->size(), members);
+  return Ok{};
+}
+
 // Under mu_: false when a reader holds the group pinned on the hot path, which busy_
 // cannot show.
 bool GroupCache::Evict(uint32_t group) {

@@ -92,7 +92,6 @@
 #include "cache/tier_staging.h"
 #include "dataset/catalog.h"
 #include "dataset/error.h"
-#include "dataset/format/checksums.h"
 #include "source/blob_source.h"
 #include "source/member_digests.h"
 
@@ -145,12 +144,6 @@ class GroupCache : public MemberReader, private PinHolder {
     // get the error; the rest of the group goes on (group_loads.cc, FailBlocks).
     std::map<uint32_t, Error> failed_blocks;
     bool room_freed = false;  // a failed load's room, once nothing writes or reads it
-    // The whole blob's XXH3 (where HasBlobCheck), folded in as blocks land in order, while
-    // their bytes are still in the CPU's cache: hashed once the group is in, they have
-    // left it, and the hash runs at memory speed (group_loads.cc, FoldLanded).
-    std::unique_ptr<ChecksumStream> blob_hash;
-    uint32_t hashed = 0;   // blocks folded in
-    bool hashing = false;  // a thread hashes the load's bytes outside mu_
     // Ready and open in its HotSlot; pins taken there are not counted in `pins`.
     bool hot = false;
     // Its readers wait on it: blocks landed or failed, or the load ended.
@@ -197,8 +190,6 @@ class GroupCache : public MemberReader, private PinHolder {
   void FailLoad(Entry& entry, Error error);
   void DropLoad(Entry& entry, Error error);
   void FreeFailed(Entry& entry);
-  void FoldLanded(Entry& entry, std::unique_lock<std::mutex>& lock);
-  void CheckLanded(Entry& entry, std::unique_lock<std::mutex>& lock);
   void Finish(Entry& entry, Status status);
   size_t BlockBytes() const;
   std::pair<uint32_t, uint32_t> BlocksOf(const Entry& entry, NodeId file) const;

@@ -34,7 +34,6 @@ void GroupCache::StartLoad(const EntryRef& entry, std::unique_lock<std::mutex>& 
   if (tier_ && LoadFromTier(*entry, lock)) return;
   stall_.Fetching(entry->group);
   entry->grid.Assign(entry->arena_bytes, BlockBytes());
-  if (HasBlobCheck(entry->group)) entry->blob_hash = std::make_unique<ChecksumStream>();
   loads_.Add(entry);
   if (file) Urge(entry, *file);
   Pump(lock);
@@ -176,11 +175,16 @@ void GroupCache::OnRun(const Run& run, bool demand, Result<size_t> got) {
     }
   }
   SettleFailed(entry);
-  FoldLanded(entry, lock);
   if (entry.failed) {
     FreeFailed(entry);
-  } else if (entry.grid.AllLanded() && !entry.hashing && !entry.ready) {
-    CheckLanded(entry, lock);
+  } else if (entry.grid.AllLanded()) {
+    const char* bytes = arena_.base() + entry.arena_offset + (g.offset - entry.data_start);
+    lock.unlock();  // readers may take members of the landed blocks meanwhile
+    std::vector<uint32_t> damaged;
+    Status s = CheckWholeBlob(entry.group, bytes, &damaged);
+    lock.lock();
+    entry.damaged = std::move(damaged);
+    Finish(entry, std::move(s));
   }
   // Counted out only now: the destructor waits for this, and the check above unlocks.
   --requests_in_flight_;
@@ -255,89 +259,9 @@ void GroupCache::DropLoad(Entry& entry, Error error) {
 // Under mu_: a failed load's room is freed once no request writes into it and no member
 // served early from it is still being sent.
 void GroupCache::FreeFailed(Entry& entry) {
-  if (!entry.failed || entry.room_freed || entry.grid.reads > 0 || entry.pins > 0 ||
-      entry.hashing) {
-    return;
-  }
+  if (!entry.failed || entry.room_freed || entry.grid.reads > 0 || entry.pins > 0) return;
   entry.room_freed = true;
   arena_.Free(entry.arena_offset, entry.arena_bytes);
-}
-
-// Under mu_, released while hashing: the blocks landed in order past those folded so far
-// go into the blob's hash, by one thread at a time. A block landed out of order waits for
-// the gap before it; the thread that fills the gap folds both.
-void GroupCache::FoldLanded(Entry& entry, std::unique_lock<std::mutex>& lock) {
-  if (!entry.blob_hash) return;
-  const GroupExtent& g = catalog_.Group(entry.group);
-  const uint64_t begin = g.offset - entry.data_start;  // the blob's bytes in the arena
-  const uint64_t end = begin + g.size;
-  while (!entry.hashing && !entry.failed) {
-    uint32_t upto = entry.hashed;
-    while (upto < entry.grid.size() && entry.grid.blocks[upto] == BlockState::kLanded) ++upto;
-    if (upto == entry.hashed) return;
-    const uint64_t from = std::max(begin, uint64_t{entry.hashed} * BlockBytes());
-    const uint64_t to = std::min(end, uint64_t{upto} * BlockBytes());
-    const char* base = arena_.base() + entry.arena_offset;
-    entry.hashing = true;
-    lock.unlock();
-    if (to > from) entry.blob_hash->Update(base + from, to - from);
-    lock.lock();
-    entry.hashing = false;
-    entry.hashed = upto;
-  }
-}
-
-// Under mu_, released for a check of the bytes: a load whose blocks have all landed is
-// checked against the blob's checksum (folded in as it landed, where it could be) and
-// finished.
-void GroupCache::CheckLanded(Entry& entry, std::unique_lock<std::mutex>& lock) {
-  const GroupExtent& g = catalog_.Group(entry.group);
-  if (entry.blob_hash && entry.hashed == entry.grid.size() &&
-      entry.blob_hash->Digest() == source_.Expected(g.blob)->checksum) {
-    entry.blob_hash.reset();
-    return Finish(entry, Ok{});
-  }
-  const char* bytes = arena_.base() + entry.arena_offset + (g.offset - entry.data_start);
-  entry.hashing = true;  // no other thread checks or frees it meanwhile
-  lock.unlock();         // readers may take members of the landed blocks meanwhile
-  std::vector<uint32_t> damaged;
-  Status s = CheckWholeBlob(entry.group, bytes, &damaged);
-  lock.lock();
-  entry.hashing = false;
-  entry.blob_hash.reset();
-  entry.damaged = std::move(damaged);
-  Finish(entry, std::move(s));
-}
-
-// One XXH3 pass over bytes just read costs far less than reading them; it catches a blob
-// rewritten in place with its size and time kept, which no fstat can see. Outside mu_:
-// the damaged members are handed back, for the entry to take under mu_.
-Status GroupCache::CheckWholeBlob(uint32_t group, const char* bytes,
-                                  std::vector<uint32_t>* damaged) const {
-  if (IntactGroup(group, bytes)) return Ok{};
-  const GroupExtent& g = catalog_.Group(group);
-  const std::string blob = source_.Describe(g.blob);
-  if (!catalog_.has_checksums()) {
-    return Fail(EIO,
-                "cannot read group {}: blob {} does not match its checksum (changed or "
-                "damaged)",
-                group, blob);
-  }
-  // Rare, so a walk of the file table is fine: which members are still intact?
-  size_t members = 0;
-  for (uint32_t i = 0; i < catalog_.file_count(); ++i) {
-    const FileExtent f = catalog_.ExtentAt(i);
-    if (f.group != group) continue;
-    ++members;
-    if (ChecksumOf(bytes + (f.offset - g.offset), f.size) != catalog_.ChecksumAt(i)) {
-      damaged->push_back(i);
-    }
-  }
-  spdlog::warn(
-      "blob {} does not match its checksum: {} of its {} files are damaged and read "
-      "as EIO, the others are served",
-      blob, damaged->size(), members);
-  return Ok{};
 }
 
 // Under mu_: the end of a load whose bytes are all in.
