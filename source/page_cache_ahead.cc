@@ -85,10 +85,13 @@ void PageCacheAhead::Loop() {
     queue_.pop_front();
     lock.unlock();
     Read(range);
-    if (range.done) range.done();
     lock.lock();
     bytes_ -= range.length;
     read_ += range.length;
+    lock.unlock();
+    // Counted first: whoever the callback wakes sees the range read.
+    if (range.done) range.done();
+    lock.lock();
   }
 }
 
