@@ -181,7 +181,10 @@ TEST_F(HotPathTest, ConsumeOnceEvictsOnlyConsumedGroupsUnderConcurrentReaders) {
   EXPECT_EQ(cache_->counters().bytes_served.load(), uint64_t{kGroups} * kMembers * kMemberBytes);
   // No thread of the cache's runs now (no prefetch), so its policy can be read.
   EXPECT_EQ(policy.evicted_, cache_->counters().evictions.load());
-  EXPECT_GT(policy.evicted_, 0u);
+  // Groups were consumed and evicted for the next ones, unless the readers of each group
+  // drifted so far apart that no group was ever consumed when a new one needed its room:
+  // then the files of groups not admitted were read alone.
+  EXPECT_TRUE(policy.evicted_ > 0 || cache_->counters().member_reads.load() > 0);
   EXPECT_EQ(policy.evicted_unconsumed_, 0u);
 }
 
