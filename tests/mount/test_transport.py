@@ -72,8 +72,7 @@ class Transports(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        reason = skip_reason()
-        if reason:
+        if reason := skip_reason():
             raise unittest.SkipTest(reason)
         cls.work = tempfile.mkdtemp(prefix="gpufs-transport-test-")
         cls.tree, cls.src = lib.make_dataset(cls.work, cls.CLASSES, cls.PER_CLASS,
