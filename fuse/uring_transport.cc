@@ -294,7 +294,12 @@ Status UringTransport::MakeWorkers(size_t payload_size) {
   std::vector<std::unique_ptr<Worker>> made;
   for (unsigned qid = 0; qid < queues; ++qid) {
     for (unsigned t = 0; t < threads_per_queue_; ++t) {
-      auto worker = std::make_unique<Worker>(static_cast<uint16_t>(qid), payload_size);
+      std::unique_ptr<Worker> worker;
+      try {  // no exception may unwind into libfuse, which called us with INIT's reply
+        worker = std::make_unique<Worker>(static_cast<uint16_t>(qid), payload_size);
+      } catch (const std::bad_alloc&) {
+        return gpufs::Fail(ENOMEM, "no memory for a ring entry's buffers");
+      }
       if (int rc = InitRing(worker->ring); rc < 0) {
         // Rings count against the locked-memory limit of a process without CAP_IPC_LOCK.
         return gpufs::Fail(-rc, "cannot set up an io_uring: {}{}", strerror(-rc),
