@@ -327,7 +327,9 @@ void UringTransport::RunQueue(Worker& worker) {
   Entry& entry = worker.entry;
   abi::Command next = abi::kRegister;
   while (!stopping_.load(std::memory_order_relaxed)) {
-    PrepareCommand(io_uring_get_sqe(&worker.ring), fd_, next, worker.qid, entry);
+    io_uring_sqe* sqe = io_uring_get_sqe(&worker.ring);
+    if (sqe == nullptr) break;  // never: one command at a time on a ring of four
+    PrepareCommand(sqe, fd_, next, worker.qid, entry);
     io_uring_cqe* cqe = AwaitCompletion(worker.ring, stopping_);
     if (cqe == nullptr) break;
     const int res = cqe->res;
