@@ -107,11 +107,6 @@ int ServeUntilUnmounted(fuse_session* se, const MountArgs& args, const std::stri
   return 0;
 }
 
-std::string TransportName(const FuseContext& context) {
-  return context.transport ? context.transport->Describe()
-                           : std::string(fuse_transport_name::kDevFuse);
-}
-
 // FUSE over io_uring under the session where asked for and the kernel has it; nullptr for
 // the read/write loop on /dev/fuse (said in the log when auto chose it).
 Result<std::unique_ptr<UringTransport>> ChooseTransport(const MountArgs& args, fuse_session* se,
@@ -169,7 +164,7 @@ int ServeMount(const MountArgs& args, Opened& opened, fuse_session* se, FuseCont
       RaiseReadahead(mountpoint, args.max_readahead_kib);
       spdlog::info("serving {} files ({}) from {} at {}, the kernel's requests through {}",
                    opened.dataset.catalog.file_count(), opened.dataset.format, opened.Label(),
-                   mountpoint, TransportName(context));
+                   mountpoint, fs.KernelStats()[kernel_stat::kTransport].get<std::string>());
       SignalReady(ready_fd);
       if (!args.foreground) DropTerminal();
     }).detach();

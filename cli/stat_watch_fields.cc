@@ -84,7 +84,8 @@ Rates RatesOf(const nlohmann::json& a, const nlohmann::json& b, double dt) {
 
 std::string TransportOf(const nlohmann::json& now) {
   const nlohmann::json& transport = Child(now, {fs_stat::kKernel, kernel_stat::kTransport});
-  if (!transport.is_string()) return "dev_fuse";  // daemons from before the choice
+  // Daemons from before the choice had only /dev/fuse.
+  if (!transport.is_string()) return std::string(fuse_transport_name::kDevFuse);
   const std::string text = transport.get<std::string>();
   return text.substr(0, text.find(' '));
 }

@@ -212,7 +212,7 @@ Result<std::string> Filesystem::ListXattr(uint64_t ino) const {
 
 nlohmann::json Filesystem::KernelStats() const {
   nlohmann::json kernel = options_.kernel;
-  kernel[kernel_stat::kTransport] = "dev_fuse";
+  kernel[kernel_stat::kTransport] = fuse_transport_name::kDevFuse;
   if (transport_) kernel.update(transport_());
   return kernel;
 }

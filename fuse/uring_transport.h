@@ -19,7 +19,6 @@
 // load holds one entry while the queue's other threads serve hits.
 #pragma once
 
-#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -30,16 +29,10 @@
 #include <vector>
 
 #include "dataset/error.h"
+#include "fs/kernel_stat.h"
 #include "fuse/fuse_ops.h"
 
 namespace gpufs {
-
-namespace fuse_transport_name {
-inline constexpr std::string_view kAuto = "auto";         // io_uring where the kernel has it on
-inline constexpr std::string_view kIoUring = "io_uring";  // io_uring, or refuse the mount
-inline constexpr std::string_view kDevFuse = "dev_fuse";  // read/write on /dev/fuse
-inline constexpr std::array<std::string_view, 3> kAll = {kAuto, kIoUring, kDevFuse};
-}  // namespace fuse_transport_name
 
 // Why FUSE over io_uring cannot be used here (the module parameter missing or off), or
 // empty when it can. Reads `parameter` (the kernel's, unless a test names another).
