@@ -103,8 +103,11 @@ struct UringTransport::Entry {
 // out without the flag where they cannot be had.
 struct UringTransport::Worker {
   Worker(uint16_t queue, size_t payload) : qid(queue), entry(payload) {}
-  ~Worker() {
-    if (ring_made) io_uring_queue_exit(&ring);  // ends the entry's command, if still held
+  ~Worker() { CloseRing(); }
+  // Ends the entry's command, if the kernel still holds it.
+  void CloseRing() {
+    if (ring_made) io_uring_queue_exit(&ring);
+    ring_made = false;
   }
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
@@ -283,7 +286,6 @@ ssize_t UringTransport::ForwardInit(int fd, struct iovec* iov, int count) {
     workers_.clear();
     return rc;
   }
-  on_ = true;
   Start(payload);
   return rc;
 }
@@ -334,9 +336,17 @@ void UringTransport::RunQueue(Worker& worker) {
     if (cqe == nullptr) break;
     const int res = cqe->res;
     io_uring_cqe_seen(&worker.ring, cqe);
+    if (res < 0 && EndOfConnection(res)) break;
+    if (res < 0 && next == abi::kRegister) Unregistered(worker, res);
     if (res < 0) {
-      if (!EndOfConnection(res)) Unregistered(worker, next, res);
-      break;
+      // The kernel refused the reply (it ends that request with an error) and dropped the
+      // entry with it: the entry is registered again, so that its queue keeps its threads.
+      spdlog::warn(
+          "FUSE over io_uring: queue {}'s commit failed: {}; its entry is registered "
+          "again",
+          worker.qid, strerror(-res));
+      next = abi::kRegister;
+      continue;
     }
     Serve(entry);
     worker.requests.fetch_add(1, std::memory_order_relaxed);
@@ -344,18 +354,16 @@ void UringTransport::RunQueue(Worker& worker) {
   }
 }
 
-// A queue that lost an entry. Where it never had one, the kernel holds every request of
-// the mount for ever, waiting for it: the daemon ends instead, so that readers get
-// ENOTCONN rather than a hang.
-void UringTransport::Unregistered(const Worker& worker, uint32_t command, int res) {
-  const bool never = command == abi::kRegister;
-  const std::string why = fmt::format("queue {}'s {} failed: {}", worker.qid,
-                                      never ? "registration" : "commit", strerror(-res));
-  if (!never) return NoteFailure(why);
+// An entry the kernel would not register. A queue left without entries would hold its
+// requests for ever (and before the rings are ready, the kernel holds every request of the
+// mount until each queue has one): the daemon ends instead, so that readers get ENOTCONN
+// rather than a hang.
+void UringTransport::Unregistered(const Worker& worker, int res) {
   spdlog::critical(
-      "FUSE over io_uring: {}; the kernel holds every request until each queue has an entry, "
-      "so gpufsd stops (mount with --fuse-transport dev_fuse to go on without it)",
-      why);
+      "FUSE over io_uring: queue {}'s registration failed: {}; the kernel holds a queue's "
+      "requests until it has an entry, so gpufsd stops (mount with --fuse-transport dev_fuse "
+      "to go on without it)",
+      worker.qid, strerror(-res));
   std::_Exit(1);
 }
 
@@ -407,8 +415,8 @@ void UringTransport::Stop() {
     if (thread.joinable()) thread.join();
   }
   threads_.clear();
-  ready_.store(false, std::memory_order_release);
-  workers_.clear();
+  // The workers stay, with their counts, for the stats read until the daemon ends.
+  for (auto& worker : workers_) worker->CloseRing();
 }
 
 uint64_t UringTransport::RingRequests() const {
@@ -420,7 +428,7 @@ uint64_t UringTransport::RingRequests() const {
 
 std::string UringTransport::Describe() const {
   std::lock_guard lock(mu_);
-  if (on_ && failure_.empty()) return std::string(fuse_transport_name::kIoUring);
+  if (ready_.load(std::memory_order_acquire)) return std::string(fuse_transport_name::kIoUring);
   if (failure_.empty()) return std::string(fuse_transport_name::kDevFuse);
   return fmt::format("{} ({})", fuse_transport_name::kDevFuse, failure_);
 }

@@ -49,11 +49,11 @@ class UringTransport {
   UringTransport(const UringTransport&) = delete;
   UringTransport& operator=(const UringTransport&) = delete;
 
-  // Joins the rings' threads; call once the session has stopped (after unmounting, when the
-  // kernel has ended every entry's command), before destroying the session.
+  // Joins the rings' threads and closes their rings; call once the session has stopped
+  // (after unmounting), before destroying the session. The stats stay readable.
   void Stop();
-  // "io_uring" once INIT asked for it and no queue failed to register, else "dev_fuse" and,
-  // where something failed, why. Thread-safe.
+  // "io_uring" once INIT asked for it and the rings run, else "dev_fuse" and, where the
+  // rings could not be had, why. Thread-safe.
   std::string Describe() const;
 
   // Requests served from the rings so far. Thread-safe.
@@ -74,7 +74,7 @@ class UringTransport {
   Status MakeWorkers(size_t payload_size);
   void Start(size_t payload_size);
   void RunQueue(Worker& worker);
-  void Unregistered(const Worker& worker, uint32_t command, int res);
+  [[noreturn]] void Unregistered(const Worker& worker, int res);
   void Serve(Entry& entry);
   void NoteFailure(std::string why);
 
@@ -83,9 +83,8 @@ class UringTransport {
   const unsigned threads_per_queue_;
   std::atomic<bool> init_seen_{false};
   std::atomic<bool> stopping_{false};
-  std::atomic<bool> on_{false};                   // INIT asked for io_uring
-  std::vector<std::unique_ptr<Worker>> workers_;  // set before ready_
-  std::atomic<bool> ready_{false};
+  std::vector<std::unique_ptr<Worker>> workers_;  // set before ready_, then kept
+  std::atomic<bool> ready_{false};                // INIT asked for io_uring, the rings run
   std::vector<std::thread> threads_;
   mutable std::mutex mu_;
   std::string failure_;  // guarded by mu_: the first thing that failed
