@@ -13,9 +13,7 @@
 #include <mutex>
 #include <thread>
 
-#ifdef GPUFS_XXH3_AVX2
-#include "dataset/format/xxh3_avx2.h"
-#endif
+#include "dataset/format/xxh3_functions.h"
 
 namespace gpufs {
 namespace {
@@ -83,37 +81,14 @@ Status HashGroup(int fd, const Catalog& catalog, uint32_t group,
 
 namespace {
 
-// XXH3, one-shot and streaming, from libxxhash or, where the CPU has AVX2, from the unit
-// built for it (xxh3_avx2.cc); chosen once. A stream's state belongs to the functions
-// that made it.
-struct Xxh3Functions {
-  uint64_t (*of)(const void*, size_t);
-  void* (*make)();
-  void (*free)(void*);
-  void (*update)(void*, const void*, size_t);
-  uint64_t (*digest)(const void*);
-};
-
-const Xxh3Functions kBaseline = {
-    [](const void* data, size_t size) -> uint64_t { return XXH3_64bits(data, size); },
-    []() -> void* {
-      XXH3_state_t* state = XXH3_createState();
-      if (state != nullptr) XXH3_64bits_reset(state);
-      return state;
-    },
-    [](void* state) { XXH3_freeState(static_cast<XXH3_state_t*>(state)); },
-    [](void* state, const void* data, size_t size) {
-      XXH3_64bits_update(static_cast<XXH3_state_t*>(state), data, size);
-    },
-    [](const void* state) -> uint64_t {
-      return XXH3_64bits_digest(static_cast<const XXH3_state_t*>(state));
-    }};
-
+// libxxhash's XXH3, or the AVX2 build's where the CPU has it; chosen once.
 const Xxh3Functions& Xxh3() {
+  static constexpr Xxh3Functions kBaseline =
+      Xxh3FunctionsOver<&XXH3_64bits, &XXH3_createState, &XXH3_64bits_reset, &XXH3_freeState,
+                        &XXH3_64bits_update, &XXH3_64bits_digest>();
 #ifdef GPUFS_XXH3_AVX2
-  static const Xxh3Functions kAvx2 = {&Xxh3Avx2, &Xxh3Avx2Make, &Xxh3Avx2Free, &Xxh3Avx2Update,
-                                      &Xxh3Avx2Digest};
-  static const Xxh3Functions& chosen = __builtin_cpu_supports("avx2") ? kAvx2 : kBaseline;
+  static const Xxh3Functions& chosen =
+      __builtin_cpu_supports("avx2") ? Xxh3Avx2Functions() : kBaseline;
   return chosen;
 #else
   return kBaseline;
