@@ -25,8 +25,10 @@ if [ ! -d build-san ]; then
     -Dcuda=disabled
 fi
 ninja -C build-san
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  meson test -C build-san --print-errorlogs --num-processes 1 --suite unit --suite remote \
+# The sanitizers' options for both test runs; the fuzz targets keep their own.
+sanitized=(env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1)
+"${sanitized[@]}" meson test -C build-san --print-errorlogs --num-processes 1 --suite unit --suite remote \
   --suite mount
 # The mount tests once more with the kernel's requests over io_uring, where the kernel has
 # FUSE over io_uring: --fuse-transport auto takes it once the fuse module allows it.
@@ -35,8 +37,7 @@ if [ -w "$uring" ]; then
   was=$(cat "$uring")
   trap 'echo "$was" > "$uring"' EXIT
   echo Y > "$uring"
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    meson test -C build-san --print-errorlogs --num-processes 1 --suite mount
+  "${sanitized[@]}" meson test -C build-san --print-errorlogs --num-processes 1 --suite mount
   echo "$was" > "$uring"
   trap - EXIT
 else
