@@ -1,4 +1,5 @@
 """Helpers shared by the benchmarks."""
+import ctypes
 import glob
 import json
 import os
@@ -18,6 +19,8 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 import make_sample  # noqa: E402
 from servers.procs import Daemon, exit_on_sigterm, wait_for  # noqa: E402
+
+_LIBC = ctypes.CDLL(None, use_errno=True)  # for the CPU clocks of other processes
 
 
 def drop_caches():
@@ -352,7 +355,12 @@ def read_in_random_order(mnt, paths, threads=4):
 
 
 def cpu_seconds(pid):
-    """User + system CPU seconds that process `pid` has used so far."""
+    """User + system CPU seconds that process `pid` has used so far, every thread (exited
+    ones too): from its CPU clock, to the nanosecond, else from /proc, in clock ticks (10
+    ms, a tenth of a small pass's)."""
+    clock = ctypes.c_int()
+    if _LIBC.clock_getcpuclockid(pid, ctypes.byref(clock)) == 0:
+        return time.clock_gettime(clock.value)
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

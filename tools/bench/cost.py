@@ -36,7 +36,6 @@ profiles are kept there (.data, and perf report's top 40 symbols as .txt).
 """
 import argparse
 import contextlib
-import ctypes
 import errno
 import json
 import os
@@ -68,7 +67,6 @@ CLASSES = 30
 READERS = 2
 PIECE = 16 << 20  # the one-copy reads: as large as gpufsd's own group pieces
 URING = "/sys/module/fuse/parameters/enable_uring"
-LIBC = ctypes.CDLL(None, use_errno=True)
 
 PASSES = [("cold-ram", "cold, RAM pack"), ("hot", "hot"),
           ("warm-fuse", "warm through FUSE, Python open()"), ("cold-http", "cold, HTTP"),
@@ -206,16 +204,6 @@ def perf_record(pid, data):
         proc.wait(timeout=120)
 
 
-def daemon_cpu(pid):
-    """User + system CPU seconds of process `pid`, every thread (exited ones too), to the
-    nanosecond: /proc's figure (benchlib.cpu_seconds, the fallback) comes in 10 ms ticks, a
-    tenth of a small pass's."""
-    clock = ctypes.c_int()
-    if LIBC.clock_getcpuclockid(pid, ctypes.byref(clock)) != 0:
-        return cpu_seconds(pid)
-    return time.clock_gettime(clock.value)
-
-
 def transport_of(mnt):
     """The FUSE transport the mount uses, as its stats say ('?' where they do not)."""
     return gpufs_stats(mnt).get("kernel", {}).get("transport", "?")
@@ -260,9 +248,9 @@ class Run:
             drop_caches()
         order = self.data.order(m.mnt, seed)
         with perf_record(m.pid, self.perf_path(build, key)):
-            before = daemon_cpu(m.pid)
+            before = cpu_seconds(m.pid)
             seconds, cpu = threaded(order, reader)
-            daemon = daemon_cpu(m.pid) - before
+            daemon = cpu_seconds(m.pid) - before
         row = self.data.per_file(seconds, cpu)
         row.update(transport=transport_of(m.mnt), gpufsd_s_gb=daemon / (self.data.bytes / 1e9),
                    gpufsd_us=daemon / self.data.files * 1e6)
