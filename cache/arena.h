@@ -27,7 +27,7 @@
 #include <optional>
 #include <thread>
 
-#include "dataset/error.h"
+#include "base/error.h"
 
 namespace gpufs {
 

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "cache/tier_stat.h"
+#include "cache/tier/tier_stat.h"
 
 namespace gpufs {
 namespace {

@@ -14,14 +14,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/error.h"
 #include "cache/account/stall_account.h"
 #include "cache/cache_options.h"
 #include "cache/cached_bytes.h"
-#include "cache/disk_tier.h"
 #include "cache/member_reads.h"
+#include "cache/tier/disk_tier.h"
 #include "cache/tier_staging.h"
 #include "dataset/catalog.h"
-#include "dataset/error.h"
 #include "source/blob_source.h"
 #include "source/member_digests.h"
 

@@ -76,6 +76,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/error.h"
 #include "cache/account/stall_account.h"
 #include "cache/account/striped_counter.h"
 #include "cache/account/what_if.h"
@@ -84,14 +85,13 @@
 #include "cache/cache_options.h"
 #include "cache/cache_tier.h"
 #include "cache/cached_bytes.h"
-#include "cache/disk_tier.h"
 #include "cache/member_reads.h"
 #include "cache/miss_reads.h"
 #include "cache/policy/policy.h"
 #include "cache/read_pump.h"
+#include "cache/tier/disk_tier.h"
 #include "cache/tier_staging.h"
 #include "dataset/catalog.h"
-#include "dataset/error.h"
 #include "source/blob_source.h"
 #include "source/member_digests.h"
 

@@ -9,9 +9,9 @@
 #include <functional>
 #include <memory>
 
+#include "base/error.h"
 #include "cache/cached_bytes.h"
 #include "dataset/catalog.h"
-#include "dataset/error.h"
 #include "source/blob_source.h"
 
 namespace gpufs {

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "cache/tier_copy.h"
+#include "cache/tier/tier_copy.h"
 
 namespace gpufs {
 

@@ -42,8 +42,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/block_loads.h"
-#include "cache/disk_tier.h"
 #include "cache/read_pump.h"
+#include "cache/tier/disk_tier.h"
 #include "source/blob_source.h"
 
 namespace gpufs {

@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "dataset/format/private_files.h"
+#include "base/private_files.h"
 #include "fs/control.h"
 
 namespace gpufs {

@@ -7,7 +7,7 @@
 #include <string>
 #include <thread>
 
-#include "dataset/error.h"
+#include "base/error.h"
 #include "fs/filesystem.h"
 
 namespace gpufs {

@@ -12,9 +12,9 @@
 #include <filesystem>
 #include <string>
 
+#include "base/error.h"
+#include "base/private_files.h"
 #include "cli/options/mount_options.h"
-#include "dataset/error.h"
-#include "dataset/format/private_files.h"
 
 namespace gpufs {
 

@@ -16,8 +16,8 @@
 #include <string>
 #include <thread>
 
-#include "dataset/error.h"
-#include "dataset/format/private_files.h"
+#include "base/error.h"
+#include "base/private_files.h"
 #include "fs/filesystem.h"
 
 namespace gpufs {

@@ -20,11 +20,11 @@
 #include <memory>
 #include <vector>
 
+#include "base/private_files.h"
+#include "base/xattr_names.h"
 #include "cli/refuse.h"
-#include "cli/stat_source.h"
-#include "dataset/format/private_files.h"
+#include "cli/stat/stat_source.h"
 #include "dataset/printable.h"
-#include "dataset/xattr_names.h"
 #include "source/network_fs.h"
 
 namespace gpufs {

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "dataset/error.h"
+#include "base/error.h"
 
 namespace gpufs {
 

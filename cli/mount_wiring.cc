@@ -15,7 +15,7 @@
 #include "cli/options/kernel_limits.h"
 #include "cli/options/sizes.h"
 #include "cli/progress_bar.h"
-#include "cli/stat_source.h"
+#include "cli/stat/stat_source.h"
 #include "dataset/catalog.h"
 #include "source/local_source.h"
 #include "source/network_fs.h"

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "cache/arena.h"
-#include "cache/disk_tier.h"
 #include "cache/group_cache.h"
 #include "cache/policy/policy.h"
+#include "cache/tier/disk_tier.h"
 #include "cli/options/mount_options.h"
 #include "dataset/format/open_dataset.h"
 #include "fs/filesystem.h"

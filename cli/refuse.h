@@ -6,7 +6,7 @@
 
 #include <cstdio>
 
-#include "dataset/error.h"
+#include "base/error.h"
 #include "dataset/printable.h"
 
 namespace gpufs {

@@ -35,8 +35,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/error.h"
 #include "dataset/dataset_spec.h"
-#include "dataset/error.h"
 
 namespace gpufs {
 

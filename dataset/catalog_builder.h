@@ -16,8 +16,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/error.h"
 #include "dataset/catalog.h"
-#include "dataset/error.h"
 #include "dataset/path_arena.h"
 
 namespace gpufs {

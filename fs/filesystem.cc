@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <array>
 
+#include "base/xattr_names.h"
 #include "dataset/format/checksums.h"
 #include "dataset/format/name_rules.h"
 #include "dataset/printable.h"
-#include "dataset/xattr_names.h"
 #include "fs/kernel_stat.h"
 
 namespace gpufs {

@@ -17,10 +17,10 @@
 #include <string>
 #include <string_view>
 
+#include "base/error.h"
 #include "cache/group_cache.h"
 #include "cache/member_reads.h"
 #include "dataset/catalog.h"
-#include "dataset/error.h"
 #include "source/blob_source.h"
 
 namespace gpufs {

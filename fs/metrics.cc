@@ -10,8 +10,8 @@
 
 #include "cache/account/stall_account.h"
 #include "cache/cache_stat.h"
-#include "cache/disk_tier.h"
 #include "cache/miss_reads.h"
+#include "cache/tier/disk_tier.h"
 #include "fs/control.h"
 #include "source/blob_source.h"
 #include "source/remote/address/peers.h"

@@ -14,9 +14,9 @@
 #include <string_view>
 #include <vector>
 
+#include "base/error.h"
 #include "cache/page_cache.h"
 #include "dataset/catalog.h"
-#include "dataset/error.h"
 #include "fs/filesystem.h"
 
 namespace gpufs {

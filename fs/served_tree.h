@@ -9,7 +9,7 @@
 
 #include <string_view>
 
-#include "dataset/error.h"
+#include "base/error.h"
 #include "fs/filesystem.h"
 
 namespace gpufs {

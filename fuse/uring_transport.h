@@ -28,7 +28,7 @@
 #include <thread>
 #include <vector>
 
-#include "dataset/error.h"
+#include "base/error.h"
 #include "fs/kernel_stat.h"
 #include "fuse/fuse_ops.h"
 

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <map>
 
-#include "dataset/xattr_names.h"
+#include "base/xattr_names.h"
 
 namespace gpufs::gpu {
 namespace {

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "dataset/error.h"
+#include "base/error.h"
 #include "gpu/staging.h"
 
 namespace gpufs::gpu {

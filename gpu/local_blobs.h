@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "dataset/error.h"
+#include "base/error.h"
 #include "source/blob_files.h"
 #include "source/blob_source.h"
 #include "source/io_engine.h"

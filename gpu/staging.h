@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "dataset/error.h"
+#include "base/error.h"
 
 namespace gpufs::gpu {
 

@@ -8,7 +8,7 @@
 
 #include <cstring>
 
-#include "dataset/format/file_io.h"
+#include "base/file_io.h"
 
 namespace gpufs {
 

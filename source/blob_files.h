@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "dataset/error.h"
+#include "base/error.h"
 #include "dataset/format/native_index.h"
 
 namespace gpufs {

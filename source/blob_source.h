@@ -19,7 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dataset/error.h"
+#include "base/error.h"
 #include "dataset/format/native_index.h"
 #include "source/device_shape.h"
 #include "source/figure.h"

@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "dataset/error.h"
+#include "base/error.h"
 
 namespace gpufs {
 

@@ -19,8 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/error.h"
 #include "dataset/catalog.h"
-#include "dataset/error.h"
 
 namespace gpufs {
 

@@ -16,9 +16,9 @@
 #include <variant>
 #include <vector>
 
+#include "base/error.h"
 #include "cache/miss_reads.h"
 #include "cache/policy/policy.h"
-#include "dataset/error.h"
 #include "fs/kernel_stat.h"
 #include "fuse/fuse_ops.h"
 #include "source/io_engine.h"

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "dataset/catalog.h"
-#include "dataset/error.h"
 #include "dataset/format/progress.h"
 
 struct evp_md_ctx_st;  // OpenSSL's EVP_MD_CTX, kept out of this header

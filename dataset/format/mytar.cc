@@ -12,7 +12,7 @@
 
 #include <fmt/ranges.h>
 
-#include "dataset/format/file_io.h"
+#include "base/file_io.h"
 #include "dataset/format/name_rules.h"
 
 namespace gpufs {

@@ -26,8 +26,8 @@
 #include <string>
 #include <string_view>
 
+#include "base/error.h"
 #include "dataset/dataset_spec.h"
-#include "dataset/error.h"
 
 namespace gpufs {
 

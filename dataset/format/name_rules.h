@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "dataset/error.h"
+#include "base/error.h"
 #include "dataset/printable.h"  // Printable, for the messages that name a name
 
 namespace gpufs {

@@ -12,11 +12,11 @@
 #include <cstring>
 #include <type_traits>
 
+#include "base/file_io.h"
+#include "base/private_files.h"
 #include "dataset/format/checksums.h"
-#include "dataset/format/file_io.h"
 #include "dataset/format/name_rules.h"
 #include "dataset/format/native_layout.h"
-#include "dataset/format/private_files.h"
 
 namespace gpufs {
 namespace {

@@ -44,9 +44,9 @@
 #include <string_view>
 #include <vector>
 
+#include "base/error.h"
+#include "base/private_files.h"
 #include "dataset/catalog.h"
-#include "dataset/error.h"
-#include "dataset/format/private_files.h"
 
 namespace gpufs {
 

@@ -7,9 +7,9 @@
 #include <string>
 #include <utility>
 
+#include "base/private_files.h"
 #include "dataset/format/native_index.h"
 #include "dataset/format/native_layout.h"
-#include "dataset/format/private_files.h"
 
 namespace gpufs {
 namespace {

@@ -12,12 +12,12 @@
 #include <cstring>
 #include <vector>
 
+#include "base/file_io.h"
+#include "base/private_files.h"
 #include "dataset/catalog_builder.h"
 #include "dataset/format/checksums.h"
-#include "dataset/format/file_io.h"
 #include "dataset/format/mytar.h"
 #include "dataset/format/name_rules.h"
-#include "dataset/format/private_files.h"
 #include "dataset/format/source_advice.h"
 #include "dataset/format/tar.h"
 #include "dataset/format/tree_shape.h"

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "dataset/catalog.h"
-#include "dataset/error.h"
 #include "dataset/format/native_index.h"
 #include "dataset/format/progress.h"
 #include "dataset/format/tar.h"

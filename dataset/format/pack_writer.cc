@@ -12,10 +12,10 @@
 #include <random>
 #include <thread>
 
+#include "base/file_io.h"
 #include "dataset/catalog.h"
 #include "dataset/catalog_builder.h"
 #include "dataset/format/checksums.h"
-#include "dataset/format/file_io.h"
 #include "dataset/format/native_index.h"
 
 namespace gpufs {

@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <filesystem>
 
-#include "dataset/error.h"
+#include "base/error.h"
 #include "dataset/format/pack_source.h"
 #include "dataset/format/progress.h"
 #include "dataset/format/tree_shape.h"

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "dataset/error.h"
+#include "base/error.h"
 
 namespace gpufs {
 

@@ -15,7 +15,7 @@
 #include <optional>
 #include <string>
 
-#include "dataset/error.h"
+#include "base/error.h"
 #include "dataset/format/progress.h"
 
 namespace gpufs {

@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "dataset/error.h"
+#include "base/error.h"
 #include "dataset/format/progress.h"
 #include "dataset/format/range_reader.h"
 #include "dataset/path_arena.h"

@@ -10,12 +10,12 @@
 
 #include <fmt/ranges.h>
 
+#include "base/file_io.h"
+#include "base/private_files.h"
 #include "dataset/catalog_builder.h"
 #include "dataset/format/checksums.h"
-#include "dataset/format/file_io.h"
 #include "dataset/format/mytar.h"
 #include "dataset/format/native_index.h"
-#include "dataset/format/private_files.h"
 #include "dataset/format/tar.h"
 #include "source/blob_source.h"
 #include "source/remote/transfer/object_reader.h"

@@ -6,9 +6,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "base/file_io.h"
 #include "dataset/catalog.h"
 #include "dataset/catalog_builder.h"
-#include "dataset/format/file_io.h"
 #include "dataset/format/native_index.h"
 #include "tests/fuzz/catalog_invariants.h"
 #include "tests/unit/temp_dir.h"

@@ -1,4 +1,4 @@
-#include "cache/disk_tier.h"
+#include "cache/tier/disk_tier.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -6,11 +6,11 @@
 #include <cstring>
 #include <fstream>
 
+#include "base/file_io.h"
+#include "base/private_files.h"
 #include "dataset/catalog_builder.h"
 #include "dataset/format/checksums.h"
-#include "dataset/format/file_io.h"
 #include "dataset/format/open_dataset.h"
-#include "dataset/format/private_files.h"
 #include "dataset/format/reindex.h"
 #include "tests/unit/temp_dir.h"
 

@@ -1,4 +1,4 @@
-#include "dataset/format/private_files.h"
+#include "base/private_files.h"
 
 #include <fcntl.h>
 #include <gmock/gmock.h>
@@ -12,7 +12,7 @@
 #include <optional>
 #include <string>
 
-#include "dataset/format/file_io.h"
+#include "base/file_io.h"
 #include "dataset/format/mytar.h"
 #include "dataset/format/native_index.h"
 #include "dataset/format/open_dataset.h"

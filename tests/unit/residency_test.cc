@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "cache/page_cache.h"
-#include "cli/stat_report.h"
+#include "cli/stat/stat_report.h"
 #include "dataset/catalog_builder.h"
 #include "fs/control.h"
 #include "fs/metrics.h"

@@ -1,6 +1,6 @@
 // What gpufs-stat -w shows: a mount that reads through peer caches, its hit ratio, the
 // kernel's page cache, and the same figures as key=value and JSON.
-#include "cli/stat_watch.h"
+#include "cli/stat/stat_watch.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

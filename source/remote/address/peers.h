@@ -23,7 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dataset/error.h"
+#include "base/error.h"
 #include "source/figure.h"
 
 namespace gpufs::remote {

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "dataset/error.h"
+#include "base/error.h"
 #include "source/remote/address/store_config.h"
 
 namespace gpufs::remote {

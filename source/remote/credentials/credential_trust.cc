@@ -8,7 +8,7 @@
 #include <cstring>
 #include <memory>
 
-#include "dataset/format/private_files.h"
+#include "base/private_files.h"
 #include "source/remote/address/http_url.h"
 
 namespace gpufs::remote {

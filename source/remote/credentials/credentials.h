@@ -22,7 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dataset/error.h"
+#include "base/error.h"
 #include "source/remote/address/exchange.h"
 #include "source/remote/address/store_config.h"
 

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "dataset/error.h"
+#include "base/error.h"
 
 namespace gpufs::remote {
 

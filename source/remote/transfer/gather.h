@@ -7,7 +7,7 @@
 #include <mutex>
 #include <optional>
 
-#include "dataset/error.h"
+#include "base/error.h"
 
 namespace gpufs::remote {
 

@@ -44,7 +44,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dataset/error.h"
+#include "base/error.h"
 #include "source/member_digests.h"
 #include "source/remote/address/store_config.h"
 #include "source/remote/transfer/deadline.h"

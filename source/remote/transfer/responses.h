@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "dataset/error.h"
+#include "base/error.h"
 #include "source/remote/address/exchange.h"
 #include "source/remote/address/store_config.h"
 

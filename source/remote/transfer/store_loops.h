@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "dataset/error.h"
+#include "base/error.h"
 #include "source/remote/address/peers.h"
 #include "source/remote/address/region.h"
 #include "source/remote/address/s3_xml.h"

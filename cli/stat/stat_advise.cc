@@ -1,4 +1,4 @@
-#include "cli/stat_advise.h"
+#include "cli/stat/stat_advise.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -14,13 +14,13 @@
 #include <set>
 #include <vector>
 
+#include "base/file_io.h"
 #include "cache/account/advice.h"
 #include "cache/miss_reads.h"
 #include "cache/policy/policy.h"
-#include "cli/stat_scan.h"
-#include "cli/stat_source.h"
-#include "cli/stat_watch_fields.h"
-#include "dataset/format/file_io.h"
+#include "cli/stat/stat_scan.h"
+#include "cli/stat/stat_source.h"
+#include "cli/stat/stat_watch_fields.h"
 #include "dataset/printable.h"
 
 namespace gpufs {

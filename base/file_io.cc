@@ -1,4 +1,4 @@
-#include "dataset/format/file_io.h"
+#include "base/file_io.h"
 
 #include <fcntl.h>
 #include <linux/openat2.h>

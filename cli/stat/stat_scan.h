@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "dataset/error.h"
+#include "base/error.h"
 #include "fs/residency.h"
 
 namespace gpufs {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "dataset/format/private_files.h"
+#include "base/private_files.h"
 
 namespace gpufs {
 

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dataset/error.h"
+#include "base/error.h"
 
 namespace gpufs {
 

@@ -1,4 +1,4 @@
-#include "cli/stat_report.h"
+#include "cli/stat/stat_report.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "cli/stat_scan.h"
+#include "cli/stat/stat_scan.h"
 
 #include <sys/stat.h>
 
@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "cache/page_cache.h"
-#include "cli/stat_source.h"
+#include "cli/stat/stat_source.h"
 
 namespace gpufs {
 namespace {

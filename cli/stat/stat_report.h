@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/stat_scan.h"
+#include "cli/stat/stat_scan.h"
 
 namespace gpufs {
 

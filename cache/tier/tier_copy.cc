@@ -1,5 +1,5 @@
 // A disk tier copy's file format (the layout is described in disk_tier.h).
-#include "cache/tier_copy.h"
+#include "cache/tier/tier_copy.h"
 
 #include <unistd.h>
 

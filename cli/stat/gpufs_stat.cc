@@ -7,10 +7,10 @@
 #include <thread>
 
 #include "cli/options/usage.h"
-#include "cli/stat_advise.h"
-#include "cli/stat_report.h"
-#include "cli/stat_scan.h"
-#include "cli/stat_watch.h"
+#include "cli/stat/stat_advise.h"
+#include "cli/stat/stat_report.h"
+#include "cli/stat/stat_scan.h"
+#include "cli/stat/stat_watch.h"
 #include "dataset/printable.h"
 
 namespace {

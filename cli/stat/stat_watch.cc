@@ -1,4 +1,4 @@
-#include "cli/stat_watch.h"
+#include "cli/stat/stat_watch.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -14,10 +14,10 @@
 
 #include "cache/account/stall_account.h"
 #include "cache/cache_stat.h"
-#include "cache/disk_tier.h"
-#include "cli/stat_scan.h"
-#include "cli/stat_source.h"
-#include "cli/stat_watch_fields.h"
+#include "cache/tier/disk_tier.h"
+#include "cli/stat/stat_scan.h"
+#include "cli/stat/stat_source.h"
+#include "cli/stat/stat_watch_fields.h"
 #include "dataset/printable.h"
 #include "source/blob_source.h"
 #include "source/remote/address/peers.h"

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/stat_watch_fields.h"
+#include "cli/stat/stat_watch_fields.h"
 
 namespace gpufs {
 

@@ -1,4 +1,4 @@
-#include "cli/stat_watch_fields.h"
+#include "cli/stat/stat_watch_fields.h"
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>
@@ -10,7 +10,7 @@
 #include "cache/account/stall_account.h"
 #include "cache/cache_stat.h"
 #include "cache/miss_reads.h"
-#include "cache/tier_stat.h"
+#include "cache/tier/tier_stat.h"
 #include "dataset/printable.h"
 #include "fs/control.h"
 #include "source/blob_source.h"

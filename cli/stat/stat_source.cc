@@ -1,4 +1,4 @@
-#include "cli/stat_source.h"
+#include "cli/stat/stat_source.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -16,7 +16,7 @@
 #include <memory>
 #include <sstream>
 
-#include "dataset/xattr_names.h"
+#include "base/xattr_names.h"
 
 namespace gpufs {
 namespace {

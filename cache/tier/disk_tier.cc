@@ -1,4 +1,4 @@
-#include "cache/disk_tier.h"
+#include "cache/tier/disk_tier.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -16,10 +16,10 @@
 #include <cstring>
 #include <vector>
 
-#include "cache/tier_copy.h"
-#include "cache/tier_folder.h"
+#include "base/private_files.h"
+#include "cache/tier/tier_copy.h"
+#include "cache/tier/tier_folder.h"
 #include "dataset/format/checksums.h"
-#include "dataset/format/private_files.h"
 
 namespace gpufs {
 

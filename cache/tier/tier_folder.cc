@@ -1,7 +1,7 @@
 // The disk tier's shared folder (disk_tier.h): the copies under its dataset folders, the
 // temporary files of writers, and the ledger file every daemon that shares the folder
 // counts its bytes in.
-#include "cache/tier_folder.h"
+#include "cache/tier/tier_folder.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -20,7 +20,7 @@
 #include <string_view>
 #include <utility>
 
-#include "dataset/error.h"
+#include "base/error.h"
 
 namespace gpufs {
 

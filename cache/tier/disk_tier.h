@@ -51,9 +51,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cache/tier_folder.h"
-#include "cache/tier_stat.h"
-#include "dataset/error.h"
+#include "base/error.h"
+#include "cache/tier/tier_folder.h"
+#include "cache/tier/tier_stat.h"
 
 namespace gpufs {
 

@@ -1,4 +1,4 @@
-#include "dataset/format/private_files.h"
+#include "base/private_files.h"
 
 #include <fcntl.h>
 #include <sys/random.h>
@@ -10,7 +10,7 @@
 #include <deque>
 #include <vector>
 
-#include "dataset/format/file_io.h"
+#include "base/file_io.h"
 
 namespace gpufs {
 namespace {
