@@ -21,8 +21,10 @@ DEMO=(python3-torchvision python3-pil)
 PACKAGE=(debhelper dpkg-dev fakeroot libgtest-dev libgmock-dev)
 # The whole test suite, beyond the above.
 TEST=(
-  clang-format clang libclang-rt-14-dev
+  clang libclang-rt-14-dev
   vmtouch libtorch-dev libjpeg-dev libbenchmark-dev
+  # The style checks (docs/style.md): the C++'s formatting and the Python's lint.
+  clang-format pyflakes3
   # The --plot of gpufs-stat --advise and gpufs-emulate.
   python3-matplotlib
   # Test servers (tests/servers): nginx with the Lua module, and a one-node Ceph S3 store

@@ -26,7 +26,6 @@ from tests.servers import nginx  # noqa: E402
 from tests.servers.procs import free_port  # noqa: E402
 
 try:
-    import torch  # noqa: F401
     from torch.utils.data import DistributedSampler
     from torchvision import datasets
 except ImportError as e:

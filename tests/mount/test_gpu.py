@@ -2,7 +2,6 @@
 memory where there is no GPU, which is said) equal plain reads; the libtorch example
 decodes what it read."""
 import os
-import shutil
 import subprocess
 import sys
 import unittest

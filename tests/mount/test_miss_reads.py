@@ -7,12 +7,10 @@ its siblings are found there (cache/miss_reads.h); the mount's bytes equal the t
 either way. A dataset larger than the memory cgroup the daemon runs in is read exactly,
 with a default budget sized from the cgroup's limit, and the daemon survives it.
 """
-import json
 import os
 import random
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import unittest

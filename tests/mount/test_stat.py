@@ -238,7 +238,7 @@ class Residency(unittest.TestCase):
         visible = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
         for line in visible.splitlines():
             self.assertLessEqual(len(line), 80, line)
-        self.assertIn(f"epoch 1   [", visible)
+        self.assertIn("epoch 1   [", visible)
         self.assertIn("hit ratio", visible)
 
 

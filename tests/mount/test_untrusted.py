@@ -49,7 +49,7 @@ _XXH.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
 
 def plant(copy):
     """Flips a byte in the middle of a tier copy's payload and writes the XXH3-64 of its
-    block anew, as anyone who can write the folder could (cache/disk_tier.cc's format: a
+    block anew, as anyone who can write the folder could (cache/tier/disk_tier.cc's format: a
     32-byte fixed header, the name padded to 8, one sum per 64 KiB block, the payload at
     header_bytes)."""
     with open(copy, "rb") as f:
