@@ -28,7 +28,6 @@ within 15%, or 0.01 s where the stall is near 0), each run's bytes and waits by 
 writes results.json (and with --plot, the small-budget run's advice drawn by gpufs-stat)
 to --out.
 """
-import argparse
 import contextlib
 import hashlib
 import json
@@ -38,15 +37,13 @@ import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from benchlib import (ROOT, FuseMount, SlowVolume, begin_run, drop_caches,  # noqa: E402
-                      files_of, gpufs_stats, read_shuffled, sh, version_line)
-from remote_store import BUCKET, check_tools, clean_env  # noqa: E402
-from servers import ceph_s3, nginx  # noqa: E402
-
-GPUFSD = os.environ.get("GPUFSD", os.path.join(ROOT, "build", "cli", "gpufsd"))
-GPUFS_STAT = os.environ.get("GPUFS_STAT", os.path.join(ROOT, "build", "cli", "gpufs-stat"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import (SlowVolume, add_options, arg_parser, begin_run,  # noqa: E402
+                      blob_bytes, cloud_link, drop_caches, files_of, need_root, read_shuffled,
+                      save_results, sh, versions)
+from benchmount import GPUFS_STAT, GPUFSD, gpufs_fuse_mount, gpufs_stats  # noqa: E402
+from remote_store import BUCKET, check_tools, s3_env  # noqa: E402
+from servers import ceph_s3  # noqa: E402
 KINDS = ("disk_tier", "source_group", "source_member")
 HIT_GOAL, STALL_GOAL = 0.05, 0.15
 # Stalls this short are met by any prediction as close: the clock and FUSE's own noise.
@@ -103,8 +100,7 @@ class Setup:
         mnt = tempfile.mkdtemp(prefix="mnt-", dir=self.work)
         argv = [GPUFSD, "mount", "-f", self.source, mnt, "--cache-size", str(budget),
                 "--policy", policy, "--streaming", "on", "--no-disk-cache", *self.extra]
-        return FuseMount("gpufsd", self.wrap(argv), mnt, env=self.env,
-                         unmount=[GPUFSD, "unmount", mnt])
+        return gpufs_fuse_mount(self.wrap(argv), mnt, env=self.env)
 
     def close(self):
         shutil.rmtree(self.work, ignore_errors=True)
@@ -234,8 +230,7 @@ def pack_tree(tree, pack):
     """Packs `tree` in 4 MiB groups (enough of them that a quarter of a 250 MB pack is met
     closely); the blobs' bytes."""
     sh(GPUFSD, "pack", tree, pack, "--group-bytes", "4MiB")
-    return sum(os.path.getsize(os.path.join(pack, n)) for n in os.listdir(pack)
-               if n.startswith("blob-"))
+    return blob_bytes(pack)[1]
 
 
 def local_setup(stack, tree, args):
@@ -258,21 +253,17 @@ def store_setup(stack, tree, args):
     store = stack.enter_context(ceph_s3.CephS3(memstore_bytes=2 * pack_bytes + (1 << 30)))
     store.make_bucket(BUCKET)
     store.upload_tree(pack, BUCKET, "pack")
-    proxy = stack.enter_context(nginx.FaultProxy(
-        store.endpoint, delay_ms=args.delay_ms, rate_bytes_per_s=int(args.rate_mb * 1e6)))
-    env = clean_env()
-    env.update(store.env(), AWS_ENDPOINT_URL=proxy.url)
-    setup = Setup("store", f"s3://{BUCKET}/pack/", pack_bytes, ["--endpoint", proxy.url], env=env)
+    proxy = cloud_link(stack, store.endpoint, args)
+    setup = Setup("store", f"s3://{BUCKET}/pack/", pack_bytes, ["--endpoint", proxy.url],
+                  env=s3_env(store, proxy.url))
     stack.callback(setup.close)
     return setup, (f"pack in radosgw (memstore) through an nginx proxy: +{args.delay_ms} ms "
                    f"per request, {args.rate_mb:.0f} MB/s per connection")
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--setups", default="local,store", help="local, store or both")
-    parser.add_argument("--files", type=int, default=2000)
-    parser.add_argument("--classes", type=int, default=40)
+    parser = arg_parser(__doc__)
+    add_options(parser, setups="local,store", files=2000, classes=40)
     parser.add_argument("--threads", type=int, default=8, help="reader threads")
     parser.add_argument("--epochs", type=int, default=2, help="the last is measured")
     parser.add_argument("--hash-rounds", type=int, default=1,
@@ -282,29 +273,22 @@ def main():
     parser.add_argument("--shares", default="0.5,0.875,1.05",
                         help="budgets run besides the advice's, fractions of the pack "
                              "(points of the model's grid)")
-    parser.add_argument("--iops", type=int, default=150)
-    parser.add_argument("--mbps", type=int, default=150)
-    parser.add_argument("--delay-ms", type=int, default=20)
-    parser.add_argument("--rate-mb", type=float, default=80)
+    add_options(parser, iops=150, mbps=150, delay_ms=20, rate_mb=80)
     parser.add_argument("--plot", action="store_true",
                         help="draw each small-budget run's advice (gpufs-stat --plot) in --out")
-    parser.add_argument("--cache", default="/var/tmp/gpufs-bench-src")
-    parser.add_argument("--out", default="/var/tmp/gpufs-advise-results")
+    add_options(parser, cache="/var/tmp/gpufs-bench-src", out="/var/tmp/gpufs-advise-results")
     args = parser.parse_args()
     args.shares = [float(s) for s in args.shares.split(",")]
-    if os.geteuid() != 0:
-        sys.exit("advise: needs root (loop device, cgroups, FUSE mounts, drop_caches)")
+    need_root("advise", "loop device, cgroups, FUSE mounts, drop_caches")
     tree, files, args.tree_bytes = begin_run(args.cache, args.out, args.files, args.classes)
-    result = {"version": version_line("git", "describe", "--always", "--dirty"), "setups": []}
+    result = {"version": versions("gpufs")["gpufs"], "setups": []}
     for name in args.setups.split(","):
         with contextlib.ExitStack() as stack:
             setup, about = {"local": local_setup, "store": store_setup}[name](stack, tree, args)
             result["setups"].append(run_setup(setup, about, args, setup.pack_bytes, files))
     for r in result["setups"]:
         print_setup(r)
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"\nwrote {args.out}/results.json")
+    save_results(args.out, result)
 
 
 if __name__ == "__main__":

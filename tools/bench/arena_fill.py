@@ -12,17 +12,15 @@ page cache dropped before it; every file read once in random order by 4 threads)
 epoch's files/s and the daemon's CPU seconds in it. Rows alternate between the binaries,
 --rounds times; the median of each is shown, with the ratio this build / base.
 """
-import argparse
 import os
 import statistics
 import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
+from benchmount import GPUFSD, FuseMount  # noqa: E402
 
 
 def make_pack(gpufsd, work, mib):
@@ -39,17 +37,13 @@ def make_pack(gpufsd, work, mib):
 
 
 def rss_mib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+    return benchlib.memory_kib(pid).get("VmRSS", 0) / 1024
 
 
 def one(name, gpufsd, pack, paths, work):
     mnt = tempfile.mkdtemp(prefix="mnt-", dir=work)
     argv = [gpufsd, "mount", "-f", "--cache-size", "4GiB", "--no-disk-cache", pack, mnt]
-    with benchlib.FuseMount(name, argv, mnt) as m:
+    with FuseMount(name, argv, mnt) as m:
         time.sleep(2)
         at_mount = rss_mib(m.pid)
         benchlib.drop_caches()
@@ -62,9 +56,9 @@ def one(name, gpufsd, pack, paths, work):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = benchlib.arg_parser(__doc__)
     parser.add_argument("--base", required=True, help="an older gpufsd to compare with")
-    parser.add_argument("--gpufsd", default=os.path.join(ROOT, "build", "cli", "gpufsd"))
+    parser.add_argument("--gpufsd", default=GPUFSD)
     parser.add_argument("--mib", type=int, default=2048)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()

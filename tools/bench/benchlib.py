@@ -1,4 +1,5 @@
-"""Helpers shared by the benchmarks."""
+"""Helpers shared by the benchmarks (their mounts: benchmount.py)."""
+import argparse
 import ctypes
 import glob
 import json
@@ -18,23 +19,74 @@ PYTHON = "/usr/bin/python3"  # the interpreter with torch and torchvision
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 import make_sample  # noqa: E402
-from servers.procs import Daemon, exit_on_sigterm, wait_for  # noqa: E402
+from servers import nginx  # noqa: E402
+from servers.procs import exit_on_sigterm  # noqa: E402
 
 _LIBC = ctypes.CDLL(None, use_errno=True)  # for the CPU clocks of other processes
 
 
-def drop_caches():
-    """Empties the page, dentry and inode caches; False (and nothing done) unless root."""
+def drop_caches(level=3):
+    """Empties the page, dentry and inode caches (`level` 1: the page cache alone); False
+    (and nothing done) unless root."""
     if os.geteuid() != 0:
         return False
     os.sync()
     with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
+        f.write(f"{level}\n")
     return True
+
+
+def need_root(name, why):
+    """Exits with "NAME: needs root (WHY)" unless this process is root's."""
+    if os.geteuid() != 0:
+        sys.exit(f"{name}: needs root ({why})")
+
+
+def install_bench_deps():
+    """tools/install_deps.sh bench: the servers and tools the benchmarks compare with."""
+    subprocess.run(["bash", os.path.join(ROOT, "tools", "install_deps.sh"), "bench"],
+                   check=True)
 
 
 def sh(*cmd):
     return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def run(cmd, **kw):
+    """`cmd` run to its end, its output captured as text; raises where it fails."""
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
+
+
+def timed(fn):
+    """(seconds, result) of fn()."""
+    start = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - start, result
+
+
+# Run by python_timed in a fresh interpreter: each prints "SECONDS COUNT".
+WALK = ("import os, sys, time; t = time.perf_counter(); "
+        "n = sum(len(f) for _, _, f in os.walk(sys.argv[1])); "
+        "print(time.perf_counter() - t, n)")
+IMAGEFOLDER = ("import sys, time; from torchvision import datasets; t = time.perf_counter(); "
+               "d = datasets.ImageFolder(sys.argv[1]); print(time.perf_counter() - t, len(d))")
+
+
+def python_timed(code, path):
+    """(seconds, count) that `code` (WALK, IMAGEFOLDER) prints over `path`."""
+    seconds, count = run([PYTHON, "-c", code, path]).stdout.split()
+    return float(seconds), int(count)
+
+
+def memory_kib(pid):
+    """{"VmRSS", "RssAnon", "RssFile"}: process `pid`'s resident memory in KiB."""
+    fields = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "RssAnon", "RssFile"):
+                fields[key] = int(value.split()[0])
+    return fields
 
 
 class SlowVolume:
@@ -88,17 +140,35 @@ class SlowVolume:
         sh("rm", "-rf", self.dir)
 
 
-def sample_tree(cache, files, classes, max_side=720):
+def sample_tree(cache, files, classes, max_side=720, name=None):
     """A generated ImageFolder tree of real JPEGs (longest side `max_side`: 720 gives
-    ImageNet-like sizes, a mean of ~130 KB; 440 ~50 KB) under `cache`, made once per (files,
-    classes, max_side) and reused by later runs; its path."""
+    ImageNet-like sizes, a mean of ~130 KB; 440 ~50 KB) under `cache` (in folder `name`
+    where given), made once per (files, classes, max_side) and reused by later runs; its
+    path."""
     # The default's folder keeps its old name, so that trees made before stay reused.
-    tree = os.path.join(cache, f"tree-{files}-{classes}"
+    tree = os.path.join(cache, name or f"tree-{files}-{classes}"
                         + ("" if max_side == 720 else f"-{max_side}"))
     if not os.path.isdir(tree):
         make_sample.make_tree(tree + ".part", classes, files // classes, 0, False, max_side)
         os.rename(tree + ".part", tree)
     return tree
+
+
+def random_tree(tree, files, least, spread, classes=20):
+    """`files` files of random bytes (`least` + up to `spread` bytes each, seeded: the same
+    tree each time) in `classes` class folders of ImageFolder's shape under `tree`."""
+    rng = random.Random(1)
+    for i in range(files):
+        folder = os.path.join(tree, f"n{i % classes:08d}")
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, f"img_{i:06d}.JPEG"), "wb") as f:
+            f.write(rng.randbytes(least + rng.randrange(spread)))
+
+
+def blob_bytes(pack):
+    """(blob files, their bytes) of a native pack."""
+    blobs = [os.path.join(pack, n) for n in os.listdir(pack) if n.startswith("blob-")]
+    return blobs, sum(os.path.getsize(b) for b in blobs)
 
 
 def grouped_files(src, tree):
@@ -156,17 +226,28 @@ def packed_work(stack, gpufsd, tree, prefix, base, out):
     return work, served
 
 
-def begin_run(cache, out, files, classes):
-    """What a benchmark that starts servers and mounts does first: Ctrl-C and SIGTERM made
-    to unwind through its `with` blocks, which stop all of them (SIGINT too when a shell
-    started it in the background with SIGINT ignored); the folders `cache` and `out` made;
-    the sample tree of `files` in `classes`. Returns (tree, files, bytes)."""
+def unwind_on_signals():
+    """Ctrl-C and SIGTERM made to unwind through the `with` blocks and finally clauses, which
+    stop every server and mount (SIGINT too when a shell started this in the background
+    with SIGINT ignored)."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
     exit_on_sigterm()
+
+
+def begin_run(cache, out, files, classes, max_side=720):
+    """What a benchmark that starts servers and mounts does first: unwind_on_signals(); the
+    folders `cache` and `out` made; the sample tree of `files` in `classes` (sample_tree's
+    `max_side`). Returns (tree, files, bytes)."""
+    unwind_on_signals()
     os.makedirs(cache, exist_ok=True)
     os.makedirs(out, exist_ok=True)
-    tree = sample_tree(cache, files, classes)
+    tree = sample_tree(cache, files, classes, max_side)
     return (tree, *tree_bytes(tree))
+
+
+def print_dataset(files, data_bytes):
+    print(f"{files} files, mean {data_bytes / files / 1e3:.0f} KB, "
+          f"{data_bytes / 1e6:.0f} MB", flush=True)
 
 
 def tree_bytes(root):
@@ -284,30 +365,6 @@ def reading_split(samples, progress, epoch, index=0):
                 consumed_while_reading=consumed_while_reading(points, end))
 
 
-def gpufs_stats(mnt):
-    """The daemon's counters (user.gpufs.stats on the mount's root) as a dict."""
-    return json.loads(os.getxattr(mnt, "user.gpufs.stats"))
-
-
-def gpufs_source_bytes(mnt):
-    """Bytes the mount's source has delivered so far (the "io" counters)."""
-    return gpufs_stats(mnt)["io"]["bytes"]
-
-
-def gpufs_tier_argv(gpufsd, tier, fresh_folder):
-    """(mount options, label) that give a gpufsd mount the disk tier asked for: "off" (no
-    tier, also for a remote source) or "fresh" (a new empty folder from `fresh_folder()`).
-    A build from before the tier has none to turn off."""
-    usage = subprocess.run([gpufsd, "mount", "--help"], capture_output=True, text=True).stdout
-    if "--disk-cache" not in usage:
-        return [], "off (this gpufsd has no disk tier)"
-    if tier == "off":
-        return ["--no-disk-cache"], "off"
-    if tier == "fresh":
-        return ["--disk-cache", fresh_folder()], "fresh empty folder"
-    raise ValueError(tier)
-
-
 def files_of(root):
     """Every file below root, relative to it, sorted."""
     return sorted(os.path.relpath(os.path.join(f, n), root)
@@ -366,48 +423,38 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def is_mounted(path):
-    path = os.path.realpath(path)
-    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
-        return any(line.split()[4] == path for line in f)
+def own_group_dying_with_parent():
+    """A preexec_fn: SIGTERM when this process dies, and a process group of its own, so
+    that the child's own children (a DataLoader's workers) are stopped with it."""
+    _LIBC.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    os.setpgid(0, 0)
 
 
-class FuseMount:
-    """A FUSE daemon run in the foreground (`argv` mounts at `mnt`), waited for in the mount
-    table and stopped by pid: `with FuseMount(...) as m:` ... m.pid, m.log.
-
-    `unmount` is the command that unmounts it (fusermount3 -u by default); a busy mount is
-    detached lazily, and a daemon that does not exit is killed. The daemon gets SIGTERM if
-    this process dies first, so an interrupted benchmark leaves no mount behind."""
-
-    def __init__(self, name, argv, mnt, env=None, unmount=None, timeout=60):
-        self.name, self.mnt, self.timeout = name, mnt, timeout
-        self.unmount = unmount or ["fusermount3", "-u", mnt]
-        self.log = os.path.join(os.path.dirname(mnt), os.path.basename(mnt) + ".log")
-        self.daemon = Daemon(name, argv, self.log, env=env)
-
-    def __enter__(self):
+def cpu_now(groups, pids):
+    """CPU seconds used so far: {name: seconds} for each name's process groups in `groups`
+    (every live member, with the children it reaped: a DataLoader's workers), each name's
+    single processes in `pids` (gpufsd, with its threads), and "busy" for the whole machine
+    (/proc/stat: all but idle and iowait)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    owner = {pgid: name for name, pgids in groups.items() for pgid in pgids}
+    used = dict.fromkeys(list(groups) + list(pids), 0.0)
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
         try:
-            self.daemon.start()
-            wait_for(f"{self.name} to mount {self.mnt}", lambda: is_mounted(self.mnt),
-                     time.monotonic() + self.timeout, [self.daemon])
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    @property
-    def pid(self):
-        return self.daemon.pid
-
-    def close(self):
-        if is_mounted(self.mnt):
-            if subprocess.run(self.unmount, capture_output=True).returncode != 0:
-                subprocess.run(["fusermount3", "-uz", self.mnt], capture_output=True)
-        self.daemon.stop(timeout=30, sig=signal.SIGTERM)
-
-    def __exit__(self, *exc):
-        self.close()
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited meanwhile
+        name = owner.get(int(fields[2]))
+        if name:
+            used[name] += sum(int(x) for x in fields[11:15]) / tick
+    for name, members in pids.items():
+        used[name] += sum(cpu_seconds(pid) for pid in members)
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    used["busy"] = (sum(ticks) - ticks[3] - ticks[4]) / tick
+    return used
 
 
 def text_bars(rows, width=50):
@@ -431,3 +478,97 @@ def version_line(*argv):
     except OSError:
         return ""
     return (r.stdout or r.stderr).strip().split("\n")[0]
+
+
+VERSION_OF = {"gpufs": ("git", "describe", "--always", "--dirty"), "s3fs": ("s3fs", "--version"),
+              "rclone": ("rclone", "version"), "radosgw": ("radosgw", "--version"),
+              "nginx": ("nginx", "-v"),
+              "torch": (PYTHON, "-c", "import torch; print(torch.__version__)")}
+
+
+def versions(*names):
+    """{name: its version line} for the programs of VERSION_OF named ("gpufs": this tree's
+    git describe), in that order."""
+    return {name: version_line(*VERSION_OF[name]) for name in names}
+
+
+# --- arguments, results and charts ------------------------------------------------------
+
+# The options many benchmarks take: their type and help (each benchmark gives the default).
+OPTIONS = {
+    "files": (int, "JPEGs in the dataset"),
+    "classes": (int, "class folders they are in"),
+    "setups": (None, "local, store or both"),
+    "workers": (int, "DataLoader workers"),
+    "iops": (int, "the volume's read IOPS"),
+    "mbps": (int, "the volume's read MB/s"),
+    "delay_ms": (int, "emulated link: per request"),
+    "rate_mb": (float, "emulated link: MB/s per connection"),
+    "cache": (None, "where the generated tree is kept between runs"),
+    "work": (None, "the local disk the benchmark's folders go to"),
+    "out": (None, "where results.json is written"),
+}
+
+
+def arg_parser(doc, epilog=None):
+    """The parser of a benchmark whose docstring is `doc` (its first line describes it)."""
+    return argparse.ArgumentParser(description=doc.split("\n")[0], epilog=epilog)
+
+
+def add_options(parser, **defaults):
+    """--NAME for each keyword of OPTIONS (files=2000 adds --files, 2000 by default), in the
+    order given; a (default, help) pair gives a help of its own. --out defaulting to None:
+    a new temporary folder (the benchmark makes it)."""
+    for key, default in defaults.items():
+        kind, text = OPTIONS[key]
+        if isinstance(default, tuple):
+            default, text = default
+        elif key == "out" and default is None:
+            text = "results (default: a new temp folder)"
+        parser.add_argument("--" + key.replace("_", "-"), type=kind, default=default, help=text)
+
+
+def cloud_link(stack, url, args):
+    """An nginx FaultProxy in front of `url` for as long as `stack` is open: +args.delay_ms
+    per request, args.rate_mb MB/s per connection (the emulated cloud link)."""
+    return stack.enter_context(nginx.FaultProxy(
+        url, delay_ms=args.delay_ms, rate_bytes_per_s=int(args.rate_mb * 1e6)))
+
+
+def middle(rows, key="files_per_s"):
+    """The row with the median `key` (the lower middle of an even count)."""
+    return sorted(rows, key=lambda r: r[key])[(len(rows) - 1) // 2]
+
+
+def save_results(out, result, said="", default=None, tell=True):
+    """`result` as out/results.json; with `tell`, "wrote PATH" and `said` printed after a
+    blank line. Returns the path."""
+    path = os.path.join(out, "results.json")
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1, default=default)
+    if tell:
+        print(f"\nwrote {path}{said}")
+    return path
+
+
+def chart_text(out, lines, heading=None):
+    """text_bars(lines) as out/chart.txt, and printed under `heading` where given."""
+    text = text_bars(lines)
+    with open(os.path.join(out, "chart.txt"), "w") as f:
+        f.write(text + "\n")
+    if heading:
+        print(f"\n{heading}:\n" + text)
+
+
+def pyplot(required=True):
+    """matplotlib.pyplot, drawing to files; None where matplotlib is not installed and not
+    `required`."""
+    try:
+        import matplotlib
+    except ImportError:
+        if required:
+            raise
+        return None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt

@@ -9,27 +9,16 @@ built without those checks (e.g. an earlier commit's). Both mount the same pack 
 each round drops the page cache, then 4 threads read every file once in a shuffled order.
 Printed per gpufsd: files/s, and the daemon's CPU seconds per GB served; then the ratios.
 """
-import argparse
 import os
-import random
 import shutil
 import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, HERE)
-from benchlib import cpu_seconds, drop_caches, read_in_random_order  # noqa: E402
-
-
-def make_tree(tree, files, size, classes=20):
-    rng = random.Random(1)
-    for i in range(files):
-        folder = os.path.join(tree, f"n{i % classes:08d}")
-        os.makedirs(folder, exist_ok=True)
-        with open(os.path.join(folder, f"img_{i:06d}.JPEG"), "wb") as f:
-            f.write(rng.randbytes(size + rng.randrange(size // 4)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import (arg_parser, cpu_seconds, drop_caches, files_of,  # noqa: E402
+                      random_tree, read_in_random_order)
+from benchmount import GPUFSD  # noqa: E402
 
 
 def cold_epoch(mnt, paths):
@@ -58,8 +47,8 @@ def run(gpufsd, pack, paths):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--gpufsd", default=os.path.join(ROOT, "build", "cli", "gpufsd"))
+    parser = arg_parser(__doc__)
+    parser.add_argument("--gpufsd", default=GPUFSD)
     parser.add_argument("--baseline", required=True, help="a gpufsd without the blob checks")
     parser.add_argument("--files", type=int, default=3000)
     parser.add_argument("--size", type=int, default=110_000, help="mean file size")
@@ -70,11 +59,10 @@ def main():
     work = tempfile.mkdtemp(prefix="gpufs-bench-checks-", dir="/var/tmp")
     try:
         tree = os.path.join(work, "tree")
-        make_tree(tree, args.files, args.size)
+        random_tree(tree, args.files, args.size, args.size // 4)
         pack = os.path.join(work, "pack")
         subprocess.run([args.gpufsd, "pack", tree, pack], check=True, capture_output=True)
-        paths = sorted(os.path.relpath(os.path.join(d, n), tree)
-                       for d, _, names in os.walk(tree) for n in names)
+        paths = files_of(tree)
         results = {"checked": [], "baseline": []}
         for _ in range(args.rounds):
             results["checked"].append(run(args.gpufsd, pack, paths))

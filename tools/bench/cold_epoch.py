@@ -27,34 +27,22 @@ epoch, which no storage can go below. gpufs runs --rounds times per cell and the
 epoch is reported; the baselines, ten times slower, once.
 Prints one table; writes results.json to --out.
 """
-import argparse
-import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, HERE)
-from benchlib import (Sampler, SlowVolume, gpufs_tier_argv, loader_epochs,  # noqa: E402
-                      reading_split, sh, text_bars, tree_bytes, version_line)
-
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-import make_sample  # noqa: E402
-
-GPUFSD = os.environ.get("GPUFSD", os.path.join(ROOT, "build", "cli", "gpufsd"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import (Sampler, SlowVolume, add_options, arg_parser, chart_text,  # noqa: E402
+                      loader_epochs, need_root, pyplot, reading_split, sample_tree,
+                      save_results, sh, tree_bytes, version_line, versions)
+from benchmount import (GPUFSD, GPUFSD_EPILOG, gpufs_mounted,  # noqa: E402
+                        gpufs_tier_argv, squashfuse_mounted)
 
 
 def sample(cache, files, classes, side):
     """A generated tree of `files` JPEGs whose longest side is at most `side`, made once."""
-    tree = os.path.join(cache, f"tree-{files}-{classes}-{side}")
-    if not os.path.isdir(tree):
-        make_sample.make_tree(tree + ".part", classes, files // classes, 0, False, side)
-        os.rename(tree + ".part", tree)
-    return tree
+    return sample_tree(cache, files, classes, side, name=f"tree-{files}-{classes}-{side}")
 
 
 def device_stat(loop):
@@ -105,27 +93,13 @@ class Cell:
     def run(self, peer, workers):
         if peer == "tree":
             return self.epoch(self.tree, workers)
-        mnt = tempfile.mkdtemp(prefix=f"gpufs-cold-{peer}-")
-        try:
-            if peer == "squashfuse":
-                proc = subprocess.Popen(["squashfuse_ll", "-f", self.image, mnt],
-                                        preexec_fn=self.throttled())
-                deadline = time.time() + 30
-                while not os.path.ismount(mnt) and time.time() < deadline:
-                    time.sleep(0.05)
-                try:
-                    return self.epoch(mnt, workers)
-                finally:
-                    subprocess.run(["fusermount3", "-u", mnt])
-                    proc.wait()
-            subprocess.run([GPUFSD, "mount", *self.tier_argv, self.pack, mnt], check=True,
-                           preexec_fn=self.throttled())
-            try:
-                return self.epoch(mnt, workers, warm=True)
-            finally:
-                subprocess.run([GPUFSD, "unmount", mnt], check=True)
-        finally:
-            os.rmdir(mnt)
+        prefix = f"gpufs-cold-{peer}-"
+        if peer == "squashfuse":
+            with squashfuse_mounted(self.image, prefix, self.throttled()) as mnt:
+                return self.epoch(mnt, workers)
+        with gpufs_mounted(self.pack, *self.tier_argv, prefix=prefix,
+                           preexec_fn=self.throttled(), quiet=False) as mnt:
+            return self.epoch(mnt, workers, warm=True)
 
 
 def time_split(samples, start, seconds):
@@ -148,38 +122,34 @@ def ceiling(e):
 
 
 def median_epoch(runs):
+    """The run with the median files/s (the upper middle of an even count)."""
     return sorted(runs, key=lambda e: e["files_per_s"])[len(runs) // 2]
 
 
 def main():
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0],
-        epilog=f"environment: GPUFSD, the gpufsd binary to run (now {GPUFSD})")
-    parser.add_argument("--files", type=int, default=8000, help="JPEGs per dataset")
-    parser.add_argument("--classes", type=int, default=40, help="class folders they are in")
+    parser = arg_parser(__doc__, GPUFSD_EPILOG)
+    add_options(parser, files=(8000, "JPEGs per dataset"), classes=40)
     parser.add_argument("--sides", default="560,720",
                         help="longest sides of the generated images, one dataset each")
     parser.add_argument("--widths", default="2,4,8", help="DataLoader workers, one run each")
     parser.add_argument("--peers", default="tree,squashfuse,gpufs",
                         help="ways of reading the volume, comma-separated: tree, squashfuse, "
                              "gpufs")
-    parser.add_argument("--iops", type=int, default=120, help="the volume's reads per second")
-    parser.add_argument("--mbps", type=int, default=150, help="the volume's MB/s")
+    add_options(parser, iops=120, mbps=150)
     parser.add_argument("--rounds", type=int, default=3, help="cold epochs of gpufs per cell")
-    parser.add_argument("--cache", default="/var/tmp/gpufs-slow-disk-src",
-                        help="where the generated trees are kept between runs")
-    parser.add_argument("--out", default="/var/tmp/gpufs-cold-epoch-results",
-                        help="where results.json and the charts are written")
+    add_options(parser, cache=("/var/tmp/gpufs-slow-disk-src",
+                               "where the generated trees are kept between runs"),
+                out=("/var/tmp/gpufs-cold-epoch-results",
+                     "where results.json and the charts are written"))
     args = parser.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("cold_epoch: needs root (loop device, cgroups, drop_caches)")
+    need_root("cold_epoch", "loop device, cgroups, drop_caches")
     os.makedirs(args.cache, exist_ok=True)
     os.makedirs(args.out, exist_ok=True)
     widths = [int(w) for w in args.widths.split(",")]
     peers = args.peers.split(",")
     # A local source has no disk tier unless asked for; off is said anyway, to be sure.
     tier_argv, tier = gpufs_tier_argv(GPUFSD, "off", None)
-    print("gpufs " + version_line("git", "describe", "--always", "--dirty") + ", "
+    print("gpufs " + versions("gpufs")["gpufs"] + ", "
           + version_line("dpkg-query", "-W", "-f", "squashfuse ${Version}", "squashfuse"),
           flush=True)
     print(f"volume {args.iops} IOPS, {args.mbps} MB/s; {args.files} files per dataset; raw "
@@ -222,8 +192,7 @@ def main():
         finally:
             volume.close()
     print_table(results, peers, tier)
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump(results, f, indent=1)
+    save_results(args.out, results, tell=False)
     chart(results, peers, args.out)
     print(f"\nwrote {args.out}/results.json, chart.txt and cold_epoch.png")
 
@@ -238,12 +207,8 @@ def chart(results, peers, out):
         for r in (r for r in results if r["mean_bytes"] == mean):
             lines.append((f"  {r['workers']} workers {r['peer']}",
                           100 * r["files_per_s"] / r["bound"]))
-    text = text_bars(lines)
-    with open(os.path.join(out, "chart.txt"), "w") as f:
-        f.write(text + "\n")
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    chart_text(out, lines)
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(sizes), figsize=(5.2 * len(sizes), 3.9), squeeze=False)
     for ax, mean in zip(axes.flat, sizes):
         rows = [r for r in results if r["mean_bytes"] == mean]

@@ -34,10 +34,8 @@ pass) per GB of files (and × one copy) and per file, and the readers' CPU per f
 --perf OUTDIR each gpufs pass runs under `perf record -g -p <gpufsd>`; the last round's
 profiles are kept there (.data, and perf report's top 40 symbols as .txt).
 """
-import argparse
 import contextlib
 import errno
-import json
 import os
 import random
 import re
@@ -51,15 +49,14 @@ import tempfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from benchlib import (ROOT, FuseMount, Work, cpu_seconds, drop_caches,  # noqa: E402
-                      files_of, gpufs_stats, gpufs_tier_argv, packed_work, read_shuffled,
-                      sample_tree, tree_bytes, version_line)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import (Work, arg_parser, cpu_seconds, drop_caches, files_of,  # noqa: E402
+                      need_root, packed_work, read_shuffled, sample_tree, save_results,
+                      tree_bytes, unwind_on_signals, version_line)
+from benchmount import (GPUFSD, gpufs_fuse_mount, gpufs_stats,  # noqa: E402
+                        gpufs_tier_argv, mount_has)
 from servers import nginx  # noqa: E402
-from servers.procs import exit_on_sigterm  # noqa: E402
 
-GPUFSD = os.environ.get("GPUFSD", os.path.join(ROOT, "build", "cli", "gpufsd"))
 BASE_GPUFSD = os.environ.get("BASE_GPUFSD")
 MAX_SIDE = 500  # sample_tree's longest side that gives JPEGs of ~64 KB (440: ~50 KB)
 FILE_KB = 64
@@ -225,7 +222,7 @@ class Build:
         argv = [self.binary, "mount", "-f", source, mnt, *options]
         if self.transport:
             argv += ["--fuse-transport", self.transport]
-        return FuseMount("gpufsd", argv, mnt, unmount=[self.binary, "unmount", mnt])
+        return gpufs_fuse_mount(argv, mnt, self.binary)
 
 
 class Run:
@@ -462,8 +459,8 @@ def perf_reports(out, builds):
 # --- the run --------------------------------------------------------------------------
 
 def parse_args():
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0],
+    parser = arg_parser(
+        __doc__,
         epilog=f"environment: GPUFSD (now {GPUFSD}), BASE_GPUFSD (now {BASE_GPUFSD}): the "
                "builds; BASE_GPUFSD unset, GPUFSD alone")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of every build")
@@ -488,8 +485,7 @@ def parse_args():
 
 def builds_of(args, work):
     """The builds run in each round, in turn: the base, then the new one per transport."""
-    usage = subprocess.run([GPUFSD, "mount", "--help"], capture_output=True, text=True).stdout
-    transports = args.transports if "--fuse-transport" in usage else [None]
+    transports = args.transports if mount_has("--fuse-transport") else [None]
     builds = [Build("base", BASE_GPUFSD, None, work)] if BASE_GPUFSD else []
     for t in transports:
         label = f"new {t}" if len(transports) > 1 else "new"
@@ -515,12 +511,10 @@ def one_round(run, builds, n, blobs):
 
 def main():
     args = parse_args()
-    if os.geteuid() != 0:
-        sys.exit("cost.py: needs root (FUSE mounts, drop_caches)")
+    need_root("cost.py", "FUSE mounts, drop_caches")
     if nginx.NginxOrigin.skip_reason():
         sys.exit(f"cost.py: {nginx.NginxOrigin.skip_reason()}")
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    exit_on_sigterm()  # SIGTERM unwinds the `with` blocks too: no mount left behind
+    unwind_on_signals()  # SIGTERM unwinds the `with` blocks too: no mount left behind
     files = args.mb * 1000 // FILE_KB
     tree = sample_tree(args.cache, files - files % CLASSES, CLASSES, MAX_SIDE)
     data = Dataset(tree)
@@ -547,9 +541,8 @@ def main():
     if profiles:
         print(f"\n## Profiles of gpufsd (last round; perf report in {args.perf})\n")
         print("\n".join(f"- {line}" for line in profiles))
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump({"files": data.files, "bytes": data.bytes, "rounds": rounds}, f, indent=1)
-    print(f"\nwrote {args.out}/results.json (daemons' logs in {args.out}/logs)")
+    save_results(args.out, {"files": data.files, "bytes": data.bytes, "rounds": rounds},
+                 f" (daemons' logs in {args.out}/logs)")
 
 
 if __name__ == "__main__":

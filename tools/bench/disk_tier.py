@@ -30,7 +30,7 @@ slow    The pack and the tree on benchlib.SlowVolume (ext4 on a loop device, rea
         and no disk tier (a local source has none unless asked for), and the same with
         --disk-cache on a folder of the fast local disk.
 
-For gpufs each epoch also records the daemon's counters (user.gpufs.stats: source requests
+For gpufs each epoch also records the daemon's counters (its stats xattr: source requests
 and bytes, pinned hits and member reads, the tier's hits, slice hits, fills, writes); for
 rclone and the copy, the requests that reached the proxy. With --rounds N every peer runs N
 times (in turn with the others) and the median of each epoch is shown.
@@ -41,9 +41,7 @@ disk_tier.png to --out (a new temporary folder unless given), with the daemons' 
 --out/logs. Every server, mount and volume it starts is stopped on the way out, on an
 error or Ctrl-C too.
 """
-import argparse
 import contextlib
-import json
 import os
 import shutil
 import statistics
@@ -52,14 +50,14 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from benchlib import (ROOT, FuseMount, SlowVolume, begin_run, drop_caches,  # noqa: E402
-                      loader_epochs, packed_work, text_bars, tree_bytes, version_line)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import (SlowVolume, add_options, arg_parser, begin_run,  # noqa: E402
+                      chart_text, cloud_link, drop_caches, install_bench_deps, loader_epochs,
+                      middle, need_root, packed_work, print_dataset, pyplot, save_results,
+                      tree_bytes, versions)
+from benchmount import GPUFSD, GPUFSD_EPILOG, FuseMount, gpufs_fuse_mount, mount_has  # noqa: E402
 from slow_disk import budget_for  # noqa: E402
 from servers import nginx  # noqa: E402
-
-GPUFSD = os.environ.get("GPUFSD", os.path.join(ROOT, "build", "cli", "gpufsd"))
 EPOCHS = 3
 CLOUD_PEERS = ("gpufs", "rclone", "copied tree")
 SLOW_PEERS = ("gpufs + tier", "gpufs, no tier", "tree")
@@ -129,7 +127,7 @@ def gpufs_mount(work, name, source, budget, tier, volume=None):
     if volume:
         procs = os.path.join(volume.group, "cgroup.procs")
         argv = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', procs] + argv
-    return FuseMount("gpufsd", argv, mnt, unmount=[GPUFSD, "unmount", mnt])
+    return gpufs_fuse_mount(argv, mnt)
 
 
 def cloud_peer(peer, work, args, mode, proxy, budget):
@@ -182,8 +180,7 @@ def median_row(runs):
     each epoch keeps every round's files/s under "rounds"."""
     epochs = []
     for i in range(EPOCHS):
-        of_epoch = sorted((r["epochs"][i] for r in runs), key=lambda e: e["files_per_s"])
-        epochs.append(dict(of_epoch[(len(of_epoch) - 1) // 2],
+        epochs.append(dict(middle([r["epochs"][i] for r in runs]),
                            rounds=[r["epochs"][i]["files_per_s"] for r in runs]))
     row = dict(runs[0], epochs=epochs)
     if "copy_seconds" in row:
@@ -205,8 +202,7 @@ def rounds_of(peers, run_one, rounds):
 
 def cloud(args, stack, work, served, pack_bytes, result):
     origin = stack.enter_context(ListedOrigin(served))
-    proxy = stack.enter_context(nginx.FaultProxy(
-        origin.url, delay_ms=args.delay_ms, rate_bytes_per_s=int(args.rate_mb * 1e6)))
+    proxy = cloud_link(stack, origin.url, args)
     budget = budget_for(os.path.join(served, "pack"), args.budget)
     result["cloud"] = {"about": f"nginx origin behind a proxy: +{args.delay_ms} ms per "
                                 f"request, {args.rate_mb:.0f} MB/s per connection",
@@ -305,13 +301,8 @@ def chart(result, out):
         for peer, row in rows.items():
             for e in row["epochs"]:
                 lines.append((f"  {peer} epoch {e['epoch']}", e["files_per_s"]))
-    text = text_bars(lines)
-    with open(os.path.join(out, "chart.txt"), "w") as f:
-        f.write(text + "\n")
-    print("\nfiles/s per epoch:\n" + text)
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    chart_text(out, lines, "files/s per epoch")
+    plt = pyplot()
     cols = min(2, len(panels))
     grid = (len(panels) + cols - 1) // cols
     fig, axes = plt.subplots(grid, cols, figsize=(5.2 * cols, 3.9 * grid), squeeze=False)
@@ -350,24 +341,13 @@ def check_tools(scenarios):
         reasons.append("no cgroup v1 blkio hierarchy for the slow volume")
     if reasons:
         sys.exit("disk_tier: " + "; ".join(reasons))
-    if subprocess.run([GPUFSD, "mount", "--help"], capture_output=True,
-                      text=True).stdout.find("--disk-cache") < 0:
+    if not mount_has("--disk-cache"):
         sys.exit(f"disk_tier: {GPUFSD} has no --disk-cache; build a newer one")
 
 
-def versions():
-    first_line = version_line
-    return {"gpufs": first_line("git", "describe", "--always", "--dirty"),
-            "rclone": first_line("rclone", "version"), "nginx": first_line("nginx", "-v")}
-
-
 def parse_args():
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0],
-        epilog=f"environment: GPUFSD, the gpufsd binary to run (now {GPUFSD})")
-    parser.add_argument("--files", type=int, default=8000, help="JPEGs in the dataset")
-    parser.add_argument("--classes", type=int, default=40, help="class folders they are in")
-    parser.add_argument("--workers", type=int, default=4, help="DataLoader workers")
+    parser = arg_parser(__doc__, GPUFSD_EPILOG)
+    add_options(parser, files=8000, classes=40, workers=4)
     parser.add_argument("--modes", default="decode,raw",
                         help="the cloud's loader modes: decode, raw or both (comma)")
     parser.add_argument("--slow-modes", default="raw",
@@ -378,16 +358,11 @@ def parse_args():
                         help="runs of each peer (fresh mounts); the median epoch is shown")
     parser.add_argument("--budget", type=float, default=0.25,
                         help="gpufs --cache-size as a fraction of the pack's bytes")
-    parser.add_argument("--delay-ms", type=int, default=20, help="emulated link: per request")
-    parser.add_argument("--rate-mb", type=float, default=80,
-                        help="emulated link: MB/s per connection")
-    parser.add_argument("--iops", type=int, default=120, help="slow volume: read IOPS")
-    parser.add_argument("--mbps", type=int, default=150, help="slow volume: read MB/s")
-    parser.add_argument("--cache", default="/var/tmp/gpufs-bench-src",
-                        help="where the generated tree is kept between runs")
+    add_options(parser, delay_ms=20, rate_mb=80, iops=(120, "slow volume: read IOPS"),
+                mbps=(150, "slow volume: read MB/s"), cache="/var/tmp/gpufs-bench-src")
     parser.add_argument("--work", default="/var/tmp",
                         help="the local disk the peers' caches and copies go to")
-    parser.add_argument("--out", default=None, help="results (default: a new temp folder)")
+    add_options(parser, out=None)
     args = parser.parse_args()
     args.modes, args.slow_modes = args.modes.split(","), args.slow_modes.split(",")
     args.scenarios = args.scenarios.split(",")
@@ -397,17 +372,15 @@ def parse_args():
 
 def main():
     args = parse_args()
-    if os.geteuid() != 0:
-        sys.exit("disk_tier: needs root (FUSE mounts, loop device, cgroups, drop_caches)")
-    subprocess.run(["bash", os.path.join(ROOT, "tools", "install_deps.sh"), "bench"],
-                   check=True)
+    need_root("disk_tier", "FUSE mounts, loop device, cgroups, drop_caches")
+    install_bench_deps()
     check_tools(args.scenarios)
     tree, files, data_bytes = begin_run(args.cache, args.out, args.files, args.classes)
     result = {"files": files, "data_bytes": data_bytes, "workers": args.workers,
-              "epochs": EPOCHS, "budget": args.budget, "versions": versions(),
+              "epochs": EPOCHS, "budget": args.budget,
+              "versions": versions("gpufs", "rclone", "nginx"),
               "config": {"rclone mount": RCLONE_FLAGS, "rclone copy": COPY_FLAGS}}
-    print(f"{files} files, mean {data_bytes / files / 1e3:.0f} KB, {data_bytes / 1e6:.0f} MB",
-          flush=True)
+    print_dataset(files, data_bytes)
     with contextlib.ExitStack() as stack:
         start = time.perf_counter()
         work, served = packed_work(stack, GPUFSD, tree, "gpufs-bench-tier-", args.work, args.out)
@@ -421,8 +394,7 @@ def main():
         if "slow" in args.scenarios:
             slow(args, stack, work, served, data_bytes, result)
     print_tables(result)
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump(result, f, indent=1)
+    save_results(args.out, result, tell=False)
     chart(result, args.out)
     print(f"\nwrote {args.out}/results.json, chart.txt and disk_tier.png")
 

@@ -32,24 +32,22 @@ byte the source had delivered the whole pack) and the goals: at 3 R gpufs's fetc
 under 5% where that of the plain tree R was measured on is over 50%. Writes results.json
 (each row with its ranks' steps) to --out.
 """
-import argparse
 import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from advise import pack_tree  # noqa: E402
-from benchlib import (PYTHON, ROOT, FuseMount, Sampler, SlowVolume, begin_run,  # noqa: E402
-                      drop_caches, gpufs_source_bytes, sh)
-from remote_store import (BUCKET, GPUFSD, Peers, check_tools, stored_dataset,  # noqa: E402
-                          versions)
-from servers import nginx  # noqa: E402
+from benchlib import (PYTHON, ROOT, Sampler, SlowVolume, add_options,  # noqa: E402
+                      arg_parser, begin_run, cloud_link, drop_caches, need_root, save_results,
+                      sh, versions)
+from benchmount import GPUFSD, gpufs_fuse_mount, gpufs_source_bytes, mount_point  # noqa: E402
+from remote_store import (BUCKET, VERSIONS, Peers, check_tools,  # noqa: E402
+                          stored_dataset)
 
 EMULATE = os.environ.get("GPUFS_EMULATE", os.path.join(ROOT, "build", "cli", "gpufs-emulate"))
 UNMET = 1e6  # images/s per accelerator: a demand no storage here meets
@@ -169,14 +167,10 @@ class LocalSetup:
 
     @contextlib.contextmanager
     def gpufs(self):
-        mnt = tempfile.mkdtemp(prefix="gpufs-emulate-mnt-", dir="/var/tmp")
-        try:
+        with mount_point("gpufs-emulate-mnt-", "/var/tmp") as mnt:
             argv = [GPUFSD, "mount", "-f", self.pack, mnt, "--no-disk-cache"]
-            with FuseMount("gpufsd", self.volume.wrap(argv), mnt,
-                           unmount=[GPUFSD, "unmount", mnt]):
+            with gpufs_fuse_mount(self.volume.wrap(argv), mnt):
                 yield mnt, None
-        finally:
-            os.rmdir(mnt)
 
 
 class StoreSetup:
@@ -187,8 +181,7 @@ class StoreSetup:
     def __init__(self, stack, tree, tree_bytes, args):
         store, work = stored_dataset(stack, tree, tree_bytes, "emulate",
                                      pack_args=["--group-bytes", "4MiB"])
-        proxy = stack.enter_context(nginx.FaultProxy(
-            store.endpoint, delay_ms=args.delay_ms, rate_bytes_per_s=int(args.rate_mb * 1e6)))
+        proxy = cloud_link(stack, store.endpoint, args)
         self.peers, self.endpoint = Peers(store, work, tier="off"), proxy.url
         self.pack_bytes = sum(size for key, size, _ in store.list(BUCKET, "pack/")
                               if "/blob-" in key)
@@ -297,13 +290,11 @@ def print_table(result):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--setups", default="local,store", help="local, store or both")
-    parser.add_argument("--files", type=int, default=2000)
-    parser.add_argument("--classes", type=int, default=40)
+    parser = arg_parser(__doc__)
+    add_options(parser, setups="local,store", files=2000, classes=40)
     parser.add_argument("--gpus", type=int, default=2, help="emulated accelerators")
     parser.add_argument("--batch", type=int, default=32, help="images per step per accelerator")
-    parser.add_argument("--workers", type=int, default=8, help="DataLoader workers per rank")
+    add_options(parser, workers=(8, "DataLoader workers per rank"))
     parser.add_argument("--prep-steps", type=int, default=6,
                         help="steps per rank of the emulator's pass over data in memory")
     parser.add_argument("--multiples", default="0.5,3",
@@ -316,20 +307,15 @@ def main():
     parser.add_argument("--no-next-epoch", dest="next_epoch", action="store_false",
                         help="no second epoch (page cache dropped) of the R tree and gpufs at "
                              "the last multiple")
-    parser.add_argument("--iops", type=int, default=150)
-    parser.add_argument("--mbps", type=int, default=150)
-    parser.add_argument("--delay-ms", type=int, default=20)
-    parser.add_argument("--rate-mb", type=float, default=80)
+    add_options(parser, iops=150, mbps=150, delay_ms=20, rate_mb=80)
     parser.add_argument("--run-timeout", type=int, default=300, help="seconds per emulator run")
-    parser.add_argument("--cache", default="/var/tmp/gpufs-bench-src")
-    parser.add_argument("--out", default="/var/tmp/gpufs-emulate-results")
+    add_options(parser, cache="/var/tmp/gpufs-bench-src", out="/var/tmp/gpufs-emulate-results")
     args = parser.parse_args()
     args.multiples = [float(m) for m in args.multiples.split(",")]
     args.decode = [t for t in args.decode.split(",") if t]
     args.store_plain = args.store_plain.split(",")
     setups = args.setups.split(",")
-    if os.geteuid() != 0:
-        sys.exit("emulate: needs root (loop device, cgroups, FUSE mounts, drop_caches)")
+    need_root("emulate", "loop device, cgroups, FUSE mounts, drop_caches")
     if "store" in setups:
         check_tools(["gpufs"] + args.store_plain)
     tree, files, data_bytes = begin_run(args.cache, args.out, args.files, args.classes)
@@ -337,7 +323,7 @@ def main():
               "batch": args.batch, "workers": args.workers, "prep_steps": args.prep_steps,
               "multiples": args.multiples, "gpufs_cache": "default (a quarter of RAM; "
               "holds the dataset), consume-once", "setups": [], "rows": [],
-              "versions": versions()}
+              "versions": versions(*VERSIONS)}
     start = time.monotonic()
     for name in setups:
         with contextlib.ExitStack() as stack:
@@ -349,9 +335,8 @@ def main():
     result["seconds"] = time.monotonic() - start
     result["goals"] = goals(result["rows"], args.multiples[-1])
     print_table(result)
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"\n{result['seconds']:.0f} s; wrote {args.out}/results.json")
+    path = save_results(args.out, result, tell=False)
+    print(f"\n{result['seconds']:.0f} s; wrote {path}")
 
 
 if __name__ == "__main__":

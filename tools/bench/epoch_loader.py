@@ -13,7 +13,6 @@ FILE a line "FILES MONOTONIC_SECONDS" is appended to FILE as each epoch starts (
 after each batch, so that a caller can follow an epoch as it runs; when the loader raises,
 a last line "FILES MONOTONIC_SECONDS raised".
 """
-import argparse
 import json
 import os
 import sys
@@ -23,9 +22,9 @@ import torch
 from torch.utils.data import DataLoader
 from torchvision import datasets, transforms
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from benchlib import drop_caches  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import arg_parser, drop_caches  # noqa: E402
+from benchmount import gpufs_stats  # noqa: E402
 
 
 # The disk tier's counters reported per epoch (see cache/disk_tier.h).
@@ -53,12 +52,13 @@ def device_read_bytes(group, device):
     return 0
 
 
-def gpufs_stats(root):
+def stats_of(root):
+    """The counters of the gpufs mount that `root` is in; None where it is in none."""
     mount = root
     while mount != "/" and not os.path.ismount(mount):
         mount = os.path.dirname(mount)
     try:
-        return json.loads(os.getxattr(mount, "user.gpufs.stats"))
+        return gpufs_stats(mount)
     except OSError:
         return None
 
@@ -69,7 +69,7 @@ def note_progress(progress, files, what=""):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = arg_parser(__doc__)
     parser.add_argument("root")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--mode", choices=["raw", "decode"], default="raw")
@@ -100,7 +100,7 @@ def main():
         loader = DataLoader(dataset, batch_size=32, shuffle=True, num_workers=args.workers,
                             generator=torch.Generator().manual_seed(epoch), collate_fn=collate)
         before = device_read_bytes(args.blkio_group, args.device)
-        stats_before = gpufs_stats(args.root)
+        stats_before = stats_of(args.root)
         start = time.perf_counter()
         files = 0
         note_progress(progress, files)
@@ -117,7 +117,7 @@ def main():
                "monotonic_start": time.monotonic() - (time.perf_counter() - start),
                "files_per_s": files / seconds, "scan_seconds": scan_seconds,
                "disk_bytes": device_read_bytes(args.blkio_group, args.device) - before}
-        stats = gpufs_stats(args.root)
+        stats = stats_of(args.root)
         if stats and stats_before:
             # A mount without a cache (--cache-size 0) has only the source's counters.
             row["gpufs"] = {k: stats[k] - stats_before[k] for k in

@@ -11,7 +11,6 @@ aligned offsets with O_DIRECT, as a cache miss would: as one request, and as con
 spinning disk with one seek per group would give (the same IOPS and bandwidth, i.e.
 1/IOPS of positioning per group).
 """
-import argparse
 import mmap
 import os
 import random
@@ -19,7 +18,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import SlowVolume, sh  # noqa: E402
+from benchlib import SlowVolume, add_options, arg_parser, sh  # noqa: E402
 
 GROUPS = [(128 << 10, "128 KiB"), (1 << 20, "1 MiB"), (4 << 20, "4 MiB"), (16 << 20, "16 MiB"),
           (64 << 20, "64 MiB")]
@@ -44,9 +43,8 @@ def read_groups(path, size, total_bytes, seed, request):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--iops", type=int, default=150)
-    parser.add_argument("--mbps", type=int, default=150)
+    parser = arg_parser(__doc__)
+    add_options(parser, iops=150, mbps=150)
     parser.add_argument("--file-mb", type=int, default=768)
     parser.add_argument("--seconds", type=float, default=4, help="roughly, per group size")
     args = parser.parse_args()

@@ -14,7 +14,6 @@ gpufsd binary (an older build) in the same run, in the same state. The last colu
 ioctl(TCGETS) on an open file, the isatty() check Python's open() makes: the kernel
 forwards it to the FUSE server every time.
 """
-import argparse
 import fcntl
 import os
 import sys
@@ -22,14 +21,10 @@ import tempfile
 import termios
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-sys.path.insert(0, os.path.join(ROOT, "tests", "mount"))
-import gpufs_testlib as lib  # noqa: E402
-from benchlib import sample_mytar  # noqa: E402
-from warm_read import files_per_second, os_open, python_open  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import arg_parser, drop_caches  # noqa: E402
+from warm_read import (add_sample_args, files_per_second, lib, os_open,  # noqa: E402
+                       python_open, sample_of)
 
 
 def buffered_open(paths):
@@ -45,13 +40,6 @@ COLUMNS = [(python_open, 1, "open 1r"), (python_open, 2, "open 2r"), (python_ope
            (os_open, 1, "os.open 1r"), (os_open, 2, "os.open 2r"), (os_open, 4, "os.open 4r")]
 
 
-def drop(level):
-    """Empties the kernel's caches at `level` (1: pages; 3: dentries and inodes too)."""
-    os.sync()
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write(f"{level}\n")
-
-
 def measure(root, rel, repeats, level):
     """files/s per column; level None: nothing dropped between passes (page cache warm)."""
     row = []
@@ -59,7 +47,7 @@ def measure(root, rel, repeats, level):
         best = 0.0
         for seed in range(repeats):
             if level:
-                drop(level)
+                drop_caches(level)
             best = max(best, files_per_second(reader, root, rel, readers, seed))
         row.append(best)
     return row
@@ -88,12 +76,8 @@ def mounted_row(binary, src, rel, args):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--files", type=int, default=3000)
-    parser.add_argument("--classes", type=int, default=30)
-    parser.add_argument("--max-side", type=int, default=720)
-    parser.add_argument("--group-size", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser = arg_parser(__doc__)
+    add_sample_args(parser)
     parser.add_argument("--drop", type=int, choices=(1, 3), default=1)
     parser.add_argument("--base", action="append", default=[],
                         help="another gpufsd binary to compare with (repeatable)")
@@ -102,10 +86,7 @@ def main():
     if os.geteuid() != 0:
         sys.exit("hot_read.py drops the page cache: run it as root")
 
-    tree, src, rel, mean_kb = sample_mytar(args.work, args.files, args.classes, args.max_side,
-                                           args.group_size)
-    print(f"{len(rel)} files, mean {mean_kb:.0f} KB, group size {args.group_size}, "
-          f"{os.cpu_count()} CPUs; gpufs rows: drop_caches {args.drop} before each pass\n")
+    tree, src, rel = sample_of(args, f"; gpufs rows: drop_caches {args.drop} before each pass")
 
     python_open([os.path.join(tree, r) for r in rel])  # the tree's page cache warm
     rows = [("ext4 tree, page cache warm",

@@ -17,40 +17,19 @@ Three parts, each side by side in one run:
   background   the dataset in pinned memory, page cache dropped, 8 readers: the kernel's
                default max_background (12) against the default (--threads).
 """
-import argparse
-import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-ROOT = os.path.dirname(os.path.dirname(HERE))
-GPUFSD = os.environ.get("GPUFSD", os.path.join(ROOT, "build", "cli", "gpufsd"))
-PYTHON = "/usr/bin/python3"
-
-from benchlib import (drop_caches, files_of, read_in_random_order, sample_tree,  # noqa: E402
-                      tree_bytes)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import (PYTHON, ROOT, arg_parser, drop_caches, files_of,  # noqa: E402
+                      read_in_random_order, run, sample_tree, tree_bytes)
+from benchmount import GPUFSD, gpufs_mounted, gpufs_stats  # noqa: E402
 
 
-def run(cmd):
-    return subprocess.run(cmd, check=True, capture_output=True, text=True)
-
-
-class Mounted:
-    def __init__(self, src, *options):
-        self.src, self.options = src, options
-        self.mnt = tempfile.mkdtemp(prefix="gpufs-kc-")
-
-    def __enter__(self):
-        run([GPUFSD, "mount", *self.options, self.src, self.mnt])
-        return self.mnt
-
-    def __exit__(self, *exc):
-        subprocess.run([GPUFSD, "unmount", self.mnt], capture_output=True)
-        os.rmdir(self.mnt)
+def mounted(src, *options):
+    return gpufs_mounted(src, *options, prefix="gpufs-kc-")
 
 
 def plain_walk(root):
@@ -79,7 +58,7 @@ def readdirplus_part(work, names):
     rows.append(("ext4 tree", walk, first_opens(tree, paths), count))
     for mode in ("auto", "always", "never"):
         drop_caches()
-        with Mounted(pack, "--readdirplus", mode) as mnt:
+        with mounted(pack, "--readdirplus", mode) as mnt:
             walk, count = plain_walk(mnt)
             rows.append((f"gpufs --readdirplus {mode}", walk, first_opens(mnt, paths), count))
     print(f"\n{len(paths):,} files of {os.path.getsize(paths and os.path.join(tree, paths[0]))} B, "
@@ -159,7 +138,7 @@ def streaming_part(work, files):
         try:
             for mode in ("off", "on"):
                 drop_caches()
-                with Mounted(pack, "--cache-size", str(budget), "--streaming", mode) as mnt:
+                with mounted(pack, "--cache-size", str(budget), "--streaming", mode) as mnt:
                     rates = epochs_in(mnt, paths, cgroup)
                     held = cached_bytes(mnt, paths)
                 print(f"{where + ', --streaming ' + mode:44}{rates[0]:16,.0f}{rates[1]:16,.0f}"
@@ -179,19 +158,19 @@ def background_part(work, files):
     print(f"{'':36}{'files/s':>10}")
     for name, options in (("--max-background 12 (kernel's)", ["--max-background", "12"]),
                           ("default (= --threads)", [])):
-        with Mounted(pack, "--cache-size", str(2 * total), *options) as mnt:
+        with mounted(pack, "--cache-size", str(2 * total), *options) as mnt:
             read_in_random_order(mnt, paths, threads=8)
             best = 0
             for _ in range(3):
                 drop_caches()
                 best = max(best, count / read_in_random_order(mnt, paths, threads=8)[0])
-            k = json.loads(os.getxattr(mnt, "user.gpufs.stats"))["kernel"]
+            k = gpufs_stats(mnt)["kernel"]
         print(f"{name:36}{best:10,.0f}   ({k['max_background']} background, "
               f"{k['threads']} threads)")
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = arg_parser(__doc__)
     parser.add_argument("--work", default="/var/tmp")
     parser.add_argument("--names", type=int, default=256_000)
     parser.add_argument("--files", type=int, default=2000, help="JPEGs for the other parts")

@@ -26,9 +26,7 @@ Prints a table and writes results.json to --out. A tool that is not installed (o
 --baseline-gpufsd) is skipped, the reason in the table. Every server and mount it starts is
 stopped by pid on the way out, on an error or Ctrl-C too; all of it listens on 127.0.0.1.
 """
-import argparse
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -37,11 +35,13 @@ import sys
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from benchlib import begin_run, loader_epochs, read_progress, version_line  # noqa: E402
-from remote_store import (GPUFSD, RCLONE_FLAGS, S3FS_OPTIONS, Peers,  # noqa: E402
-                          stored_dataset, versions)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import (add_options, arg_parser, begin_run, loader_epochs,  # noqa: E402
+                      need_root, print_dataset, read_progress, save_results, version_line,
+                      versions)
+from benchmount import GPUFSD, mount_has  # noqa: E402
+from remote_store import (RCLONE_FLAGS, S3FS_OPTIONS, VERSIONS, Peers,  # noqa: E402
+                          stored_dataset)
 from servers import ceph_s3  # noqa: E402
 from servers.procs import LOOPBACK, ServerError  # noqa: E402
 from servers.tcp_forwarder import TcpForwarder  # noqa: E402
@@ -233,17 +233,14 @@ def skip_reasons(tools, baseline):
                 reasons[tool] = "no --baseline-gpufsd given"
             elif not os.access(binary, os.X_OK):
                 reasons[tool] = f"{binary} not built"
-            elif "--endpoint" not in subprocess.run([binary, "mount", "--help"],
-                                                    capture_output=True, text=True).stdout:
+            elif not mount_has("--endpoint", binary):
                 reasons[tool] = f"{binary} cannot mount an S3 store (no --endpoint)"
     return reasons
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--files", type=int, default=2000)
-    parser.add_argument("--classes", type=int, default=40)
-    parser.add_argument("--workers", type=int, default=4, help="DataLoader workers")
+    parser = arg_parser(__doc__)
+    add_options(parser, files=2000, classes=40, workers=4)
     parser.add_argument("--mode", choices=["raw", "decode"], default="raw")
     parser.add_argument("--outages", default="1,3,10", help="outage lengths, seconds")
     parser.add_argument("--at", type=float, default=0.3,
@@ -254,13 +251,10 @@ def main():
                         help="a gpufsd from before the retry deadline (82ecd81), built "
                              "apart; without it that row is skipped")
     parser.add_argument("--timeout", type=int, default=600, help="seconds, per epoch")
-    parser.add_argument("--cache", default="/var/tmp/gpufs-bench-src",
-                        help="where the generated tree is kept between runs")
-    parser.add_argument("--out", default="/var/tmp/gpufs-outage-results")
+    add_options(parser, cache="/var/tmp/gpufs-bench-src", out="/var/tmp/gpufs-outage-results")
     args = parser.parse_args()
     tools, outages = args.tools.split(","), [int(d) for d in args.outages.split(",")]
-    if os.geteuid() != 0:
-        sys.exit("outage: needs root (FUSE mounts, drop_caches)")
+    need_root("outage", "FUSE mounts, drop_caches")
     if ceph_s3.skip_reason() or not shutil.which("fusermount3"):
         sys.exit(f"outage: {ceph_s3.skip_reason() or 'fusermount3 missing'} "
                  "(tools/install_deps.sh bench)")
@@ -274,10 +268,9 @@ def main():
               "skipped": skipped, "rows": [], "retry_settings": RETRY_SETTINGS,
               "config": {"s3fs": S3FS_OPTIONS, "rclone": RCLONE_FLAGS, "gpufs": "defaults",
                          "baseline_gpufsd": args.baseline_gpufsd},
-              "versions": dict(versions(), baseline=version_line(
+              "versions": dict(versions(*VERSIONS), baseline=version_line(
                   "git", "-C", baseline_dir, "describe", "--always", "--dirty"))}
-    print(f"{files} files, mean {data_bytes / files / 1e3:.0f} KB, "
-          f"{data_bytes / 1e6:.0f} MB", flush=True)
+    print_dataset(files, data_bytes)
     with contextlib.ExitStack() as stack:
         store, work = stored_dataset(stack, tree, data_bytes, "outage")
         fwd = stack.enter_context(TcpForwarder(LOOPBACK, store.rgw_port))
@@ -301,9 +294,7 @@ def main():
                         break  # no reference: the outages would say nothing
                     ref = row
     print_table(result)
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"\nwrote {args.out}/results.json")
+    save_results(args.out, result)
 
 
 if __name__ == "__main__":

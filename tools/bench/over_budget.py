@@ -30,19 +30,17 @@ results.json to --out.
 """
 import argparse
 import errno
-import json
 import os
-import signal
 import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, HERE)
-from benchlib import (Sampler, SlowVolume, exit_on_sigterm, gpufs_tier_argv,  # noqa: E402
-                      loader_epochs, sample_tree, tree_bytes, version_line)
-from slow_disk import GPUFSD, Bench, budget_for, prepare  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import (Sampler, SlowVolume, add_options, arg_parser,  # noqa: E402
+                      begin_run, install_bench_deps, loader_epochs, need_root, sample_tree,
+                      save_results, version_line)
+from benchmount import GPUFSD, gpufs_tier_argv, mount_has  # noqa: E402
+from slow_disk import Bench, budget_for, prepare  # noqa: E402
 
 ROWS = ("tree", "squashfuse", "quarter", "half", "full", "zero", "default", "members")
 FRACTIONS = (("quarter", "1/4", 0.25), ("half", "1/2", 0.5), ("full", "1", 1.0))
@@ -290,20 +288,15 @@ def report(result, out):
         cg = result["memory_cgroup"]
         print_table(f"In a memory cgroup of {cg['limit_bytes'] / 1e6:.0f} MB", cg["rows"],
                     bound, result["cgroup_epochs"], cgroup=True)
-    with open(os.path.join(out, "results.json"), "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"\nwrote {out}/results.json")
+    save_results(out, result)
 
 
 def parse_args():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--files", type=int, default=6000)
-    parser.add_argument("--classes", type=int, default=30)
+    parser = arg_parser(__doc__)
+    add_options(parser, files=6000, classes=30)
     parser.add_argument("--max-side", type=int, default=440,
                         help="longest side of the JPEGs: 440 gives a mean of ~50 KB")
-    parser.add_argument("--iops", type=int, default=120)
-    parser.add_argument("--mbps", type=int, default=150)
-    parser.add_argument("--workers", type=int, default=4, help="the DataLoader's")
+    add_options(parser, iops=120, mbps=150, workers=(4, "the DataLoader's"))
     parser.add_argument("--mode", choices=["raw", "decode"], default="raw")
     parser.add_argument("--rows", default=",".join(ROWS),
                         help=f"comma-separated, of {','.join(ROWS)} [default: all]")
@@ -314,8 +307,8 @@ def parse_args():
                              "loader's working set, measured, + 64 MiB]")
     parser.add_argument("--cgroup-epochs", type=int, default=1,
                         help="epochs per row in the memory cgroup (the first cold)")
-    parser.add_argument("--cache", default="/var/tmp/gpufs-over-budget-src")
-    parser.add_argument("--out", default="/var/tmp/gpufs-over-budget-results")
+    add_options(parser, cache="/var/tmp/gpufs-over-budget-src",
+                out="/var/tmp/gpufs-over-budget-results")
     args = parser.parse_args()
     args.rows = set(args.rows.split(","))
     if args.rows - set(ROWS):
@@ -326,8 +319,7 @@ def parse_args():
 def measure(args, source, result):
     """Both sections on a fresh slow volume, which is gone again when this returns."""
     files, data_bytes = result["files"], result["data_bytes"]
-    usage = subprocess.run([GPUFSD, "mount", "--help"], capture_output=True, text=True).stdout
-    has_members = "--miss-reads" in usage
+    has_members = mount_has("--miss-reads")
     tier_off, _ = gpufs_tier_argv(GPUFSD, "off", None)
     volume = SlowVolume(3 * data_bytes // 1_000_000 + 300, args.iops, args.mbps)
     try:
@@ -347,17 +339,12 @@ def measure(args, source, result):
 
 def main():
     args = parse_args()
-    if os.geteuid() != 0:
-        sys.exit("over_budget: needs root (loop device, cgroups, drop_caches)")
-    subprocess.run(["bash", os.path.join(ROOT, "tools", "install_deps.sh"), "bench"], check=True)
+    need_root("over_budget", "loop device, cgroups, drop_caches")
+    install_bench_deps()
     # Ctrl-C and SIGTERM unwind through the finally blocks: every mount, the loop device
     # and the cgroups go.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    exit_on_sigterm()
-    os.makedirs(args.cache, exist_ok=True)
-    os.makedirs(args.out, exist_ok=True)
-    source = sample_tree(args.cache, args.files, args.classes, args.max_side)
-    files, data_bytes = tree_bytes(source)
+    source, files, data_bytes = begin_run(args.cache, args.out, args.files, args.classes,
+                                          args.max_side)
     result = {"files": files, "data_bytes": data_bytes, "mean_file_bytes": data_bytes / files,
               "bound_files_per_s": args.mbps * 1e6 / (data_bytes / files),
               "gpufsd": version_line(GPUFSD, "--version"), "cgroup_epochs": args.cgroup_epochs,

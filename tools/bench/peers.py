@@ -30,7 +30,7 @@ modes with the peers' `tcp_nopush off` turned on again (see CorkedPeer).
 Per mode and epoch it records the ranks' epoch times, what the store served (the origin's
 access log: blob requests and body bytes), what the peers served the nodes (their access
 logs, with nginx's cache status of each request), what the nodes read from the store
-directly (user.gpufs.stats io.bytes), and checks every rank's (index, SHA-256) pairs
+directly (the io.bytes of their stats xattr), and checks every rank's (index, SHA-256) pairs
 against the same sampler over the source tree; it also sums the CPU time the ranks, the
 daemons, the peers and the store used. Before the modes it times what one member read costs
 at a warm peer: 200 ranged GETs of 60-200 KB on one kept-alive connection, to the shipped
@@ -43,7 +43,6 @@ temporary folder unless given), with the daemons', ranks' and peers' logs under 
 Every server, mount and process it starts is stopped on the way out, on an error or
 Ctrl-C too.
 """
-import argparse
 import collections
 import contextlib
 import hashlib
@@ -65,19 +64,21 @@ import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from benchlib import (PYTHON, ROOT, FuseMount, begin_run, cpu_seconds,  # noqa: E402
-                      drop_caches, packed_work, text_bars, version_line)
+from benchlib import (PYTHON, add_options, arg_parser, begin_run, chart_text,  # noqa: E402
+                      cloud_link, cpu_now, drop_caches, middle, need_root,
+                      own_group_dying_with_parent, packed_work, print_dataset, pyplot,
+                      save_results, versions)
+from benchmount import (GPUFSD, GPUFSD_EPILOG, gpufs_fuse_mount, gpufs_stats,  # noqa: E402
+                        mount_has)
 from servers import nginx  # noqa: E402
 from servers.procs import free_port, wait_for  # noqa: E402
 
-GPUFSD = os.environ.get("GPUFSD", os.path.join(ROOT, "build", "cli", "gpufsd"))
 MODES = ("alone", "peers", "peers-members", "one-node")
 # The peer modes again with the peers' nginx answering under TCP_CORK (not run unless
 # named in --modes): see CorkedPeer.
 NOPUSH_ON = "-nopush-on"
 EXTRA_MODES = tuple(m + NOPUSH_ON for m in MODES if m.startswith("peers"))
 NODES = 4
-STATS = "user.gpufs.stats"
 BLOBS = "/pack/blob"  # the part of a blob's request path: the index and HEADs are not data
 
 
@@ -140,14 +141,6 @@ def probe(proxy, served, peer_block):
 
 # --- the ranks --------------------------------------------------------------------------
 
-def _rank_setup():
-    """Before exec: SIGTERM when this process dies, and a process group of its own, so
-    that the rank's DataLoader workers are stopped with it."""
-    import ctypes
-    ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    os.setpgid(0, 0)
-
-
 class Job:
     """One rank of tools/bench/dist_loader.py per root (a node's mount), in one process
     group of the gloo backend; driven epoch by epoch over their stdin and stdout."""
@@ -164,7 +157,8 @@ class Job:
             cmd += [] if args.step_sync else ["--no-step-sync"]
             with open(self.logs[rank], "ab") as log:
                 proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=log, text=True, preexec_fn=_rank_setup)
+                                        stderr=log, text=True,
+                                        preexec_fn=own_group_dying_with_parent)
             self.procs.append(proc)
             threading.Thread(target=self._read, args=(rank, proc), daemon=True).start()
 
@@ -216,10 +210,6 @@ class Job:
 
 # --- what each server and mount counted -------------------------------------------------
 
-def mount_stats(mnt):
-    return json.loads(os.getxattr(mnt, STATS))
-
-
 def snapshot(origin, peers, mounts):
     """The counters this benchmark reports, as they are now."""
     requests, sent, _ = origin.served(BLOBS)
@@ -233,7 +223,7 @@ def snapshot(origin, peers, mounts):
         snap["peer_bytes"] += sent
         snap["peer_status"].update(statuses)
     for mnt in mounts:
-        io = mount_stats(mnt)["io"]
+        io = gpufs_stats(mnt)["io"]
         snap["node_bytes"] += io["bytes"]
         snap["node_requests"] += io["requests"]
         snap["node_peer_failures"] += io.get("peer_failures", 0)
@@ -247,37 +237,10 @@ def difference(after, before):
             else dict(after[k] - before[k]) for k in after}
 
 
-def cpu_now(groups, pids):
-    """CPU seconds used so far: {name: seconds} for each name's process groups in `groups`
-    (every live member, with the children it reaped: a DataLoader's workers), each name's
-    single processes in `pids` (gpufsd, with its threads), and "busy" for the whole machine
-    (/proc/stat: all but idle and iowait)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    owner = {pgid: name for name, pgids in groups.items() for pgid in pgids}
-    used = dict.fromkeys(list(groups) + list(pids), 0.0)
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # exited meanwhile
-        name = owner.get(int(fields[2]))
-        if name:
-            used[name] += sum(int(x) for x in fields[11:15]) / tick
-    for name, members in pids.items():
-        used[name] += sum(cpu_seconds(pid) for pid in members)
-    with open("/proc/stat") as f:
-        ticks = [int(x) for x in f.readline().split()[1:]]
-    used["busy"] = (sum(ticks) - ticks[3] - ticks[4]) / tick
-    return used
-
-
 def settled(mounts):
     """True when no mount has a store or peer request or a prefetch in flight."""
     for mnt in mounts:
-        s = mount_stats(mnt)
+        s = gpufs_stats(mnt)
         if s["io"].get("in_flight", 0) or s.get("prefetch_in_flight", 0):
             return False
     return True
@@ -331,10 +294,9 @@ def run_mode(mode, n_round, args, work, origin, proxy, source):
             if mode.startswith("peers-members"):
                 argv += ["--cache-size", "0"]
             env = dict(os.environ, XDG_CACHE_HOME=work.fresh(f"xdg-{mode}-{node}"))
-            daemons.append(inner.enter_context(FuseMount("gpufsd", argv, mnt, env=env,
-                                                         unmount=[GPUFSD, "unmount", mnt])))
+            daemons.append(inner.enter_context(gpufs_fuse_mount(argv, mnt, env=env)))
             mounts.append(mnt)
-        row["budget_bytes"] = mount_stats(mounts[0]).get("budget_bytes", 0)
+        row["budget_bytes"] = gpufs_stats(mounts[0]).get("budget_bytes", 0)
         logs = work.fresh(f"ranks-{mode}-r{n_round}")
         job = Job(mounts, args, logs)
         inner.callback(shutil.copytree, logs, os.path.join(args.out, "logs",
@@ -376,7 +338,7 @@ def run_mode(mode, n_round, args, work, origin, proxy, source):
                   f" in {e['store_requests']} req; from peers {e['peer_bytes'] / 1e6:5.0f} MB "
                   f"{status_words(e['peer_status'])}; CPU busy {e['busy']:.0%}; "
                   f"mismatches {e['mismatches']}", flush=True)
-        row["io"] = [mount_stats(m)["io"] for m in mounts]
+        row["io"] = [gpufs_stats(m)["io"] for m in mounts]
     return row
 
 
@@ -395,8 +357,7 @@ def median_row(runs, epochs):
     """Each epoch the median round's (by the job's files/s), with every round's files/s."""
     out = dict(runs[0], epochs=[])
     for i in range(epochs):
-        of_epoch = sorted((r["epochs"][i] for r in runs), key=lambda e: e["files_per_s"])
-        out["epochs"].append(dict(of_epoch[(len(of_epoch) - 1) // 2],
+        out["epochs"].append(dict(middle([r["epochs"][i] for r in runs]),
                                   rounds=[r["epochs"][i]["files_per_s"] for r in runs],
                                   all_mismatches=sum(r["epochs"][i]["mismatches"]
                                                      for r in runs)))
@@ -490,16 +451,10 @@ def chart(result, out):
         lines.append((f"{mode}:", None))
         for e in row["epochs"]:
             lines.append((f"  epoch {e['epoch']}", e["files_per_s"]))
-    text = text_bars(lines)
-    with open(os.path.join(out, "chart.txt"), "w") as f:
-        f.write(text + "\n")
-    print("\njob files/s per epoch:\n" + text)
-    try:
-        import matplotlib
-    except ImportError:
+    chart_text(out, lines, "job files/s per epoch")
+    plt = pyplot(required=False)
+    if plt is None:
         return "chart.txt"
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     rows = result["rows"]
     fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.2))
     width = 0.8 / len(rows)
@@ -543,29 +498,21 @@ def source_samples(tree):
 
 
 def check_tools():
+    """Exits saying why where this machine cannot run the benchmark."""
+    need_root("peers", "FUSE mounts, drop_caches")
     reasons = [f"missing: {t}" for t in ("fusermount3",) if not shutil.which(t)]
     for server in (nginx.FaultProxy, nginx.NginxPeer):
         if server.skip_reason():
             reasons.append(server.skip_reason())
     if reasons:
         sys.exit("peers: " + "; ".join(reasons) + " (tools/install_deps.sh bench)")
-    usage = subprocess.run([GPUFSD, "mount", "--help"], capture_output=True, text=True).stdout
-    if "--peers" not in usage:
+    if not mount_has("--peers"):
         sys.exit(f"peers: {GPUFSD} has no --peers; build a newer one")
 
 
-def versions():
-    return {"gpufs": version_line("git", "describe", "--always", "--dirty"),
-            "nginx": version_line("nginx", "-v"),
-            "torch": version_line(PYTHON, "-c", "import torch; print(torch.__version__)")}
-
-
 def parse_args():
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0],
-        epilog=f"environment: GPUFSD, the gpufsd binary to run (now {GPUFSD})")
-    parser.add_argument("--files", type=int, default=8000, help="JPEGs in the dataset")
-    parser.add_argument("--classes", type=int, default=40, help="class folders they are in")
+    parser = arg_parser(__doc__, GPUFSD_EPILOG)
+    add_options(parser, files=8000, classes=40)
     parser.add_argument("--epochs", type=int, default=2,
                         help="epochs of the job per mode: the first is cold, later ones may "
                              "be served from the daemons' RAM")
@@ -582,16 +529,14 @@ def parse_args():
                              "the end of an epoch")
     parser.add_argument("--peer-block", type=int, default=4 << 20,
                         help="gpufsd --peer-block and the peers' slice size")
-    parser.add_argument("--delay-ms", type=int, default=20, help="emulated store: per request")
-    parser.add_argument("--rate-mb", type=float, default=80,
-                        help="emulated store: MB/s per connection")
+    add_options(parser, delay_ms=(20, "emulated store: per request"),
+                rate_mb=(80, "emulated store: MB/s per connection"))
     parser.add_argument("--epoch-timeout", type=int, default=900,
                         help="seconds an epoch of the job may take before it counts as failed")
-    parser.add_argument("--cache", default="/var/tmp/gpufs-bench-src",
-                        help="where the generated tree is kept between runs")
+    add_options(parser, cache="/var/tmp/gpufs-bench-src")
     parser.add_argument("--work", default="/var/tmp",
                         help="the local disk the mounts' folders and logs go to")
-    parser.add_argument("--out", default=None, help="results (default: a new temp folder)")
+    add_options(parser, out=None)
     args = parser.parse_args()
     args.modes = args.modes.split(",")
     unknown = set(args.modes) - set(MODES + EXTRA_MODES)
@@ -604,8 +549,6 @@ def parse_args():
 
 def main():
     args = parse_args()
-    if os.geteuid() != 0:
-        sys.exit("peers: needs root (FUSE mounts, drop_caches)")
     check_tools()
     tree, files, data_bytes = begin_run(args.cache, os.path.join(args.out, "logs"),
                                         args.files, args.classes)
@@ -613,11 +556,11 @@ def main():
     result = {"files": files, "data_bytes": data_bytes, "epochs": args.epochs,
               "rounds": args.rounds, "workers": args.workers, "decode": args.decode,
               "step_sync": args.step_sync, "peer_block": args.peer_block,
-              "delay_ms": args.delay_ms, "rate_mb": args.rate_mb, "versions": versions(),
+              "delay_ms": args.delay_ms, "rate_mb": args.rate_mb,
+              "versions": versions("gpufs", "nginx", "torch"),
               "about": f"store: nginx origin behind a proxy, +{args.delay_ms} ms per "
                        f"request, {args.rate_mb:.0f} MB/s per connection"}
-    print(f"{files} files, mean {data_bytes / files / 1e3:.0f} KB, {data_bytes / 1e6:.0f} MB",
-          flush=True)
+    print_dataset(files, data_bytes)
     runs = {mode: [] for mode in args.modes}
     with contextlib.ExitStack() as stack:
         work, served = packed_work(stack, GPUFSD, tree, "gpufs-bench-peers-", args.work, args.out)
@@ -626,8 +569,7 @@ def main():
         result["pack_bytes"] = sum(os.path.getsize(os.path.join(served, "pack", n))
                                    for n in blobs)
         origin = stack.enter_context(nginx.NginxOrigin(served))
-        proxy = stack.enter_context(nginx.FaultProxy(
-            origin.url, delay_ms=args.delay_ms, rate_bytes_per_s=int(args.rate_mb * 1e6)))
+        proxy = cloud_link(stack, origin.url, args)
         print(f"packed: {len(blobs)} blobs, {result['pack_bytes'] / 1e6:.0f} MB; "
               f"{result['about']}", flush=True)
         result["probe"] = probe(proxy, served, args.peer_block)
@@ -650,9 +592,8 @@ def main():
     result["rows"] = {mode: median_row(r, args.epochs) for mode, r in runs.items()}
     result["runs"] = runs
     print_table(result)
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump(result, f, indent=1, default=dict)
-    print(f"\nwrote {args.out}/results.json and {args.out}/{chart(result, args.out)}")
+    charts = chart(result, args.out)
+    save_results(args.out, result, f" and {args.out}/{charts}", default=dict)
 
 
 if __name__ == "__main__":

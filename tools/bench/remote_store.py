@@ -31,10 +31,8 @@ Prints a table (ratios gpufs/s3fs, gpufs/rclone, each peer's fraction of the bou
 writes results.json and a chart to --out. Every server and mount it starts is stopped by
 pid on the way out, on an error or Ctrl-C too.
 """
-import argparse
 import contextlib
 import http.client
-import json
 import os
 import shutil
 import subprocess
@@ -44,19 +42,20 @@ import threading
 import time
 import urllib.parse
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from benchlib import (ROOT, FuseMount, Sampler, Work, begin_run, cpu_seconds,  # noqa: E402
-                      gpufs_source_bytes, gpufs_tier_argv, loader_epochs, reading_split,
-                      text_bars, version_line)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import (Sampler, Work, add_options, arg_parser, begin_run,  # noqa: E402
+                      chart_text, cloud_link, cpu_seconds, install_bench_deps, loader_epochs,
+                      middle, need_root, print_dataset, pyplot, reading_split, save_results,
+                      versions)
+from benchmount import (GPUFSD, GPUFSD_EPILOG, FuseMount, gpufs_fuse_mount,  # noqa: E402
+                        gpufs_source_bytes, gpufs_tier_argv, mount_has)
 from servers import ceph_s3, nginx  # noqa: E402
 from servers.procs import ServerError  # noqa: E402
 from servers.s3client import UNSIGNED, sign  # noqa: E402
 
-GPUFSD = os.environ.get("GPUFSD", os.path.join(ROOT, "build", "cli", "gpufsd"))
-GPUFSD_ENV = f"environment: GPUFSD, the gpufsd binary to run (now {GPUFSD})"
 BUCKET = "bench"
 PEERS = ("gpufs", "s3fs", "rclone")
+VERSIONS = ("gpufs", "s3fs", "rclone", "radosgw", "nginx")  # benchlib.versions' names
 LOCAL = "local tree"  # the reference: the tree on local disk, page cache warm
 
 # Each peer as tuned for this read pattern (many small objects, read once, read-only).
@@ -81,6 +80,13 @@ def clean_env():
     endpoint meant for another store would change what each tool does (rclone refuses to
     start with AWS_CA_BUNDLE set and a plain-HTTP endpoint)."""
     return {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+
+
+def s3_env(store, endpoint):
+    """clean_env() with the store's credentials and `endpoint` for gpufsd."""
+    env = clean_env()
+    env.update(store.env(), AWS_ENDPOINT_URL=endpoint)
+    return env
 
 
 # --- the link's bandwidth bound -------------------------------------------------------------
@@ -163,12 +169,11 @@ class Peers:
         mnt = self.fresh(f"mnt-{peer}")
         env = clean_env()
         if peer == "gpufs":
-            env.update(self.store.env(), AWS_ENDPOINT_URL=endpoint)
             tier, self.tier_label = gpufs_tier_argv(gpufsd, self.tier,
                                                     lambda: self.fresh("gpufs-tier"))
-            return FuseMount("gpufsd", [gpufsd, "mount", "-f", f"s3://{BUCKET}/pack/", mnt,
-                                        "--endpoint", endpoint, *tier], mnt,
-                             env=env, unmount=[gpufsd, "unmount", mnt])
+            return gpufs_fuse_mount([gpufsd, "mount", "-f", f"s3://{BUCKET}/pack/", mnt,
+                                     "--endpoint", endpoint, *tier], mnt, gpufsd,
+                                    env=s3_env(self.store, endpoint))
         if peer == "s3fs":
             options = S3FS_OPTIONS + [f"url={endpoint}", f"passwd_file={self.passwd}",
                                       f"tmpdir={self.fresh('s3fs-tmp')}"]
@@ -283,9 +288,7 @@ def median_run(runs):
     failed = [r for r in runs if "error" in r]
     if failed:
         return failed[0]
-    ordered = sorted(runs, key=lambda r: r["files_per_s"])
-    return dict(ordered[(len(ordered) - 1) // 2],
-                rounds=[r["files_per_s"] for r in runs])
+    return dict(middle(runs), rounds=[r["files_per_s"] for r in runs])
 
 
 # --- output -----------------------------------------------------------------------------
@@ -358,16 +361,10 @@ def chart(result, out):
             for peer in result["peers"]:
                 lines.append((f"  {peer}", rows.get(peer, {}).get("files_per_s", 0)))
             lines.append((f"  {LOCAL} (warm)", rows[LOCAL]["files_per_s"]))
-    text = text_bars(lines)
-    with open(os.path.join(out, "chart.txt"), "w") as f:
-        f.write(text + "\n")
-    print("\nfiles/s, cold epoch (median of the rounds):\n" + text)
-    try:
-        import matplotlib
-    except ImportError:
+    chart_text(out, lines, "files/s, cold epoch (median of the rounds)")
+    plt = pyplot(required=False)
+    if plt is None:
         return "chart.txt"
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     # One panel per mode: raw reads reach rates that would flatten the decode bars.
     fig, axes = plt.subplots(1, len(result["modes"]), figsize=(5 * len(result["modes"]), 4.5),
                              squeeze=False)
@@ -422,64 +419,46 @@ def check_tools(peers):
         sys.exit(f"remote_store: {reason or ''} {'missing: ' + ', '.join(missing) if missing else ''}"
                  " (tools/install_deps.sh bench)")
     if "gpufs" in peers:
-        usage = subprocess.run([GPUFSD, "mount", "--help"], capture_output=True, text=True)
-        if "--endpoint" not in usage.stdout:
+        if not mount_has("--endpoint"):
             sys.exit(f"remote_store: {GPUFSD} cannot mount an S3 store (no --endpoint); "
                      "build a newer one or leave gpufs out with --peers s3fs,rclone")
 
 
-def versions():
-    """The first line each program prints about its version ('' where it is missing)."""
-    first_line = version_line
-    return {"gpufs": first_line("git", "describe", "--always", "--dirty"),
-            "s3fs": first_line("s3fs", "--version"), "rclone": first_line("rclone", "version"),
-            "radosgw": first_line("radosgw", "--version"), "nginx": first_line("nginx", "-v")}
-
-
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog=GPUFSD_ENV)
-    parser.add_argument("--files", type=int, default=2000, help="JPEGs in the dataset")
-    parser.add_argument("--classes", type=int, default=40, help="class folders they are in")
-    parser.add_argument("--workers", type=int, default=4, help="DataLoader workers")
+    parser = arg_parser(__doc__, GPUFSD_EPILOG)
+    add_options(parser, files=2000, classes=40, workers=4)
     parser.add_argument("--modes", default="decode,raw", help="decode, raw or both")
     parser.add_argument("--peers", default=",".join(PEERS),
                         help="mounts compared, comma-separated: " + ", ".join(PEERS))
     parser.add_argument("--rounds", type=int, default=1,
                         help="cold epochs of each peer (fresh mounts); the median is shown")
-    parser.add_argument("--delay-ms", type=int, default=20, help="emulated link: per request")
-    parser.add_argument("--rate-mb", type=float, default=80,
-                        help="emulated link: MB/s per connection")
+    add_options(parser, delay_ms=20, rate_mb=80)
     parser.add_argument("--bound-threads", default="4,8,16,32",
                         help="thread counts of ranged GETs tried for the link's bound")
     parser.add_argument("--gpufs-tier", choices=["off", "fresh"], default="off",
                         help="gpufs's disk tier: off (cold epochs from the store alone), or "
                              "in a fresh empty folder per mount (the default of a remote "
                              "mount: its first epoch also writes the tier)")
-    parser.add_argument("--cache", default="/var/tmp/gpufs-bench-src",
-                        help="where the generated tree is kept between runs")
-    parser.add_argument("--out", default="/var/tmp/gpufs-remote-store-results",
-                        help="where results.json and the charts are written")
+    add_options(parser, cache="/var/tmp/gpufs-bench-src",
+                out=("/var/tmp/gpufs-remote-store-results",
+                     "where results.json and the charts are written"))
     args = parser.parse_args()
     modes, peers = args.modes.split(","), args.peers.split(",")
-    if os.geteuid() != 0:
-        sys.exit("remote_store: needs root (FUSE mounts, drop_caches)")
-    subprocess.run(["bash", os.path.join(ROOT, "tools", "install_deps.sh"), "bench"],
-                   check=True)
+    need_root("remote_store", "FUSE mounts, drop_caches")
+    install_bench_deps()
     check_tools(peers)
     tree, files, data_bytes = begin_run(args.cache, args.out, args.files, args.classes)
     result = {"files": files, "data_bytes": data_bytes, "workers": args.workers,
               "modes": modes, "peers": peers, "links": [], "rows": [],
               "config": {"s3fs": S3FS_OPTIONS, "rclone": RCLONE_FLAGS,
                          "gpufs": f"defaults, disk tier {args.gpufs_tier}"},
-              "versions": versions()}
-    print(f"{files} files, mean {data_bytes / files / 1e3:.0f} KB, "
-          f"{data_bytes / 1e6:.0f} MB", flush=True)
+              "versions": versions(*VERSIONS)}
+    print_dataset(files, data_bytes)
     with contextlib.ExitStack() as stack:
         store, work = stored_dataset(stack, tree, data_bytes, "remote")
         blobs = [(k, s) for k, s, _ in store.list(BUCKET, "pack/") if "/blob-" in k]
         peers_at = Peers(store, work, tier=args.gpufs_tier)
-        proxy = stack.enter_context(nginx.FaultProxy(
-            store.endpoint, delay_ms=args.delay_ms, rate_bytes_per_s=int(args.rate_mb * 1e6)))
+        proxy = cloud_link(stack, store.endpoint, args)
         links = [("direct", store.endpoint, None,
                   "radosgw on loopback, no delay, no rate limit"),
                  ("cloud-like", proxy.url, proxy,
@@ -508,9 +487,8 @@ def main():
                 result["rows"] += [dict(median_run(r), link=name) for r in runs.values()]
         result["gpufs_tier"] = peers_at.tier_label or args.gpufs_tier
     print_table(result)
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"\nwrote {args.out}/results.json and {args.out}/{chart(result, args.out)}")
+    charts = chart(result, args.out)
+    save_results(args.out, result, f" and {args.out}/{charts}")
 
 
 if __name__ == "__main__":

@@ -11,52 +11,18 @@ and its gpufs pack, then measures side by side in one run:
   ImageFolder  torchvision ImageFolder(ROOT/train) construction, warm
 Ratios are gpufs over ext4 (lower is better for times).
 """
-import argparse
 import os
-import subprocess
 import sys
-import tempfile
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-ROOT = os.path.dirname(os.path.dirname(HERE))
-GPUFSD = os.environ.get("GPUFSD", os.path.join(ROOT, "build", "cli", "gpufsd"))
-PYTHON = "/usr/bin/python3"
-
-from benchlib import drop_caches  # noqa: E402
-
-
-def run(cmd, **kw):
-    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
-
-
-def timed(fn):
-    start = time.perf_counter()
-    result = fn()
-    return time.perf_counter() - start, result
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import (IMAGEFOLDER, PYTHON, ROOT, arg_parser, drop_caches,  # noqa: E402
+                      memory_kib, python_timed, run, timed)
+from benchmount import GPUFSD, gpufs_pid, gpufs_unmount, mount_point  # noqa: E402
 
 
 def find_count(root):
     out = run(["sh", "-c", f"find '{root}' -type f | wc -l"]).stdout
     return int(out)
-
-
-def imagefolder_seconds(root):
-    code = ("import sys, time; from torchvision import datasets; t = time.perf_counter(); "
-            "d = datasets.ImageFolder(sys.argv[1]); print(time.perf_counter() - t, len(d))")
-    seconds, count = run([PYTHON, "-c", code, root]).stdout.split()
-    return float(seconds), int(count)
-
-
-def memory_kib(pid):
-    fields = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "RssAnon", "RssFile"):
-                fields[key] = int(value.split()[0])
-    return fields
 
 
 def mount_seconds(src, mnt, cold):
@@ -82,39 +48,49 @@ def measure_tree(tree):
         row["find_cold"], row["count"] = timed(lambda: find_count(tree))
     find_count(tree)
     row["find_warm"], row["count"] = timed(lambda: find_count(tree))
-    imagefolder_seconds(os.path.join(tree, "train"))
-    row["imagefolder"], _ = imagefolder_seconds(os.path.join(tree, "train"))
+    python_timed(IMAGEFOLDER, os.path.join(tree, "train"))
+    row["imagefolder"], _ = python_timed(IMAGEFOLDER, os.path.join(tree, "train"))
     return row
 
 
 def measure_mount(pack):
-    mnt = tempfile.mkdtemp(prefix="gpufs-scale-")
     row = {}
-    try:
-        row["mount_cold"] = mount_seconds(pack, mnt, cold=True)
-        run([GPUFSD, "unmount", mnt])
-        row["mount_warm"] = mount_seconds(pack, mnt, cold=False)
-        pid = int(os.getxattr(mnt, "user.gpufs.pid"))
-        row["mem_mounted"] = memory_kib(pid)
-        if drop_caches():
-            row["find_cold"], _ = timed(lambda: find_count(mnt))
-        find_count(mnt)
-        row["find_warm"], row["count"] = timed(lambda: find_count(mnt))
-        imagefolder_seconds(os.path.join(mnt, "train"))
-        row["imagefolder"], _ = imagefolder_seconds(os.path.join(mnt, "train"))
-        row["mem_walked"] = memory_kib(pid)
-    finally:
-        subprocess.run([GPUFSD, "unmount", mnt])
-        os.rmdir(mnt)
+    with mount_point("gpufs-scale-") as mnt:
+        try:
+            mount_walked(pack, mnt, row)
+        finally:
+            gpufs_unmount(mnt)
     return row
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def mount_walked(pack, mnt, row):
+    """Mount times, then the daemon's memory before and after the walks, into `row`."""
+    row["mount_cold"] = mount_seconds(pack, mnt, cold=True)
+    run([GPUFSD, "unmount", mnt])
+    row["mount_warm"] = mount_seconds(pack, mnt, cold=False)
+    pid = gpufs_pid(mnt)
+    row["mem_mounted"] = memory_kib(pid)
+    if drop_caches():
+        row["find_cold"], _ = timed(lambda: find_count(mnt))
+    find_count(mnt)
+    row["find_warm"], row["count"] = timed(lambda: find_count(mnt))
+    python_timed(IMAGEFOLDER, os.path.join(mnt, "train"))
+    row["imagefolder"], _ = python_timed(IMAGEFOLDER, os.path.join(mnt, "train"))
+    row["mem_walked"] = memory_kib(pid)
+
+
+def scale_sample(doc):
+    """The options of scale.py and stat_scale.py (their docstring `doc`) parsed, and the
+    tree and pack they name, made once: (args, tree, pack)."""
+    parser = arg_parser(doc)
     parser.add_argument("--work", default="/var/tmp")
     parser.add_argument("--files", type=int, default=1_281_167)
     args = parser.parse_args()
-    tree, pack = prepare(args.work, args.files)
+    return (args, *prepare(args.work, args.files))
+
+
+def main():
+    args, tree, pack = scale_sample(__doc__)
     index_mb = os.path.getsize(os.path.join(pack, "index.gpufs")) / 1e6
     t = measure_tree(tree)
     m = measure_mount(pack)

@@ -20,51 +20,15 @@ over the same tar (each mounted fresh, page cache dropped before the mount), and
 ImageFolder construction over gpufs against the ext4 tree (warm). Ratios are gpufs over the
 other (lower is better).
 """
-import argparse
 import os
 import subprocess
 import sys
-import tempfile
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-ROOT = os.path.dirname(os.path.dirname(HERE))
-GPUFSD = os.environ.get("GPUFSD", os.path.join(ROOT, "build", "cli", "gpufsd"))
-PYTHON = "/usr/bin/python3"
-
-from benchlib import drop_caches  # noqa: E402
-
-WALK = ("import os, sys, time; t = time.perf_counter(); "
-        "n = sum(len(f) for _, _, f in os.walk(sys.argv[1])); "
-        "print(time.perf_counter() - t, n)")
-IMAGEFOLDER = ("import sys, time; from torchvision import datasets; t = time.perf_counter(); "
-               "d = datasets.ImageFolder(sys.argv[1]); print(time.perf_counter() - t, len(d))")
-
-
-def run(cmd, **kw):
-    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
-
-
-def timed(fn):
-    start = time.perf_counter()
-    result = fn()
-    return time.perf_counter() - start, result
-
-
-def python_timed(code, path):
-    seconds, count = run([PYTHON, "-c", code, path]).stdout.split()
-    return float(seconds), int(count)
-
-
-def memory_kib(pid):
-    fields = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "RssAnon", "RssFile"):
-                fields[key] = int(value.split()[0])
-    return fields
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import (IMAGEFOLDER, PYTHON, ROOT, WALK, arg_parser,  # noqa: E402
+                      drop_caches, memory_kib, python_timed, run, timed)
+from benchmount import (GPUFSD, gpufs_mounted, gpufs_pid, gpufs_unmount,  # noqa: E402
+                        mount_point)
 
 
 def cold():
@@ -104,20 +68,19 @@ def measure_21k(work, options, classes, per_class):
     row["cat"], _ = timed(lambda: run(["sh", "-c", f"cat '{tar}' > /dev/null"]))
     if os.path.exists(saved_index(tar)):
         os.remove(saved_index(tar))
-    mnt = tempfile.mkdtemp(prefix="gpufs-21k-")
-    try:
-        cold()
-        row["build"], row["build_peak_kib"] = gpufs_mount(tar, mnt, options)
-        run([GPUFSD, "unmount", mnt])
-        row["index_mb"] = os.path.getsize(saved_index(tar)) / 1e6
-        cold()
-        row["remount"], _ = gpufs_mount(tar, mnt, options)
-        pid = int(os.getxattr(mnt, "user.gpufs.pid"))
-        row["walk"], row["count"] = python_timed(WALK, mnt)
-        row["mem"] = memory_kib(pid)
-    finally:
-        subprocess.run([GPUFSD, "unmount", mnt])
-        os.rmdir(mnt)
+    with mount_point("gpufs-21k-") as mnt:
+        try:
+            cold()
+            row["build"], row["build_peak_kib"] = gpufs_mount(tar, mnt, options)
+            run([GPUFSD, "unmount", mnt])
+            row["index_mb"] = os.path.getsize(saved_index(tar)) / 1e6
+            cold()
+            row["remount"], _ = gpufs_mount(tar, mnt, options)
+            pid = gpufs_pid(mnt)
+            row["walk"], row["count"] = python_timed(WALK, mnt)
+            row["mem"] = memory_kib(pid)
+        finally:
+            gpufs_unmount(mnt)
     assert row["count"] == files, row["count"]
     gb = row["tar_gb"]
     print(f"21k: {files:,} files in {classes:,} classes; tar {gb:.1f} GB; saved index "
@@ -139,20 +102,19 @@ def measure_21k(work, options, classes, per_class):
 def first_walk(mount, tar, options=()):
     """Mounts `tar` with `mount` ("gpufs" or "archivemount") after dropping the page cache;
     returns (mount seconds, first os.walk seconds, files)."""
-    mnt = tempfile.mkdtemp(prefix=f"scale1k-{mount}-")
-    try:
-        cold()
-        if mount == "gpufs":
-            seconds, _ = gpufs_mount(tar, mnt, options)
-        else:
-            seconds, _ = timed(lambda: run(["archivemount", "-o", "ro,readonly", tar, mnt]))
-        walk, count = python_timed(WALK, mnt)
-    finally:
-        if mount == "gpufs":
-            subprocess.run([GPUFSD, "unmount", mnt])
-        else:
-            subprocess.run(["fusermount3", "-u", mnt])
-        os.rmdir(mnt)
+    with mount_point(f"scale1k-{mount}-") as mnt:
+        try:
+            cold()
+            if mount == "gpufs":
+                seconds, _ = gpufs_mount(tar, mnt, options)
+            else:
+                seconds, _ = timed(lambda: run(["archivemount", "-o", "ro,readonly", tar, mnt]))
+            walk, count = python_timed(WALK, mnt)
+        finally:
+            if mount == "gpufs":
+                gpufs_unmount(mnt)
+            else:
+                subprocess.run(["fusermount3", "-u", mnt])
     return seconds, walk, count
 
 
@@ -165,21 +127,15 @@ def measure_1k(work, options, classes, per_class):
         counts = [] if default else ["--files", str(classes * per_class), "--classes", str(classes)]
         run([PYTHON, os.path.join(ROOT, "tools", "gen_scale_tree.py"), tree, *counts])
     if not os.path.exists(saved_index(tar)):  # the walk is measured, not the first build
-        mnt = tempfile.mkdtemp(prefix="scale1k-index-")
-        run([GPUFSD, "mount", *options, tar, mnt])
-        run([GPUFSD, "unmount", mnt])
-        os.rmdir(mnt)
+        with mount_point("scale1k-index-") as mnt:
+            run([GPUFSD, "mount", *options, tar, mnt])
+            run([GPUFSD, "unmount", mnt])
     g_mount, g_walk, g_count = first_walk("gpufs", tar, options)
     a_mount, a_walk, a_count = first_walk("archivemount", tar)
     assert g_count == a_count == classes * per_class, (g_count, a_count)
-    mnt = tempfile.mkdtemp(prefix="scale1k-if-")
-    try:
-        run([GPUFSD, "mount", *options, tar, mnt])
+    with gpufs_mounted(tar, *options, prefix="scale1k-if-") as mnt:
         python_timed(IMAGEFOLDER, mnt)
         g_if, g_n = python_timed(IMAGEFOLDER, mnt)
-    finally:
-        subprocess.run([GPUFSD, "unmount", mnt])
-        os.rmdir(mnt)
     python_timed(IMAGEFOLDER, os.path.join(tree, "train"))
     e_if, e_n = python_timed(IMAGEFOLDER, os.path.join(tree, "train"))
     print(f"\n1k: {g_count:,} files in {classes:,} classes (tar; ext4 tree of {e_n:,} files)\n")
@@ -192,7 +148,7 @@ def measure_1k(work, options, classes, per_class):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = arg_parser(__doc__)
     parser.add_argument("--work", default="/var/tmp")
     parser.add_argument("--skip-21k", action="store_true")
     parser.add_argument("--skip-1k", action="store_true")

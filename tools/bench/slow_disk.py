@@ -14,22 +14,15 @@ gpufsd's own pinned cache carries over. Then a warm run (nothing dropped) of the
 of gpufs measures FUSE overhead alone. Prints one table and writes results.json and a
 PNG chart to --out.
 """
-import argparse
-import json
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, HERE)
-from benchlib import (SlowVolume, gpufs_stats, loader_epochs, sample_tree, sh,  # noqa: E402
-                      tree_bytes)
-
-GPUFSD = os.environ.get("GPUFSD", os.path.join(ROOT, "build", "cli", "gpufsd"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import (SlowVolume, add_options, arg_parser, begin_run,  # noqa: E402
+                      blob_bytes, install_bench_deps, loader_epochs, need_root, pyplot,
+                      save_results, sh)
+from benchmount import GPUFSD, gpufs_mounted, gpufs_stats, squashfuse_mounted  # noqa: E402
 
 
 class Bench:
@@ -52,32 +45,18 @@ class Bench:
               + " files/s", flush=True)
 
     def squashfuse(self, image, mode, drop=True, epochs=3):
-        mnt = tempfile.mkdtemp(prefix="gpufs-sqfs-")
-        proc = subprocess.Popen(["squashfuse_ll", "-f", image, mnt], preexec_fn=self.throttled())
-        try:
-            deadline = time.time() + 30
-            while not os.path.ismount(mnt) and time.time() < deadline:
-                time.sleep(0.05)
+        with squashfuse_mounted(image, "gpufs-sqfs-", self.throttled()) as mnt:
             self.load("squashfuse_ll", mnt, mode, drop, epochs)
-        finally:
-            subprocess.run(["fusermount3", "-u", mnt])
-            proc.wait()
-            os.rmdir(mnt)
 
     def gpufs(self, pack, budget, label, mode, drop=True, epochs=3, extra=(), stats=False):
         """budget None: gpufsd's default; `extra`: more mount options; with `stats` the
         daemon's counters after the epochs are kept in the row ("stats")."""
-        mnt = tempfile.mkdtemp(prefix="gpufs-bench-")
         size = [] if budget is None else ["--cache-size", str(budget)]
-        subprocess.run([GPUFSD, "mount", *size, *extra, pack, mnt], check=True,
-                       preexec_fn=self.throttled())
-        try:
+        with gpufs_mounted(pack, *size, *extra, preexec_fn=self.throttled(),
+                           quiet=False) as mnt:
             self.load(label, mnt, mode, drop, epochs)
             if stats:
                 self.rows[-1]["stats"] = gpufs_stats(mnt)
-        finally:
-            subprocess.run([GPUFSD, "unmount", mnt], check=True)
-            os.rmdir(mnt)
 
 
 def prepare(volume, source):
@@ -90,14 +69,11 @@ def prepare(volume, source):
     sh(GPUFSD, "pack", tree, pack, "--group-bytes", "4MiB")
     image = os.path.join(volume.mnt, "tree.sqfs")
     sh("mksquashfs", tree, image, "-noappend", "-quiet")
-    blobs = sum(os.path.getsize(os.path.join(pack, n)) for n in os.listdir(pack)
-                if n.startswith("blob-"))
-    return {"tree": tree, "pack": pack, "image": image, "pack_bytes": blobs}
+    return {"tree": tree, "pack": pack, "image": image, "pack_bytes": blob_bytes(pack)[1]}
 
 
 def budget_for(pack, fraction):
-    blobs = [os.path.join(pack, n) for n in os.listdir(pack) if n.startswith("blob-")]
-    total = sum(os.path.getsize(b) for b in blobs)
+    blobs, total = blob_bytes(pack)
     return int(total * fraction) + 4096 * (len(blobs) + 1) + (1 << 20)
 
 
@@ -126,9 +102,7 @@ def print_table(rows, data_bytes, bound):
 
 
 def chart(rows, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     raw = [r for r in rows if r["mode"] == "raw" and not r["warm"]]
     fig, ax = plt.subplots(figsize=(9, 4.5))
     width = 0.8 / len(raw)
@@ -144,21 +118,15 @@ def chart(rows, path):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--files", type=int, default=4000)
-    parser.add_argument("--classes", type=int, default=30)
-    parser.add_argument("--iops", type=int, default=150)
-    parser.add_argument("--mbps", type=int, default=150)
-    parser.add_argument("--cache", default="/var/tmp/gpufs-slow-disk-src")
-    parser.add_argument("--out", default="/var/tmp/gpufs-slow-disk-results")
+    parser = arg_parser(__doc__)
+    add_options(parser, files=4000, classes=30, iops=150, mbps=150,
+                cache="/var/tmp/gpufs-slow-disk-src",
+                out=("/var/tmp/gpufs-slow-disk-results", "where results.json and the chart "
+                     "are written"))
     args = parser.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("slow_disk: needs root (loop device, cgroups, drop_caches)")
-    subprocess.run(["bash", os.path.join(ROOT, "tools", "install_deps.sh"), "bench"], check=True)
-    os.makedirs(args.cache, exist_ok=True)
-    os.makedirs(args.out, exist_ok=True)
-    source = sample_tree(args.cache, args.files, args.classes)
-    files, data_bytes = tree_bytes(source)
+    need_root("slow_disk", "loop device, cgroups, drop_caches")
+    install_bench_deps()
+    source, files, data_bytes = begin_run(args.cache, args.out, args.files, args.classes)
     volume = SlowVolume(3 * data_bytes // 1_000_000 + 300, args.iops, args.mbps)
     try:
         made = prepare(volume, source)
@@ -177,11 +145,9 @@ def main():
         volume.close()
     bound = args.mbps * 1e6 / (data_bytes / files)
     print_table(bench.rows, data_bytes, bound)
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump({"files": files, "data_bytes": data_bytes, "bound_files_per_s": bound,
-                   "rows": bench.rows}, f, indent=1)
     chart(bench.rows, os.path.join(args.out, "slow_disk.png"))
-    print(f"\nwrote {args.out}/results.json and {args.out}/slow_disk.png")
+    save_results(args.out, {"files": files, "data_bytes": data_bytes, "bound_files_per_s": bound,
+                            "rows": bench.rows}, f" and {args.out}/slow_disk.png")
 
 
 if __name__ == "__main__":

@@ -30,9 +30,7 @@ that applies (the link for epoch 1, the volume later), the bytes from the store 
 the tier as fractions of the pack, and the stager's counters. Writes results.json to
 --out. Every server and mount it starts is stopped on the way out.
 """
-import argparse
 import contextlib
-import json
 import mmap
 import os
 import random
@@ -43,13 +41,12 @@ import tempfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from benchlib import (FuseMount, begin_run, drop_caches, files_of, gpufs_stats,  # noqa: E402
-                      read_shuffled, version_line)
-from remote_store import (BUCKET, GPUFSD, check_tools, clean_env, measure_bound,  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import (add_options, arg_parser, begin_run, cloud_link,  # noqa: E402
+                      drop_caches, files_of, need_root, read_shuffled, save_results, versions)
+from benchmount import GPUFSD, gpufs_fuse_mount, gpufs_stats  # noqa: E402
+from remote_store import (BUCKET, check_tools, measure_bound, s3_env,  # noqa: E402
                           stored_dataset)
-from servers import nginx  # noqa: E402
 
 
 def volume_bound(folder, read_bytes, threads, size_mb=1024):
@@ -132,10 +129,8 @@ def run_scenario(name, endpoint, store, work, budget, tier_bytes, epochs, thread
     argv += ["--no-disk-cache"] if tier_bytes is None else ["--disk-cache", tier_dir]
     if tier_bytes:
         argv += ["--disk-cache-size", str(tier_bytes)]
-    env = clean_env()
-    env.update(store.env(), AWS_ENDPOINT_URL=endpoint)
     rows = []
-    with FuseMount("gpufsd", argv, mnt, env=env, unmount=[gpufsd, "unmount", mnt]):
+    with gpufs_fuse_mount(argv, mnt, gpufsd, env=s3_env(store, endpoint)):
         paths = files_of(mnt)
         for epoch in range(1, epochs + 1):
             drop_caches()
@@ -216,9 +211,8 @@ def print_table(result):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--files", type=int, default=2000)
-    parser.add_argument("--classes", type=int, default=40)
+    parser = arg_parser(__doc__)
+    add_options(parser, files=2000, classes=40)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--threads", type=int, default=8, help="reader threads")
     parser.add_argument("--budget-share", type=float, default=0.25,
@@ -229,26 +223,22 @@ def main():
                              "--baseline-gpufsd)")
     parser.add_argument("--baseline-gpufsd", default="/work/main/build/cli/gpufsd",
                         help="the gpufsd of the baseline scenario")
-    parser.add_argument("--delay-ms", type=int, default=20)
-    parser.add_argument("--rate-mb", type=float, default=80)
+    add_options(parser, delay_ms=20, rate_mb=80)
     parser.add_argument("--bound-threads", default="4,8,16,32")
-    parser.add_argument("--cache", default="/var/tmp/gpufs-bench-src")
-    parser.add_argument("--out", default="/var/tmp/gpufs-staging-results")
+    add_options(parser, cache="/var/tmp/gpufs-bench-src", out="/var/tmp/gpufs-staging-results")
     args = parser.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("staging: needs root (FUSE mounts, drop_caches)")
+    need_root("staging", "FUSE mounts, drop_caches")
     check_tools(["gpufs"])
     tree, files, data_bytes = begin_run(args.cache, args.out, args.files, args.classes)
     result = {"files": files, "threads": args.threads, "rows": [],
               "bound_threads": args.bound_threads,
-              "version": version_line("git", "describe", "--always", "--dirty")}
+              "version": versions("gpufs")["gpufs"]}
     with contextlib.ExitStack() as stack:
         store, work = stored_dataset(stack, tree, data_bytes, "staging")
         blobs = [(k, s) for k, s, _ in store.list(BUCKET, "pack/") if "/blob-" in k]
         pack_bytes = sum(s for _, s in blobs)
         result["pack_bytes"] = pack_bytes
-        proxy = stack.enter_context(nginx.FaultProxy(
-            store.endpoint, delay_ms=args.delay_ms, rate_bytes_per_s=int(args.rate_mb * 1e6)))
+        proxy = cloud_link(stack, store.endpoint, args)
         bound = measure_bound(store, proxy.url, blobs,
                               [int(n) for n in args.bound_threads.split(",")])
         result["link_bound"] = bound["bytes_per_s"]
@@ -264,8 +254,7 @@ def main():
               f"{result['volume_bound'] / 1e6:.0f} MB/s (dd), "
               f"{result['pattern_bound'] / 1e6:.0f} MB/s ({read_bytes >> 10} KiB reads at "
               f"random, {args.threads} threads), pack {pack_bytes / 1e6:.0f} MB", flush=True)
-        paths = [os.path.relpath(os.path.join(r, n), tree)
-                 for r, _, names in os.walk(tree) for n in names]
+        paths = files_of(tree)
         read_epoch(tree, paths, args.threads, seed=0)
         seconds, got = read_epoch(tree, paths, args.threads, seed=1)
         result["warm_tree"] = got / seconds
@@ -284,9 +273,7 @@ def main():
                                            tier_bytes, epochs, args.threads, pack_bytes,
                                            gpufsd=gpufsd)
     print_table(result)
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"\nwrote {args.out}/results.json")
+    save_results(args.out, result)
 
 
 if __name__ == "__main__":

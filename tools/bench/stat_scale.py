@@ -12,24 +12,18 @@ Uses the tree and pack of scale.py (made once). On a fresh mount of the pack:
   tree            `gpufs-stat TREE` vs `vmtouch TREE` on the ext4 tree (kernel tier only)
 Each figure is the best of 3 runs; ratios are vmtouch's time over gpufs-stat's.
 """
-import argparse
 import json
 import os
 import random
 import re
 import socket
-import subprocess
 import sys
-import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-ROOT = os.path.dirname(os.path.dirname(HERE))
-GPUFSD = os.environ.get("GPUFSD", os.path.join(ROOT, "build", "cli", "gpufsd"))
-GPUFS_STAT = os.environ.get("GPUFS_STAT", os.path.join(ROOT, "build", "cli", "gpufs-stat"))
-
-from scale import prepare  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import run  # noqa: E402
+from benchmount import GPUFS_STAT, gpufs_control, gpufs_mounted  # noqa: E402
+from scale import scale_sample  # noqa: E402
 
 
 def best_of(n, fn):
@@ -46,12 +40,12 @@ def resident(text):
     return int(m.group(1)), int(m.group(2))
 
 
-def run(cmd):
-    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+def output(cmd):
+    return run(cmd).stdout
 
 
 def daemon_request(mnt):
-    path = os.getxattr(mnt, "user.gpufs.control").decode()
+    path = gpufs_control(mnt)
     with socket.socket(socket.AF_UNIX) as s:
         s.connect(path)
         s.sendall(b'{"op":"residency","list":"none"}\n')
@@ -60,21 +54,15 @@ def daemon_request(mnt):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--work", default="/var/tmp")
-    parser.add_argument("--files", type=int, default=1281167)
-    args = parser.parse_args()
-    tree, pack = prepare(args.work, args.files)
-    mnt = tempfile.mkdtemp(prefix="gpufs-stat-scale-")
+    _, tree, pack = scale_sample(__doc__)
     rows = []
-    run([GPUFSD, "mount", pack, mnt])
-    try:
+    with gpufs_mounted(pack, prefix="gpufs-stat-scale-") as mnt:
         t, header = best_of(3, lambda: daemon_request(mnt))
         rows.append(("daemon request, whole mount", None, t))
-        t, out = best_of(3, lambda: run([GPUFS_STAT, mnt]))
+        t, out = best_of(3, lambda: output([GPUFS_STAT, mnt]))
         rows.append(("gpufs-stat MNT, fresh mount", None, t))
         files = header["files"]
-        run(["sh", "-c", f"find '{mnt}' -type f > {mnt}.list"])
+        output(["sh", "-c", f"find '{mnt}' -type f > {mnt}.list"])
         with open(f"{mnt}.list") as f:
             paths = f.read().splitlines()
         os.unlink(f"{mnt}.list")
@@ -83,17 +71,14 @@ def main():
                 f.read()
         # Agreement is checked on back-to-back runs: the kernel may reclaim pages while the
         # timed runs go on.
-        ours, theirs = run([GPUFS_STAT, mnt]), run(["vmtouch", mnt])
-        t_ours, _ = best_of(3, lambda: run([GPUFS_STAT, mnt]))
-        t_vm, _ = best_of(3, lambda: run(["vmtouch", mnt]))
+        ours, theirs = output([GPUFS_STAT, mnt]), output(["vmtouch", mnt])
+        t_ours, _ = best_of(3, lambda: output([GPUFS_STAT, mnt]))
+        t_vm, _ = best_of(3, lambda: output(["vmtouch", mnt]))
         rows.append(("gpufs-stat MNT vs vmtouch MNT, walked", t_vm, t_ours))
-        ours_tree, theirs_tree = run([GPUFS_STAT, tree]), run(["vmtouch", tree])
-        t_ours, _ = best_of(3, lambda: run([GPUFS_STAT, tree]))
-        t_vm, _ = best_of(3, lambda: run(["vmtouch", tree]))
+        ours_tree, theirs_tree = output([GPUFS_STAT, tree]), output(["vmtouch", tree])
+        t_ours, _ = best_of(3, lambda: output([GPUFS_STAT, tree]))
+        t_vm, _ = best_of(3, lambda: output(["vmtouch", tree]))
         rows.append(("gpufs-stat TREE vs vmtouch TREE (ext4)", t_vm, t_ours))
-    finally:
-        subprocess.run([GPUFSD, "unmount", mnt])
-        os.rmdir(mnt)
     print(f"{files} files; {os.cpu_count()} CPUs; seconds, best of 3\n")
     print(f"{'':42}{'vmtouch':>9}{'gpufs-stat':>12}{'ratio':>8}")
     for title, vm, t in rows:

@@ -21,10 +21,8 @@ built without the checks, e.g. the commit before them), every mode runs with it 
 version 1 copy of the same pack's index (no digests, which it cannot read), and the table
 adds the ratio to the baseline's same mode: the cost of the checks alone. Best of --rounds.
 """
-import argparse
 import hashlib
 import os
-import random
 import re
 import shutil
 import subprocess
@@ -32,22 +30,11 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, HERE)
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "tests", "fuzz"))
-from benchlib import FuseMount, cpu_seconds, read_in_random_order  # noqa: E402
-from make_corpus import version1_index  # noqa: E402
-from tests.servers import nginx  # noqa: E402
-
-def make_tree(tree, files, size, classes=20):
-    rng = random.Random(1)
-    for i in range(files):
-        folder = os.path.join(tree, f"n{i % classes:08d}")
-        os.makedirs(folder, exist_ok=True)
-        with open(os.path.join(folder, f"img_{i:06d}.JPEG"), "wb") as f:
-            f.write(rng.randbytes(size // 2 + rng.randrange(size)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import (ROOT, arg_parser, cpu_seconds, files_of, random_tree,  # noqa: E402
+                      read_in_random_order)
+from benchmount import GPUFSD, gpufs_fuse_mount  # noqa: E402
+from servers import nginx  # noqa: E402
 
 
 def mounted_read(gpufsd, url, options, paths, env):
@@ -55,7 +42,7 @@ def mounted_read(gpufsd, url, options, paths, env):
     mnt = tempfile.mkdtemp(prefix="gpufs-bench-mnt-")
     try:
         argv = [gpufsd, "mount", "-f", *options, url, mnt]
-        with FuseMount("gpufsd", argv, mnt, env=env, unmount=[gpufsd, "unmount", mnt]) as m:
+        with gpufs_fuse_mount(argv, mnt, gpufsd, env=env) as m:
             cpu = cpu_seconds(m.pid)
             seconds, served = read_in_random_order(mnt, paths)
             cpu = cpu_seconds(m.pid) - cpu
@@ -93,9 +80,23 @@ def run_mode(mode, gpufsd, url, through, paths, work):
     return mounted_read(gpufsd, url, base + tier, paths, env)
 
 
+def version1_copy(pack, old):
+    """The pack's blobs (linked) with its index in version 1, which the baseline reads."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "fuzz"))
+    from make_corpus import version1_index  # only the baseline needs it
+    os.makedirs(old)
+    for name in os.listdir(pack):
+        if name != "index.gpufs":
+            os.link(os.path.join(pack, name), os.path.join(old, name))
+    with open(os.path.join(pack, "index.gpufs"), "rb") as f:
+        v1 = version1_index(f.read())
+    with open(os.path.join(old, "index.gpufs"), "wb") as f:
+        f.write(v1)
+
+
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--gpufsd", default=os.path.join(ROOT, "build", "cli", "gpufsd"))
+    parser = arg_parser(__doc__)
+    parser.add_argument("--gpufsd", default=GPUFSD)
     parser.add_argument("--baseline", help="a gpufsd without the checks (reads index v1)")
     parser.add_argument("--files", type=int, default=1500)
     parser.add_argument("--size", type=int, default=131072, help="mean file size")
@@ -104,22 +105,14 @@ def main():
     work = tempfile.mkdtemp(prefix="gpufs-bench-verify-", dir="/var/tmp")
     try:
         tree = os.path.join(work, "tree")
-        make_tree(tree, args.files, args.size)
+        random_tree(tree, args.files, args.size // 2, args.size)
         served = os.path.join(work, "served")
         pack = os.path.join(served, "pack")
         os.makedirs(served)
         subprocess.run([args.gpufsd, "pack", tree, pack], check=True, capture_output=True)
-        old = os.path.join(served, "pack-v1")
-        os.makedirs(old)
-        for name in os.listdir(pack):
-            if name != "index.gpufs":
-                os.link(os.path.join(pack, name), os.path.join(old, name))
-        with open(os.path.join(pack, "index.gpufs"), "rb") as f:
-            v1 = version1_index(f.read())
-        with open(os.path.join(old, "index.gpufs"), "wb") as f:
-            f.write(v1)
-        paths = sorted(os.path.relpath(os.path.join(d, n), tree)
-                       for d, _, names in os.walk(tree) for n in names)
+        if args.baseline:
+            version1_copy(pack, os.path.join(served, "pack-v1"))
+        paths = files_of(tree)
         data = os.urandom(256 << 20)
         start = time.perf_counter()
         hashlib.sha256(data).digest()

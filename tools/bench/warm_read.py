@@ -18,7 +18,6 @@ switched off in turn, so the table shows what each choice buys (--streaming on: 
 served by gpufsd from its group cache, none by the page cache). Ratios are against the
 tree in the same run.
 """
-import argparse
 import multiprocessing as mp
 import os
 import random
@@ -26,13 +25,11 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import ROOT, arg_parser, drop_caches, sample_mytar  # noqa: E402
+
 sys.path.insert(0, os.path.join(ROOT, "tests", "mount"))
 import gpufs_testlib as lib  # noqa: E402
-from benchlib import drop_caches, sample_mytar  # noqa: E402
 
 VARIANTS = [
     ("gpufs defaults", []),
@@ -125,13 +122,27 @@ def print_table(rows):
         print(f"{name:32}" + "".join(f"{row[key] / base[key]:>13.2f}x" for key, _ in COLUMNS))
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_sample_args(parser):
+    """The options of the sample and of the passes over it (hot_read.py's too)."""
     parser.add_argument("--files", type=int, default=3000)
     parser.add_argument("--classes", type=int, default=30)
     parser.add_argument("--max-side", type=int, default=720)
     parser.add_argument("--group-size", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
+
+
+def sample_of(args, said=""):
+    """The sample's (tree, mytar folder, grouped files), once its line is printed."""
+    tree, src, rel, mean_kb = sample_mytar(args.work, args.files, args.classes, args.max_side,
+                                           args.group_size)
+    print(f"{len(rel)} files, mean {mean_kb:.0f} KB, group size {args.group_size}, "
+          f"{os.cpu_count()} CPUs{said}\n")
+    return tree, src, rel
+
+
+def main():
+    parser = arg_parser(__doc__)
+    add_sample_args(parser)
     parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "gpufs-bench"))
     parser.add_argument("--variants", default="",
                         help="run only the gpufsd rows whose names hold one of these "
@@ -140,10 +151,7 @@ def main():
     words = [w for w in args.variants.split(",") if w]
     variants = [v for v in VARIANTS if not words or any(w in v[0] for w in words)]
 
-    tree, src, rel, mean_kb = sample_mytar(args.work, args.files, args.classes, args.max_side,
-                                           args.group_size)
-    print(f"{len(rel)} files, mean {mean_kb:.0f} KB, group size {args.group_size}, "
-          f"{os.cpu_count()} CPUs\n")
+    tree, src, rel = sample_of(args)
 
     rows = [("ext4 tree (baseline)", measure(tree, rel, args.repeats))]
     for name, options in variants:
