@@ -40,7 +40,10 @@ GroupCache::GroupCache(const Catalog& catalog, BlobSource& source, PinnedArena& 
       entries_(catalog.group_count()),
       failed_(catalog.group_count(), false),
       busy_(catalog.group_count(), false),
-      window_(options_.adapt_window ? WindowFloor() : std::max(1u, options_.reads_in_flight)) {
+      loader_(LoaderOptionsOf(), LoaderCounts{&counters_.demand_reads, &counters_.bytes_from_disk},
+              [this](const Run& run, bool demand, Result<size_t> got) {
+                OnRun(run, demand, std::move(got));
+              }) {
   for (unsigned i = 0; i < options_.prefetch_depth; ++i) {
     prefetchers_.emplace_back([this] { Prefetch(); });
   }
@@ -61,7 +64,7 @@ GroupCache::~GroupCache() {
   for (std::thread& t : prefetchers_) t.join();
   {  // pieces in flight write into the arena and call back: wait for them all
     std::unique_lock lock(mu_);
-    changed_.wait(lock, [this] { return requests_in_flight_ == 0 && !pump_.pumping; });
+    changed_.wait(lock, [this] { return loader_.idle(); });
     tier_stop_ = true;  // only now: the last pieces' loads may still have queued write-backs
   }
   tier_wake_.notify_all();

@@ -10,7 +10,8 @@
 // - No double caching: blobs are read with O_DIRECT where the filesystem allows, else
 //   the blob's pages are dropped from the kernel cache (fadvise) right after the read;
 //   what stays cached in the kernel is the served files themselves.
-// - Blocks and the demand lane (group_loads.cc): a load from the source is a grid of
+// - Blocks and the demand lane (group_loads.cc; the reads are scheduled by
+//   cache/load/group_loader.h, as the tier stager's are): a load from the source is a grid of
 //   blocks (demand_block: the smallest read that costs the source no more than a smaller
 //   one). Prefetch reads runs of queued blocks up to io_piece long, a bounded number in
 //   flight (reads_in_flight), in the order the groups were admitted. A reader that waits
@@ -81,14 +82,13 @@
 #include "cache/account/striped_counter.h"
 #include "cache/account/what_if.h"
 #include "cache/arena.h"
-#include "cache/block_loads.h"
 #include "cache/cache_options.h"
 #include "cache/cache_tier.h"
 #include "cache/cached_bytes.h"
+#include "cache/load/group_loader.h"
 #include "cache/member_reads.h"
 #include "cache/miss_reads.h"
 #include "cache/policy/policy.h"
-#include "cache/read_pump.h"
 #include "cache/tier/disk_tier.h"
 #include "cache/tier_staging.h"
 #include "dataset/catalog.h"
@@ -181,11 +181,7 @@ class GroupCache : public MemberReader, private PinHolder {
   bool LoadFromTier(Entry& entry, std::unique_lock<std::mutex>& lock);
   void Pump(std::unique_lock<std::mutex>& lock);
   using Run = BlockRun<Entry>;  // a run of a load's blocks, read as one request
-  std::vector<BlobRead> NextReads();
-  unsigned WindowFloor() const;
-  void AdaptWindow(bool demand, std::chrono::steady_clock::duration latency);
-  void TakeDemands(std::vector<BlobRead>& reads);
-  BlobRead ReadOf(const Run& run, bool demand);
+  LoaderOptions LoaderOptionsOf() const;
   void OnRun(const Run& run, bool demand, Result<size_t> got);
   void FailLoad(Entry& entry, Error error);
   void DropLoad(Entry& entry, Error error);
@@ -241,13 +237,9 @@ class GroupCache : public MemberReader, private PinHolder {
   std::vector<bool> failed_;     // the last load of the group failed; guarded by mu_
   std::vector<bool> busy_;       // pinned or loading (hot pins: see Evict); guarded by mu_
   unsigned prefetch_loads_ = 0;  // in flight; guarded by mu_
-  // The piece queue (group_loads.cc), all guarded by mu_.
-  BlockQueue<Entry> loads_;          // demanded blocks, then loads with blocks queued by admission
-  unsigned requests_in_flight_ = 0;  // demand and prefetch
-  unsigned demand_in_flight_ = 0;
-  unsigned window_;               // prefetch's window, adapted (AdaptWindow)
-  double least_demand_ms_ = 0;    // the least latency of a demand read seen, creeping up
-  ReadPump pump_;                 // guarded by mu_
+  // Demanded blocks, then loads with blocks queued by admission, within the adapted window
+  // (group_loads.cc). Guarded by mu_.
+  GroupLoader<Entry> loader_;
   uint32_t prefetch_cursor_ = 0;  // guarded by mu_
   bool stop_ = false;             // guarded by mu_
   bool reading_ = false;  // a read has arrived; prefetch follows the access stream; guarded by mu_

@@ -60,7 +60,7 @@ nlohmann::json GroupCache::Stats() const {
     std::lock_guard lock(mu_);
     for (const auto& e : entries_) cached_groups += e && e->ready;
     j[kPrefetchInFlight] = prefetch_loads_;
-    j[kPrefetchWindow] = window_;
+    j[kPrefetchWindow] = loader_.window();
   }
   const double served = static_cast<double>(c.bytes_served.load());
   // One definition of an epoch for every view: the stall account's (stall_account.h),

@@ -2,25 +2,21 @@
 //
 // A volume or a store serves requests in the order it gets them, and a trainer's worker
 // has one read outstanding: whatever sits ahead of that read is time the worker idles.
-// So prefetch keeps only a window of requests in flight (enough to keep the source busy)
-// and chooses the next one here, while a read a reader waits on is sent the moment it is
-// asked for, beside the window rather than behind it, marked urgent so the source's own
-// queue lets it pass too. Demand counts against the window, so prefetch yields the room
-// demand takes and the source sees about a window's worth either way; prefetch keeps a
-// quarter of the window whatever the demand, or a trainer that misses on every read would
-// fetch the whole epoch in small requests.
+// So prefetch keeps only a window of requests in flight (enough to keep the source busy),
+// while a read a reader waits on is sent the moment it is asked for, beside the window
+// rather than behind it, marked urgent so the source's own queue lets it pass too. Demand
+// counts against the window, so prefetch yields the room demand takes and the source sees
+// about a window's worth either way; prefetch keeps an eighth of the most reads in flight
+// whatever the demand, or a trainer that misses on every read would fetch the whole epoch
+// in small requests. The queue, the window and the pump are the GroupLoader's
+// (cache/load/group_loader.h); what a landed or failed read means is decided here.
 //
 // A demand read covers just the member's blocks: on a local volume a block is what the
 // device takes as one request anyway (a piece); from a store it is small enough to cost
 // about one request's latency, where a whole piece would cost its transfer time too.
-//
-// Reads are submitted outside mu_, by one thread at a time (the pump); a completion that
-// arrives while another thread pumps leaves the next reads to that thread, so a source
-// that completes inside Submit never recurses.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <limits>
 
 #include "cache/group_cache.h"
 
@@ -33,8 +29,10 @@ void GroupCache::StartLoad(const EntryRef& entry, std::unique_lock<std::mutex>& 
                            const NodeId* file) {
   if (tier_ && LoadFromTier(*entry, lock)) return;
   stall_.Fetching(entry->group);
-  entry->grid.Assign(entry->arena_bytes, BlockBytes());
-  loads_.Add(entry);
+  const GroupExtent& g = catalog_.Group(entry->group);
+  loader_.Start(
+      entry, LoadSpan{g.blob, entry->data_start, entry->arena_bytes,
+                      g.offset + g.size - entry->data_start, arena_.base() + entry->arena_offset});
   if (file) Urge(entry, *file);
   Pump(lock);
 }
@@ -60,119 +58,49 @@ bool GroupCache::LoadFromTier(Entry& entry, std::unique_lock<std::mutex>& lock) 
 
 // Under mu_, released while submitting.
 void GroupCache::Pump(std::unique_lock<std::mutex>& lock) {
-  const bool pumped = pump_.Run(source_, lock, [this] { return NextReads(); });
+  const bool pumped = loader_.Pump(source_, lock, [this] { return !stop_; });
   if (pumped && stop_) changed_.notify_all();  // the destructor waits for the pump to stop
 }
 
-// Under mu_: the reads to submit now, their blocks marked in flight. Demand goes first and
-// past the window; prefetch fills what demand leaves of the window, but always keeps its
-// floor, so a stream of demands cannot starve the loads that make later reads hits.
-std::vector<BlobRead> GroupCache::NextReads() {
-  std::vector<BlobRead> reads;
-  if (stop_) return reads;
-  TakeDemands(reads);
-  const size_t piece = options_.io_piece ? options_.io_piece : SIZE_MAX;
-  const auto most = static_cast<uint32_t>(
-      std::clamp<size_t>(piece / BlockBytes(), 1, std::numeric_limits<uint32_t>::max()));
-  while (requests_in_flight_ < window_ || requests_in_flight_ - demand_in_flight_ < WindowFloor()) {
-    const Run run = loads_.NextPrefetch(most);
-    if (!run.load) break;
-    reads.push_back(ReadOf(run, false));
-  }
-  return reads;
-}
-
-// The least the window shrinks to: enough reads that the source's queue does not run dry
-// between completions (a cgroup-throttled volume loses its budget when it does).
-unsigned GroupCache::WindowFloor() const { return std::max(1u, options_.reads_in_flight / 8); }
-
-// Under mu_: the window follows what demand reads cost, as a TCP sender's follows loss. A
-// source with one queue (a disk, a throttled volume, a store's object servers) makes a
-// demand read wait behind every read already handed to it, so its latency grows with the
-// window. The window starts at its floor, so the first demand reads measure what a read
-// costs on an idle source; it grows by a read when a demand read cost under twice the
-// least seen, or when a prefetch read lands while no reader waits, and shrinks by a
-// quarter when a demand read cost more. A source that answers each request apart (a store
-// over many connections) keeps demand latency flat, and its window grows whole. The least
-// latency creeps up by 5% a read, so a source that became slower is learnt anew.
-void GroupCache::AdaptWindow(bool demand, std::chrono::steady_clock::duration latency) {
-  if (!options_.adapt_window) return;
+// The loader's shape: blocks of the source's demand size, prefetch a piece a request, a
+// window adapted between an eighth of the most reads in flight and all of them, and demand
+// reads beside it up to the most (more readers than that wait their turn, first come).
+LoaderOptions GroupCache::LoaderOptionsOf() const {
   const unsigned most = std::max(1u, options_.reads_in_flight);
-  if (!demand) {
-    if (demand_in_flight_ == 0 && !loads_.HasDemands() && window_ < most) ++window_;
-    return;
-  }
-  const double ms = std::chrono::duration<double, std::milli>(latency).count();
-  least_demand_ms_ = least_demand_ms_ > 0 ? std::min(ms, least_demand_ms_ * 1.05) : ms;
-  if (ms > 2 * least_demand_ms_) {
-    window_ = std::max(WindowFloor(), window_ * 3 / 4);
-  } else if (window_ < most) {
-    ++window_;
-  }
-}
-
-// Under mu_: a request for each run of still-queued blocks that readers wait on, up to a
-// window's worth of demand in flight (more readers than that wait their turn, first come).
-void GroupCache::TakeDemands(std::vector<BlobRead>& reads) {
-  const unsigned most = std::max(1u, options_.reads_in_flight);
-  loads_.TakeDemands([&] { return demand_in_flight_ < most; },
-                     [&](const Run& run) {
-                       reads.push_back(ReadOf(run, true));
-                       ++counters_.demand_reads;
-                     });
-}
-
-// Under mu_: the read of `run`, its blocks marked in flight.
-BlobRead GroupCache::ReadOf(const Run& run, bool demand) {
-  Entry& entry = *run.load;
-  entry.grid.Send(run.first, run.count);
-  for (uint32_t b = run.first; b < run.first + run.count; ++b) {
-    entry.failed_blocks.erase(b);  // readers now wait on this read instead
-  }
-  ++requests_in_flight_;
-  if (demand) ++demand_in_flight_;
-  Run sent = run;
-  sent.sent = std::chrono::steady_clock::now();
-  const uint64_t at = uint64_t{run.first} * BlockBytes();
-  BlobRead read;
-  read.blob = catalog_.Group(entry.group).blob;
-  read.offset = entry.data_start + at;
-  read.length = std::min<uint64_t>(uint64_t{run.count} * BlockBytes(), entry.arena_bytes - at);
-  read.buffer = arena_.base() + entry.arena_offset + at;
-  read.urgent = demand;
-  read.done = [this, sent, demand](Result<size_t> got) { OnRun(sent, demand, std::move(got)); };
-  return read;
+  return LoaderOptions{.block = BlockBytes(),
+                       .piece = options_.io_piece,
+                       .window_most = most,
+                       .floor = std::max(1u, most / 8),
+                       .demand_most = most,
+                       .adapt = options_.adapt_window};
 }
 
 // On a source thread: a run of blocks landed or failed.
 void GroupCache::OnRun(const Run& run, bool demand, Result<size_t> got) {
-  const auto landed = std::chrono::steady_clock::now();
   std::unique_lock lock(mu_);
   Entry& entry = *run.load;
-  --entry.grid.reads;
-  if (demand) --demand_in_flight_;
-  if (got) AdaptWindow(demand, landed - run.sent);
   const GroupExtent& g = catalog_.Group(entry.group);
-  if (!entry.failed) {
-    const uint64_t from = entry.data_start + uint64_t{run.first} * BlockBytes();
-    const uint64_t length = std::min<uint64_t>(uint64_t{run.count} * BlockBytes(),
-                                               entry.arena_bytes - (from - entry.data_start));
-    const uint64_t end = g.offset + g.size;  // what the group needs of the blob
-    const uint64_t need = end > from ? std::min<uint64_t>(end - from, length) : 0;
-    if (!got && run.count < entry.grid.size()) {
-      FailBlocks(run, demand,
-                 Error{got.error().code,
-                       fmt::format("cannot read group {}: {}", entry.group, got.error().message)});
-    } else if (!got) {
-      FailLoad(entry, Error{got.error().code, fmt::format("cannot read group {}: {}", entry.group,
-                                                          got.error().message)});
-    } else if (*got < need) {
+  switch (loader_.Complete(run, demand, got)) {
+    case Landing::kLanded:  // readers of these blocks wait on no error now
+      entry.failed_blocks.erase(entry.failed_blocks.lower_bound(run.first),
+                                entry.failed_blocks.lower_bound(run.first + run.count));
+      break;
+    case Landing::kFailed: {
+      Error error{got.error().code,
+                  fmt::format("cannot read group {}: {}", entry.group, got.error().message)};
+      if (run.count < entry.grid.size()) {
+        FailBlocks(run, demand, std::move(error));
+      } else {
+        FailLoad(entry, std::move(error));
+      }
+      break;
+    }
+    case Landing::kShort:
       FailLoad(entry, Error{EIO, fmt::format("cannot read group {}: blob {} ends early",
                                              entry.group, source_.Describe(g.blob))});
-    } else {
-      entry.grid.Land(run.first, run.count);
-      counters_.bytes_from_disk += *got;
-    }
+      break;
+    case Landing::kDropped:
+      break;
   }
   SettleFailed(entry);
   if (entry.failed) {
@@ -187,9 +115,9 @@ void GroupCache::OnRun(const Run& run, bool demand, Result<size_t> got) {
     Finish(entry, std::move(s));
   }
   // Counted out only now: the destructor waits for this, and the check above unlocks.
-  --requests_in_flight_;
+  loader_.Retire();
   entry.landed.notify_all();
-  if (requests_in_flight_ == 0) changed_.notify_all();
+  if (loader_.in_flight() == 0) changed_.notify_all();
   Pump(lock);
 }
 
@@ -203,15 +131,9 @@ void GroupCache::FailBlocks(const Run& run, bool requeue, Error error) {
   ++counters_.io_errors;
   spdlog::warn("{}", error.message);
   for (uint32_t b = run.first; b < run.first + run.count; ++b) {
-    entry.grid.blocks[b] = requeue ? BlockState::kQueued : BlockState::kFailed;
     entry.failed_blocks.insert_or_assign(b, error);
   }
-  if (!requeue) {
-    entry.grid.failed += run.count;
-    return;
-  }
-  entry.grid.next = std::min(entry.grid.next, run.first);
-  loads_.Add(run.load);
+  loader_.FailRun(run, requeue);
 }
 
 // Under mu_: once nothing of a load with failed blocks is left to read and no reader waits
@@ -292,10 +214,7 @@ size_t GroupCache::BlockBytes() const {
 // The blocks [first, last] that hold member `file` of the entry's group.
 std::pair<uint32_t, uint32_t> GroupCache::BlocksOf(const Entry& entry, NodeId file) const {
   const FileExtent& f = catalog_.Extent(file);
-  const size_t size = BlockBytes();
-  const uint64_t from = f.offset - entry.data_start;
-  const uint64_t to = from + std::max<uint64_t>(f.size, 1) - 1;
-  return {static_cast<uint32_t>(from / size), static_cast<uint32_t>(to / size)};
+  return loader_.BlocksOf(f.offset - entry.data_start, f.size);
 }
 
 // Under mu_: whether member `file` may be served from a load still in flight: its blocks
@@ -317,7 +236,7 @@ void GroupCache::Urge(const EntryRef& entry, NodeId file) {
     // A failed read's error was for the readers that waited on it, not this one.
     entry->failed_blocks.erase(entry->failed_blocks.lower_bound(first),
                                entry->failed_blocks.upper_bound(last));
-    loads_.Demand(Run{entry, first, last - first + 1});
+    loader_.Demand(entry, first, last);
     return;
   }
 }

@@ -1,6 +1,5 @@
-// Staging groups into the disk tier (see tier_staging.h). Reads are submitted outside mu_
-// by one thread at a time (the pump), as the group loads do (group_loads.cc): a completion
-// that arrives while another thread pumps leaves the next reads to that thread.
+// Staging groups into the disk tier (see tier_staging.h). Its reads are scheduled by a
+// GroupLoader, as the group cache's are (cache/load/group_loader.h).
 #include "cache/tier_staging.h"
 
 #include <algorithm>
@@ -34,7 +33,16 @@ TierStager::TierStager(BlobSource& source, DiskTier& tier, std::vector<StagedSpa
       jobs_(spans_.size()),
       failures_(spans_.size(), 0),
       retry_at_(spans_.size()),
-      is_queued_(spans_.size(), false) {
+      is_queued_(spans_.size(), false),
+      // A fixed window: the prefetch reads in flight are reads_in_flight whatever the demand.
+      loader_(LoaderOptions{.block = options_.block,
+                            .piece = options_.piece,
+                            .window_most = options_.reads_in_flight,
+                            .floor = options_.reads_in_flight},
+              LoaderCounts{&counters_.demand_reads, &counters_.fetched_bytes},
+              [this](const Run& run, bool demand, Result<size_t> got) {
+                OnRead(run, demand, std::move(got));
+              }) {
   for (unsigned i = 0; i < std::max(1u, options_.writers); ++i) {
     writers_.emplace_back([this] { WriterLoop(); });
   }
@@ -44,11 +52,11 @@ TierStager::~TierStager() {
   std::unique_lock lock(mu_);
   stop_ = true;
   queued_.clear();
-  loads_.ClearDemands();
-  changed_.wait(lock, [this] { return reads_in_flight_ == 0 && !pump_.pumping; });
+  const std::deque<JobRef> unsent = loader_.Stop();
+  changed_.wait(lock, [this] { return loader_.idle(); });
   // Groups with blocks never sent will not land; those landed are still written (a local
   // write each) before the writers stop.
-  for (const JobRef& job : loads_.TakeLoads()) {
+  for (const JobRef& job : unsent) {
     if (!job->settled) Release(job);
   }
   changed_.notify_all();
@@ -81,11 +89,11 @@ bool TierStager::Read(uint32_t group, uint64_t offset, size_t size, char* out) {
   std::unique_lock lock(mu_);
   const JobRef job = jobs_[group];
   if (!job || job->failed || size == 0 || offset + size > spans_[group].length) return false;
-  const auto first = static_cast<uint32_t>(offset / options_.block);
-  const auto end = static_cast<uint32_t>((offset + size - 1) / options_.block + 1);
-  auto landed = [&] { return job->grid.Landed(first, end); };
+  const std::pair<uint32_t, uint32_t> blocks = loader_.BlocksOf(offset, size);
+  const uint32_t first = blocks.first, last = blocks.second;
+  auto landed = [&] { return job->grid.Landed(first, last + 1); };
   if (!landed()) {
-    loads_.Demand(Run{job, first, end - first});
+    loader_.Demand(job, first, last);
     Pump(lock);
     changed_.wait(lock, [&] { return job->failed || stop_ || job->released || landed(); });
     // Written and released before this reader woke: its buffer is gone (the caller reads
@@ -99,7 +107,12 @@ bool TierStager::Read(uint32_t group, uint64_t offset, size_t size, char* out) {
 
 // Under mu_, released while submitting.
 void TierStager::Pump(std::unique_lock<std::mutex>& lock) {
-  if (pump_.Run(source_, lock, [this] { return NextReads(); })) {
+  const bool pumped = loader_.Pump(source_, lock, [this] {
+    if (stop_) return false;
+    StartJobs();
+    return true;
+  });
+  if (pumped) {
     changed_.notify_all();  // the destructor waits for the pump to stop
   }
 }
@@ -129,76 +142,28 @@ void TierStager::StartJobs() {
       tier_.Unclaim(span.name, span.length);
       return;
     }
-    job->grid.Assign(span.length, options_.block);
     in_flight_bytes_ += job->capacity;
     jobs_[group] = job;
-    loads_.Add(job);
+    loader_.Start(job, LoadSpan{span.blob, span.start, span.length, span.need, job->buffer});
   }
 }
 
-// Under mu_: demand reads first, past the window; then prefetch runs of the oldest jobs.
-std::vector<BlobRead> TierStager::NextReads() {
-  std::vector<BlobRead> reads;
-  if (stop_) return reads;
-  StartJobs();
-  loads_.TakeDemands([] { return true; },
-                     [&](const Run& run) {
-                       reads.push_back(ReadOf(run, true));
-                       ++counters_.demand_reads;
-                     });
-  const auto most = static_cast<uint32_t>(std::max<size_t>(1, options_.piece / options_.block));
-  while (prefetch_in_flight_ < std::max(1u, options_.reads_in_flight)) {
-    const Run run = loads_.NextPrefetch(most);
-    if (!run.load) break;
-    reads.push_back(ReadOf(run, false));
-  }
-  return reads;
-}
-
-// Under mu_: the read of `run`, its blocks marked in flight.
-BlobRead TierStager::ReadOf(const Run& run, bool demand) {
-  Job& job = *run.load;
-  job.grid.Send(run.first, run.count);
-  ++reads_in_flight_;
-  if (!demand) ++prefetch_in_flight_;
-  const StagedSpan& span = spans_[job.group];
-  const uint64_t at = uint64_t{run.first} * options_.block;
-  BlobRead read;
-  read.blob = span.blob;
-  read.offset = span.start + at;
-  read.length = std::min<uint64_t>(uint64_t{run.count} * options_.block, span.length - at);
-  read.buffer = job.buffer + at;
-  read.urgent = demand;
-  read.done = [this, run, demand](Result<size_t> got) { OnRead(run, demand, std::move(got)); };
-  return read;
-}
-
-// On a source thread: a run of blocks landed or failed.
+// On a source thread: a run of blocks landed or failed. Any failure fails the staging: its
+// readers read their members elsewhere, and the group backs off.
 void TierStager::OnRead(const Run& run, bool demand, Result<size_t> got) {
   std::unique_lock lock(mu_);
   Job& job = *run.load;
-  --job.grid.reads;
-  if (!demand) --prefetch_in_flight_;
-  const StagedSpan& span = spans_[job.group];
-  const uint64_t at = uint64_t{run.first} * options_.block;
-  const size_t length = std::min<uint64_t>(uint64_t{run.count} * options_.block, span.length - at);
-  const size_t need = span.need > at ? std::min<size_t>(span.need - at, length) : 0;
-  if (!got || *got < need) {
-    if (!job.failed) {
-      job.failed = true;
-      ++counters_.failed;
-      Failed(job.group);
-    }
-  } else if (!job.failed) {
-    // Past the blob's end: zeros, as a read of a file gives, never another group's bytes.
-    if (*got < length) std::memset(job.buffer + at + *got, 0, length - *got);
-    job.grid.Land(run.first, run.count);
-    counters_.fetched_bytes += *got;
+  const Landing landing = loader_.Complete(run, demand, got);
+  if (landing == Landing::kLanded) {
     if (fetched_) *fetched_ += *got;
+  } else if (landing != Landing::kDropped) {
+    job.failed = true;
+    ++counters_.failed;
+    Failed(job.group);
   }
   Settle(run.load, lock);
   // Counted out only now: the destructor and the writers wait for this, and Settle unlocks.
-  --reads_in_flight_;
+  loader_.Retire();
   changed_.notify_all();
   Pump(lock);
 }
@@ -251,9 +216,7 @@ void TierStager::Failed(uint32_t group) {
 void TierStager::WriterLoop() {
   std::unique_lock lock(mu_);
   for (;;) {
-    changed_.wait(lock, [this] {
-      return !writes_.empty() || (stop_ && reads_in_flight_ == 0 && !pump_.pumping);
-    });
+    changed_.wait(lock, [this] { return !writes_.empty() || (stop_ && loader_.idle()); });
     if (writes_.empty()) return;
     const JobRef job = writes_.front();
     writes_.pop_front();

@@ -41,8 +41,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cache/block_loads.h"
-#include "cache/read_pump.h"
+#include "cache/load/group_loader.h"
 #include "cache/tier/disk_tier.h"
 #include "source/blob_source.h"
 
@@ -116,8 +115,6 @@ class TierStager {
 
   void Pump(std::unique_lock<std::mutex>& lock);
   void StartJobs();
-  std::vector<BlobRead> NextReads();
-  BlobRead ReadOf(const Run& run, bool demand);
   void OnRead(const Run& run, bool demand, Result<size_t> got);
   void Settle(const JobRef& job, std::unique_lock<std::mutex>& lock);
   void Release(const JobRef& job);
@@ -142,24 +139,23 @@ class TierStager {
   std::vector<std::chrono::steady_clock::time_point> retry_at_;
   std::deque<uint32_t> queued_;  // groups waiting for room in the budget
   std::vector<bool> is_queued_;  // by group
-  BlockQueue<Job> loads_;        // blocks a reader waits on, then jobs' blocks, oldest first
   std::deque<JobRef> writes_;    // jobs landed and checked, to be written
   // Pooled buffers, (pointer, capacity); at most a budget's worth are kept.
   std::vector<std::pair<char*, size_t>> pool_;
   size_t pooled_bytes_ = 0;
   size_t in_flight_bytes_ = 0;  // buffers of jobs fetching or writing
-  unsigned reads_in_flight_ = 0;
-  unsigned prefetch_in_flight_ = 0;
   unsigned writes_running_ = 0;
-  ReadPump pump_;  // guarded by mu_
   bool stop_ = false;
-  std::vector<std::thread> writers_;
 
   struct Counters {
     std::atomic<uint64_t> staged{0}, fetched_bytes{0}, demand_reads{0}, served{0}, failed{0},
         not_kept{0}, full_skips{0};
   };
   Counters counters_;
+  // Blocks a reader waits on, then jobs' blocks, oldest first, within the prefetch window
+  // (reads_in_flight; demand beside it, unbounded). Guarded by mu_.
+  GroupLoader<Job> loader_;
+  std::vector<std::thread> writers_;  // last: they use all of the above
 };
 
 }  // namespace gpufs

@@ -27,7 +27,7 @@ ROOMS = {
     "dataset": ["dataset", "dataset/format"],
     "source": ["source", "source/remote/address", "source/remote/credentials",
                "source/remote/transfer", "source/remote"],
-    "cache": ["cache/policy", "cache/account", "cache/tier", "cache"],
+    "cache": ["cache/policy", "cache/account", "cache/tier", "cache/load", "cache"],
     "fs": ["fs"],
     "fuse": ["fuse"],
     "cli": ["cli/options", "cli/stat", "cli", "cli/emulate", "cli/emulate/gpufs_emulate"],

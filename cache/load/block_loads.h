@@ -1,5 +1,5 @@
-// Loads read block by block, as the group cache loads groups into the arena
-// (group_loads.cc) and the tier stager fetches groups for the disk tier (tier_staging.cc).
+// Loads read block by block (group_loader.h schedules them for the group cache and the
+// tier stager alike).
 //
 // A load's bytes are a grid of equal blocks (the last may be shorter), each queued, in
 // flight, landed or failed. A BlockQueue orders what goes to the source next: first the
@@ -22,11 +22,21 @@
 
 namespace gpufs {
 
+// What a load reads: a span of a blob, into a buffer.
+struct LoadSpan {
+  uint32_t blob = 0;
+  uint64_t start = 0;      // blob offset of the load's first byte
+  uint64_t length = 0;     // bytes read: the grid's
+  uint64_t need = 0;       // bytes of them the load needs (the rest may lie past the blob's end)
+  char* buffer = nullptr;  // where they land
+};
+
 // kFailed: a read of the block failed; a reader's demand read asks for it again.
 enum class BlockState : uint8_t { kQueued, kInFlight, kLanded, kFailed };
 
 // The blocks of one load and how far its reads have got.
 struct BlockGrid {
+  LoadSpan span;
   std::vector<BlockState> blocks;
   uint32_t next = 0;    // the first block that may still be queued
   uint32_t landed = 0;  // blocks landed
@@ -34,9 +44,10 @@ struct BlockGrid {
   uint32_t reads = 0;   // requests in flight
   bool queued = false;  // in its queue's prefetch order
 
-  // `bytes` in blocks of `block`, all queued.
-  void Assign(uint64_t bytes, size_t block) {
-    blocks.assign((bytes + block - 1) / block, BlockState::kQueued);
+  // `read`'s bytes in blocks of `block`, all queued.
+  void Assign(const LoadSpan& read, size_t block) {
+    span = read;
+    blocks.assign((read.length + block - 1) / block, BlockState::kQueued);
   }
   uint32_t size() const { return static_cast<uint32_t>(blocks.size()); }
   bool Landed(uint32_t first, uint32_t end) const {
