@@ -36,7 +36,7 @@
 //   in the bytes already loaded: damaged members read as EIO, intact ones are still
 //   served; without member checksums the whole group fails. A blob rewritten under the
 //   mount is refused, never served.
-// - Disk tier (optional, cache/disk_tier.h): a load looks there before the source, and a
+// - Disk tier (optional, cache/tier/disk_tier.h): a load looks there before the source, and a
 //   group loaded from the source is written there in the background (pinned until
 //   written). A member read that bypasses the pinned tier is served from the group's
 //   copy on disk when there is one (one read of its checked blocks); otherwise the group

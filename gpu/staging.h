@@ -1,5 +1,5 @@
 // The GPU seam: everything gpufs asks of a device, behind one interface with two
-// implementations picked by meson (STYLE rule 7):
+// implementations picked by meson (docs/style.md, optional dependencies):
 //   staging_cuda.cc  the CUDA driver and cuFile, loaded with dlopen at run time, so one
 //                    binary runs on hosts with and without a GPU (KvikIO does the same);
 //   staging_stub.cc  built without the CUDA toolkit: reports no device.

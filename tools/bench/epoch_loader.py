@@ -27,7 +27,7 @@ from benchlib import arg_parser, drop_caches  # noqa: E402
 from benchmount import gpufs_stats  # noqa: E402
 
 
-# The disk tier's counters reported per epoch (see cache/disk_tier.h).
+# The disk tier's counters reported per epoch (see cache/tier/disk_tier.h).
 TIER_COUNTERS = ("hits", "slice_hits", "misses", "damaged", "read_bytes", "writes",
                  "write_bytes", "write_skipped", "write_errors", "evictions", "fills")
 
