@@ -73,6 +73,22 @@ void SplitLeaf(std::string_view path, std::string& root, std::string& leaf) {
   leaf = std::string(path.substr(root.size()));
 }
 
+// An http(s) URL's last segment as the object's name (%-decoded); nullopt when it is not a
+// file name.
+std::optional<std::string> LeafName(std::string_view segment) {
+  auto name = PercentDecode(segment, false);
+  if (!name || name->find('/') != std::string::npos) return std::nullopt;
+  return name;
+}
+
+// s3://BUCKET/ROOT/LEAF: its bucket, and the folder and last segment of the key after it.
+void SplitS3(std::string_view url, std::string& bucket, std::string& root, std::string& leaf) {
+  const std::string_view rest = url.substr(5);  // after "s3://"
+  const size_t slash = rest.find('/');
+  bucket = std::string(rest.substr(0, slash));
+  if (slash != std::string_view::npos) SplitLeaf(rest.substr(slash + 1), root, leaf);
+}
+
 // The URL as typed (http_url.h): its folder is the root, its last segment (decoded) the
 // leaf, which is then asked for exactly as typed, its query included.
 Result<Location> ResolveHttp(std::string_view typed, const LocationOptions& options,
@@ -99,8 +115,8 @@ Result<Location> ResolveHttp(std::string_view typed, const LocationOptions& opti
                 location.url);
   }
   if (!leaf.empty()) {
-    auto name = PercentDecode(leaf, false);
-    if (!name || name->find('/') != std::string::npos) {
+    auto name = LeafName(leaf);
+    if (!name) {
       return Fail(EINVAL, "cannot use {}: its last segment is not a file name", location.url);
     }
     location.leaf = *name;
@@ -206,18 +222,14 @@ Result<std::shared_ptr<CredentialProvider>> FindCredentials(std::string_view url
 }
 
 Result<Location> ResolveS3(std::string_view url, const LocationOptions& options, const Env& env) {
-  const std::string_view rest = url.substr(5);  // after "s3://"
-  const size_t slash = rest.find('/');
-  const std::string bucket(rest.substr(0, slash));
-  if (bucket.empty()) return Fail(EINVAL, "cannot use {}: no bucket", url);
   Location location;
-  location.url = std::string(url);
   StoreConfig& config = location.config;
+  SplitS3(url, config.bucket, config.root, location.leaf);
+  const std::string& bucket = config.bucket;
+  if (bucket.empty()) return Fail(EINVAL, "cannot use {}: no bucket", url);
+  location.url = std::string(url);
   config.scheme = Scheme::kS3;
-  config.bucket = bucket;
   config.connections = options.connections;
-  if (slash != std::string_view::npos)
-    SplitLeaf(rest.substr(slash + 1), config.root, location.leaf);
 
   std::string profile = Get(env, "AWS_PROFILE");
   const bool named_profile = !profile.empty();
@@ -256,6 +268,29 @@ Result<Location> ResolveS3(std::string_view url, const LocationOptions& options,
 }
 
 }  // namespace
+
+std::optional<UrlShape> ShapeOfUrl(std::string_view url) {
+  UrlShape shape;
+  std::string bucket, root, segment;
+  if (url.starts_with("s3://")) {
+    SplitS3(url, bucket, root, shape.leaf);
+    if (bucket.empty()) return std::nullopt;
+    return shape;
+  }
+  if (!IsHttpUrl(url)) return std::nullopt;
+  Result<HttpUrl> parsed = ParseHttpUrl(url);
+  if (!parsed.ok()) return std::nullopt;
+  SplitLeaf(parsed->path, root, segment);
+  shape.query = !parsed->query.empty();
+  if (segment.empty()) {
+    if (shape.query) return std::nullopt;  // a folder with a query is refused
+    return shape;
+  }
+  auto name = LeafName(segment);
+  if (!name) return std::nullopt;
+  shape.leaf = std::move(*name);
+  return shape;
+}
 
 bool IsRemoteUrl(std::string_view source) {
   return source.starts_with("s3://") || IsHttpUrl(source);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,6 +44,16 @@ struct Location {
 // s3://b/train/ is root "train/", s3://b/train/set.tar is root "train/", leaf "set.tar".
 Result<Location> ResolveLocation(std::string_view url, const LocationOptions& options,
                                  const std::map<std::string, std::string>& env);
+
+// What a URL names, from its text alone: the leaf ResolveLocation would find, and whether
+// a query came with it (a presigned URL's). Nothing is read and no credentials are sought,
+// so a caller can settle the URL's shape (a folder's ends in '/') before the one
+// resolution that fetches them. nullopt: ResolveLocation refuses the text itself.
+struct UrlShape {
+  std::string leaf;  // empty: the URL names a folder (or a bucket)
+  bool query = false;
+};
+std::optional<UrlShape> ShapeOfUrl(std::string_view url);
 
 // True for s3://, http:// and https:// sources.
 bool IsRemoteUrl(std::string_view source);

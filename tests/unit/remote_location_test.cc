@@ -58,6 +58,28 @@ TEST(RemoteUrl, S3AndHttpAreRemote) {
   EXPECT_FALSE(IsRemoteUrl("s3:/b"));
 }
 
+// The shape is what the resolver finds, read from the text alone: no AWS file, no keys.
+TEST_F(Location_, ShapeOfUrlIsTheLeafTheResolverFinds) {
+  for (const char* url : {"s3://bucket/train/data.tar", "s3://bucket/train/", "s3://bucket",
+                          "http://h/sets/train%2Etar", "https://h:8443/a/b?X-Amz-Signature=x",
+                          "http://h/pack/", "http://h"}) {
+    SCOPED_TRACE(url);
+    const std::optional<UrlShape> shape = ShapeOfUrl(url);
+    ASSERT_TRUE(shape);
+    const Location l = Resolve(url, keys_);
+    EXPECT_EQ(shape->leaf, l.leaf);
+    EXPECT_EQ(shape->query, l.config.typed_object &&
+                                l.config.typed_object->target.find('?') != std::string::npos);
+  }
+  EXPECT_EQ(ShapeOfUrl("http://h/sets/train%2Etar")->leaf, "train.tar");
+  EXPECT_TRUE(ShapeOfUrl("http://h/a/b?sig=1")->query);
+  // What the resolver refuses from the text alone has no shape.
+  for (const char* url : {"s3:///k", "http://h/a%2Fb", "http://h/?q=1", "ftp://h/x", "/data"}) {
+    EXPECT_FALSE(ShapeOfUrl(url)) << url;
+    EXPECT_FALSE(ResolveLocation(url, {}, WithHome(keys_)).ok()) << url;
+  }
+}
+
 TEST_F(Location_, S3FolderUrlHasARootAndNoLeaf) {
   const Location l = Resolve("s3://bucket/train/2024/", keys_);
   EXPECT_EQ(l.config.scheme, Scheme::kS3);
