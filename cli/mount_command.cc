@@ -130,21 +130,22 @@ Result<std::unique_ptr<UringTransport>> ChooseTransport(const MountArgs& args, f
 
 // In the daemon: the cache stack over the opened source, the core and its side servers,
 // then FUSE until the mount goes away.
-int ServeMount(const MountArgs& args, Opened& opened, fuse_session* se, FuseContext& context,
-               std::unique_ptr<MetricsServer> metrics, int ready_fd) {
-  spdlog::info("kernel: {}", KernelLimitsJson(args).dump());
-  auto stack = MakeCacheStack(args, opened);
+int ServeMount(const MountArgs& args, const MountPlan& plan, Opened& opened, fuse_session* se,
+               FuseContext& context, std::unique_ptr<MetricsServer> metrics, int ready_fd) {
+  // Said once, and handed to the stats as said.
+  nlohmann::json kernel = KernelLimitsJson(args);
+  spdlog::info("kernel: {}", kernel.dump());
+  auto stack = MakeCacheStack(args, plan, opened);
   if (!stack) {
     spdlog::error("{}", stack.error().message);
     fuse_session_unmount(se);
     fuse_session_destroy(se);
     return 1;
   }
-  Filesystem fs(
-      opened.dataset.catalog, *stack->source,
-      ServeOptions{Owner{getuid(), getgid()}, opened.dataset.mtime, opened.Label(),
-                   opened.dataset.format, args.verify, stack->gpu, KernelLimitsJson(args)},
-      stack->cache.get());
+  Filesystem fs(opened.dataset.catalog, *stack->source,
+                ServeOptions{Owner{getuid(), getgid()}, opened.dataset.mtime, opened.Label(),
+                             opened.dataset.format, args.verify, stack->gpu, std::move(kernel)},
+                stack->cache.get());
   context.fs = &fs;
   // The control socket only reports; a mount without it still serves its data.
   auto control = ControlServer::Start(fs);
@@ -189,7 +190,9 @@ int RunMount(const MountArgs& args_in) {
   auto log = DaemonLog::Open(args.log, args.foreground);
   if (!log) return Refuse(log.error());
   RaiseFileLimit();
-  auto opened = OpenForMount(args);
+  auto plan = PlanMount(args);
+  if (!plan) return Refuse(plan.error());
+  auto opened = OpenForMount(args, *plan);
   if (!opened) return Refuse(opened.error());
   const Dataset* dataset = &opened->dataset;
   std::unique_ptr<MetricsServer> metrics;
@@ -227,7 +230,7 @@ int RunMount(const MountArgs& args_in) {
     log->UseInDaemon();
   }
   if (credentials) credentials->StartRefresher();
-  return ServeMount(args, *opened, se, context, std::move(metrics), ready_fd);
+  return ServeMount(args, *plan, *opened, se, context, std::move(metrics), ready_fd);
 }
 
 }  // namespace gpufs

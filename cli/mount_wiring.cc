@@ -18,7 +18,6 @@
 #include "cli/stat/stat_source.h"
 #include "dataset/catalog.h"
 #include "source/local_source.h"
-#include "source/network_fs.h"
 #include "source/remote/address/region.h"
 #include "source/remote/credentials/credentials.h"
 #include "source/remote/remote_dataset.h"
@@ -27,54 +26,26 @@
 namespace gpufs {
 namespace {
 
-// The store an s3:// or http(s):// source names, per the options and the AWS tools'
-// conventions. A URL that does not end in ".tar" names a folder.
-Result<remote::Location> LocateRemote(const MountArgs& args) {
+// The one resolution of the store's URL (its credentials fetched), with every field the
+// options own set from the plan; what the resolver warns of is told once, here.
+Result<remote::Location> LocateRemote(const StorePlan& plan) {
   std::map<std::string, std::string> env;
   for (char** e = environ; *e; ++e) {
     const std::string_view entry(*e);
     const size_t eq = entry.find('=');
     if (eq != std::string_view::npos) env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
   }
-  const remote::LocationOptions& options = args.location;
-  // What the URL names is settled before credentials are fetched: once, for the final URL.
-  remote::LocationOptions shape_only = options;
-  shape_only.no_sign_request = true;
-  auto shape = remote::ResolveLocation(args.source, shape_only, env);
-  // A URL with a query (a presigned one) names one object, whatever its name ends with.
-  const auto& typed = shape ? shape->config.typed_object : std::nullopt;
-  const bool query = typed && typed->target.find('?') != std::string::npos;
-  const bool folder = shape && !shape->leaf.empty() && !shape->leaf.ends_with(".tar") && !query;
-  auto location = remote::ResolveLocation(args.source + (folder ? "/" : ""), options, env);
+  auto location = remote::ResolveLocation(plan.url, plan.location, env);
   if (!location) return location;
   for (const std::string& warning : location->warnings) {
     fmt::print(stderr, "gpufsd: warning: {}\n", warning);
   }
-  location->config.retry_budget = args.retry_budget;
-  if (args.transfer_threads > 0) location->config.transfer_threads = args.transfer_threads;
-  location->config.request_payer = !args.request_payer.empty();
-  if (args.no_verify_tls) {
-    location->config.verify_tls = false;
+  ApplyStorePlan(plan, location->config);
+  if (!plan.verify_tls) {
     spdlog::warn(
         "--no-verify-tls: the certificate of {} is NOT checked; anyone on the path can "
         "read and change what is sent. For test rigs only.",
         location->config.endpoint);
-  }
-  location->config.deadlines = args.deadlines;
-  if (!args.peers.empty() || !args.peers_file.empty()) {
-    auto peers = args.peers_file.empty() ? remote::ParsePeerList(args.peers)
-                                         : remote::ReadPeerFile(args.peers_file);
-    if (!peers) return peers.error();
-    location->config.peers.urls = std::move(*peers);
-    location->config.peers.block = args.peer_block;
-    if (!args.peer_secret_file.empty()) {
-      auto secret = remote::ReadPeerSecret(args.peer_secret_file);
-      if (!secret) return secret.error();
-      location->config.peers.secret = std::move(*secret);
-    }
-  } else if (!args.peer_secret_file.empty()) {
-    return Fail(EINVAL, "cannot use --peer-secret-file {}: there are no --peers to send it to",
-                args.peer_secret_file);
   }
   return location;
 }
@@ -97,19 +68,14 @@ Error WithRequesterPaysHint(Error error, const remote::StoreConfig& config) {
   return error;
 }
 
-Result<Opened> OpenAnySource(const MountArgs& args, const OpenOptions& open_options) {
-  if (!remote::IsRemoteUrl(args.source)) {
-    if (!args.peers.empty() || !args.peers_file.empty()) {
-      return Fail(EINVAL,
-                  "cannot use peers for {}: peers cache s3:// and http(s):// sources, and this "
-                  "is a local one",
-                  args.source);
-    }
+Result<Opened> OpenAnySource(const MountArgs& args, const MountPlan& plan,
+                             const OpenOptions& open_options) {
+  if (!plan.store) {
     auto dataset = OpenDataset(args.source, open_options);
     if (!dataset) return dataset.error();
     return Opened{std::move(*dataset), std::nullopt, {}, nullptr};
   }
-  auto location = LocateRemote(args);
+  auto location = LocateRemote(*plan.store);
   if (!location) return location.error();
   const bool peers = !location->config.peers.urls.empty();
   if (peers && !location->leaf.empty()) {  // a tar archive, refused before it is listed
@@ -134,25 +100,13 @@ Result<Opened> OpenAnySource(const MountArgs& args, const OpenOptions& open_opti
                 std::move(digests)};
 }
 
-// The bound of a tier not given one: a quarter of its file system, so that a cache nobody
-// sized never fills the disk it shares. Not the dataset's size: the folder is shared by
-// every dataset and daemon that use it, and a bound of one dataset's size would evict the
-// others' copies.
-void BoundTierByDefault(DiskTierOptions& options) {
-  std::filesystem::path existing = options.root;
-  struct statvfs vfs {};
-  while (statvfs(existing.c_str(), &vfs) != 0 && existing.has_relative_path()) {
-    existing = existing.parent_path();
-  }
-  options.max_bytes = uint64_t{vfs.f_blocks} * vfs.f_frsize / 4;
-}
-
 // What a tier nobody sized holds: its room (the bound, or the disk's free space less what
 // the tier leaves free, whichever is less), and how that compares with what this dataset
-// takes there (its bytes, and per group a header and checked blocks' sums).
-void TellDefaultBound(const DiskTier& tier, const std::string& root, uint64_t bound,
-                      const Catalog& catalog) {
+// takes there (its bytes, and per group a header and checked blocks' sums). Told on the
+// terminal, which the daemon keeps until the mount is ready.
+void TellDefaultBound(const DiskTier& tier, const TierPlan& plan, const Catalog& catalog) {
   const uint64_t room = tier.Room();
+  const uint64_t bound = plan.options->max_bytes;
   const uint64_t dataset =
       catalog.total_bytes() + catalog.total_bytes() / 100 + uint64_t{catalog.group_count()} * 65536;
   std::string why = "a quarter of its file system";
@@ -164,67 +118,29 @@ void TellDefaultBound(const DiskTier& tier, const std::string& root, uint64_t bo
   fmt::print(stderr,
              "gpufsd: disk cache {} holds up to {} ({}; this dataset takes {}{}); "
              "--disk-cache-size changes it\n",
-             root, ApproxSize(room), why, ApproxSize(dataset), dataset > room ? ", more" : "");
+             plan.options->root.string(), ApproxSize(room), why, ApproxSize(dataset),
+             dataset > room ? ", more" : "");
 }
 
-// The network filesystem a local dataset lies on, where a default disk tier pays.
-std::optional<std::string_view> SlowFolder(const Opened& opened) {
-  const auto type = FilesystemTypeOf(opened.dataset.dir);
-  if (!type || !SlowerThanLocalDisk(*type)) return std::nullopt;
-  return NetworkFilesystemName(*type);
-}
-
-// The disk tier a mount asked for, or the one an s3:// or http(s):// source, or a dataset
-// on a kernel network filesystem (NFS, Lustre, ...), gets by default; null when there is
-// none. A default one that cannot be used is only a warning.
-// `tell`: say what a tier nobody sized holds (once a mount: the check before the daemon
-// starts tells, the daemon's own opening does not).
-Result<std::unique_ptr<DiskTier>> OpenTier(const MountArgs& args, const Opened& opened,
-                                           bool tell = true) {
-  const bool asked = !args.disk_cache.empty() || args.disk_cache_bytes > 0;
-  const std::optional<std::string_view> slow = opened.location ? std::nullopt : SlowFolder(opened);
-  if (args.no_disk_cache || (!asked && !opened.location && !slow)) {
+// The planned tier, opened (once a mount, here in the daemon); null when there is none. A
+// default one that cannot be used is only a warning.
+Result<std::unique_ptr<DiskTier>> OpenTier(const TierPlan& plan, const Opened& opened) {
+  if (!plan.why_none.empty()) spdlog::warn("{}", plan.why_none);
+  if (!plan.options) return std::unique_ptr<DiskTier>();
+  auto tier = DiskTier::Open(*plan.options);
+  if (!tier) {
+    if (plan.asked) return tier.error();
+    spdlog::warn("no disk cache: {}", tier.error().message);
     return std::unique_ptr<DiskTier>();
   }
-  if (args.cache_bytes == 0) {
-    if (!asked) return std::unique_ptr<DiskTier>();
-    return Fail(EINVAL,
-                "cannot use a disk cache with --cache-size 0: it lies under the pinned one");
-  }
-  DiskTierOptions options;
-  options.root = args.disk_cache.empty() ? DefaultCacheDir() / "tier"
-                                         : std::filesystem::absolute(args.disk_cache);
-  options.dataset = TierDatasetFolder(opened.Label());
-  options.max_bytes = args.disk_cache_bytes;
-  options.evict = args.policy != policy_name::kPin;
-  if (args.disk_cache.empty()) {
-    const auto type = FilesystemTypeOf(options.root);
-    const auto network = type ? NetworkFilesystemName(*type) : std::nullopt;
-    if (network) {
-      spdlog::warn(
-          "no disk cache: the default folder {} is on {}, a network filesystem, where a "
-          "cache is slow and fills a quota; give --disk-cache DIR on a local disk to keep one",
-          options.root.string(), *network);
-      return std::unique_ptr<DiskTier>();
-    }
-  }
-  const bool by_default = options.max_bytes == 0;
-  if (by_default) BoundTierByDefault(options);
-  const std::string root = options.root.string();
-  const uint64_t bound = options.max_bytes;
-  auto tier = DiskTier::Open(std::move(options));
-  if (tier && *tier && by_default && tell) {
-    if (slow && !asked) {
+  if (plan.sized_by_default) {
+    if (!plan.slow_source.empty()) {
       fmt::print(stderr,
                  "gpufsd: {} is on {}, slower to read than a local disk: what is read is "
                  "kept on local disk too (--no-disk-cache: not)\n",
-                 opened.dataset.dir.string(), *slow);
+                 opened.dataset.dir.string(), plan.slow_source);
     }
-    TellDefaultBound(**tier, root, bound, opened.dataset.catalog);
-  }
-  if (!tier && args.disk_cache.empty()) {
-    spdlog::warn("no disk cache: {}", tier.error().message);
-    return std::unique_ptr<DiskTier>();
+    TellDefaultBound(**tier, plan, opened.dataset.catalog);
   }
   return tier;
 }
@@ -252,8 +168,9 @@ GpuInfo RegisterWithGpu(const MountArgs& args, CacheStack& stack) {
   return info;
 }
 
-std::unique_ptr<IoEngine> MakeEngine(const MountArgs& args, const Dataset& d, PinnedArena* a) {
-  if (args.io_engine == engine_name::kUring && a) {
+std::unique_ptr<IoEngine> MakeEngine(const MountArgs& args, EngineChoice choice, const Dataset& d,
+                                     PinnedArena* a) {
+  if (choice == EngineChoice::kUring && a) {
     UringOptions options{args.io_threads, args.queue_depth, a->base(), a->capacity(),
                          static_cast<unsigned>(std::min<size_t>(d.catalog.blobs().size(), 65536))};
     std::string fallback;
@@ -269,7 +186,8 @@ constexpr uint64_t kRemotePart = 8 << 20;
 
 // Where misses go: the local blob files through the I/O engine (which reads into the
 // arena when there is one), or the store.
-void MakeSource(const MountArgs& args, const Opened& opened, CacheStack& stack) {
+void MakeSource(const MountArgs& args, const MountPlan& plan, const Opened& opened,
+                CacheStack& stack) {
   const Dataset& dataset = opened.dataset;
   if (opened.location) {
     stack.store = std::make_unique<remote::ObjectStore>(opened.location->config);
@@ -279,7 +197,7 @@ void MakeSource(const MountArgs& args, const Opened& opened, CacheStack& stack) 
     return;
   }
   stack.blobs = std::make_unique<BlobFiles>(dataset.dir, dataset.catalog.blobs(), dataset.blobs);
-  stack.engine = MakeEngine(args, dataset, stack.arena.get());
+  stack.engine = MakeEngine(args, plan.engine, dataset, stack.arena.get());
   stack.source = std::make_unique<LocalSource>(*stack.blobs, *stack.engine, args.io_size);
 }
 
@@ -291,7 +209,7 @@ bool WholeGroups(const MountArgs& args, const Dataset& dataset, const DiskTier* 
   if (args.world_size <= 1) return true;
   const uint64_t room = args.cache_bytes + (tier ? tier->Room() : 0);
   const uint64_t need = dataset.catalog.total_bytes();
-  const bool whole = room >= need;
+  const bool whole = WholeGroupsPay(args, room, need);
   spdlog::info(
       "--world-size {}: this node can keep {:.1f} GiB of the {:.1f} GiB dataset, so "
       "it reads {}",
@@ -328,9 +246,35 @@ void WarnUnlocked(uint64_t budget) {
       budget / 1048576.0, allowed);
 }
 
+// The group cache over the source, with the planned tier opened beneath it.
+Status MakeGroupCache(const MountArgs& args, const MountPlan& plan, const Opened& opened,
+                      CacheStack& stack) {
+  const Dataset& dataset = opened.dataset;
+  GroupSizes sizes(dataset.catalog.group_count(), 0);
+  for (const PackedExtent& f : dataset.catalog.tables().extents) ++sizes[f.group];
+  stack.policy = MakePolicy(args.policy, std::move(sizes), dataset.catalog.file_count());
+  auto tier = OpenTier(plan.tier, opened);
+  if (!tier) return tier.error();
+  stack.tier = std::move(*tier);
+  const CacheOptions options = PlanCacheOptions(
+      args, CacheInputs{stack.source->PartSize(), stack.source->DemandSize(),
+                        stack.source->PartsInFlight(), PageCacheRoom(args.cache_bytes),
+                        WholeGroups(args, dataset, stack.tier.get()), opened.digests});
+  stack.cache = std::make_unique<GroupCache>(dataset.catalog, *stack.source, *stack.arena,
+                                             std::move(stack.policy), options, stack.tier.get());
+  spdlog::info(
+      "cache: {:.1f} MiB, taken as it fills, {}, {} source{}, reads of {} KiB ({} in "
+      "flight), memory {}locked{}",
+      args.cache_bytes / 1048576.0, args.policy, stack.source->kind(),
+      stack.engine ? fmt::format(" ({})", stack.engine->name()) : "", options.io_piece / 1024,
+      options.reads_in_flight, stack.arena->locked() ? "" : "not ",
+      stack.arena->huge_pages() ? ", huge pages" : "");
+  return Ok{};
+}
+
 }  // namespace
 
-Result<Opened> OpenForMount(const MountArgs& args) {
+Result<Opened> OpenForMount(const MountArgs& args, MountPlan& plan) {
   OpenOptions open_options;
   open_options.group_size = args.group_size;
   open_options.cache_dir = DefaultCacheDir();
@@ -344,7 +288,7 @@ Result<Opened> OpenForMount(const MountArgs& args) {
   std::optional<Result<Opened>> result;
   {
     ProgressBar bar("listing " + args.source, progress, std::chrono::seconds(2));
-    result.emplace(OpenAnySource(args, open_options));
+    result.emplace(OpenAnySource(args, plan, open_options));
   }
   Result<Opened>& opened = *result;
   if (!opened) return opened.error();
@@ -356,18 +300,21 @@ Result<Opened> OpenForMount(const MountArgs& args) {
   if (args.verify && !opened->dataset.catalog.has_checksums()) {
     return Fail(EINVAL, "cannot --verify {}: it has no checksums", args.source);
   }
-  if (args.cache_bytes > 0 && !MakePolicy(args.policy, {}, 0)) {
-    return Fail(EINVAL, "unknown --policy {}: use consume-once, pin or lru", args.policy);
-  }
-  if (auto tier = OpenTier(args, *opened); !tier) return tier.error();
+  // The tier's folder is named after the dataset: planned now, opened by the daemon.
+  const bool remote = opened->location.has_value();
+  auto tier =
+      PlanTier(args, remote, opened->Label(), ObserveTier(args, remote, opened->dataset.dir));
+  if (!tier) return tier.error();
+  plan.tier = std::move(*tier);
   return opened;
 }
 
-Result<CacheStack> MakeCacheStack(const MountArgs& args, const Opened& opened) {
+Result<CacheStack> MakeCacheStack(const MountArgs& args, const MountPlan& plan,
+                                  const Opened& opened) {
   const Dataset& dataset = opened.dataset;
   CacheStack stack;
   if (args.cache_bytes == 0) {  // member reads only, on the reader's thread
-    MakeSource(args, opened, stack);
+    MakeSource(args, plan, opened, stack);
     return stack;
   }
   // Faulted in a window ahead of the reads (PinnedArena::kDefaultAhead), never past what the
@@ -379,35 +326,8 @@ Result<CacheStack> MakeCacheStack(const MountArgs& args, const Opened& opened) {
   stack.arena = std::move(*arena);
   if (!stack.arena->locked()) WarnUnlocked(args.cache_bytes);
   stack.gpu = RegisterWithGpu(args, stack);
-  MakeSource(args, opened, stack);
-  GroupSizes sizes(dataset.catalog.group_count(), 0);
-  for (const PackedExtent& f : dataset.catalog.tables().extents) ++sizes[f.group];
-  stack.policy = MakePolicy(args.policy, std::move(sizes), dataset.catalog.file_count());
-  CacheOptions options;
-  options.policy = args.policy;
-  options.prefetch_depth = args.prefetch ? args.prefetch_depth : 0;
-  options.io_piece = stack.source->PartSize();
-  options.demand_block = stack.source->DemandSize();
-  options.reads_in_flight =
-      args.reads_in_flight ? args.reads_in_flight : stack.source->PartsInFlight();
-  options.verify = args.verify;
-  options.digests = opened.digests;
-  options.miss_reads = args.miss_reads;
-  options.page_cache_bytes = PageCacheRoom(args.cache_bytes);
-  auto tier = OpenTier(args, opened, false);
-  if (!tier) return tier.error();
-  stack.tier = std::move(*tier);
-  options.whole_groups = WholeGroups(args, dataset, stack.tier.get());
-  if (!options.whole_groups) options.prefetch_depth = 0;
-  stack.cache = std::make_unique<GroupCache>(dataset.catalog, *stack.source, *stack.arena,
-                                             std::move(stack.policy), options, stack.tier.get());
-  spdlog::info(
-      "cache: {:.1f} MiB, taken as it fills, {}, {} source{}, reads of {} KiB ({} in "
-      "flight), memory {}locked{}",
-      args.cache_bytes / 1048576.0, args.policy, stack.source->kind(),
-      stack.engine ? fmt::format(" ({})", stack.engine->name()) : "", options.io_piece / 1024,
-      options.reads_in_flight, stack.arena->locked() ? "" : "not ",
-      stack.arena->huge_pages() ? ", huge pages" : "");
+  MakeSource(args, plan, opened, stack);
+  if (Status s = MakeGroupCache(args, plan, opened, stack); !s) return s.error();
   TellMissReads(stack.cache->Stats()[miss_read_stat::kMissReads]);
   if (stack.tier) {
     const nlohmann::json t = stack.tier->Stats();

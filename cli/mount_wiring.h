@@ -1,7 +1,8 @@
-// What a mount serves, wired together: the dataset opened and checked (before anything is
-// mounted, in the process that was started), then the cache stack over it (in the process
-// that serves, after the daemon detached: memory locks and threads do not survive a fork).
-// Each step is taken once, from the options, in the order of the layers.
+// What a mount serves, wired together as its plan says (mount_plan.h): the dataset opened
+// and checked (before anything is mounted, in the process that was started), then the
+// cache stack over it with the disk tier (in the process that serves, after the daemon
+// detached: memory locks and threads do not survive a fork). Each step is taken once, in
+// the order of the layers.
 #pragma once
 
 #include <memory>
@@ -13,6 +14,7 @@
 #include "cache/group_cache.h"
 #include "cache/policy/policy.h"
 #include "cache/tier/disk_tier.h"
+#include "cli/mount_plan.h"
 #include "cli/options/mount_options.h"
 #include "dataset/format/open_dataset.h"
 #include "fs/filesystem.h"
@@ -70,9 +72,12 @@ struct CacheStack {
   }
 };
 
-// Opens and checks everything a mount serves, before anything is mounted.
-Result<Opened> OpenForMount(const MountArgs& args);
-// The cache, its source and I/O engine and the disk tier, over an opened dataset.
-Result<CacheStack> MakeCacheStack(const MountArgs& args, const Opened& opened);
+// Opens and checks the dataset a mount serves, through the plan's store, before anything
+// is mounted; then plans its disk tier (`plan.tier`), which only the daemon opens.
+Result<Opened> OpenForMount(const MountArgs& args, MountPlan& plan);
+// The cache, its source and I/O engine and the disk tier, over an opened dataset, as
+// planned.
+Result<CacheStack> MakeCacheStack(const MountArgs& args, const MountPlan& plan,
+                                  const Opened& opened);
 
 }  // namespace gpufs
