@@ -171,8 +171,11 @@ void DaemonLog::UseInDaemon() {
         "gpufsd",
         std::make_shared<spdlog::sinks::syslog_sink_mt>("gpufsd", LOG_PID, LOG_USER, false));
   }
-  // The terminal hears of problems until the mount is ready and it is dropped.
+  // The terminal hears of problems until the mount is ready and it is dropped, in the words
+  // the process that was started uses (EscapeDefaultLog): what the daemon opens, such as the
+  // disk tier, is said there as a check before the fork would have said it.
   auto terminal = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  terminal->set_pattern("gpufsd: %l: %v");
   terminal->set_level(spdlog::level::warn);
   logger->sinks().push_back(terminal);
   Install(std::move(logger), level_);
