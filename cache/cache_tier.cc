@@ -11,6 +11,8 @@ namespace gpufs {
 namespace {
 
 constexpr size_t kStagingPiece = 2 << 20;
+// Write-backs at once: two keep a local disk busy.
+constexpr unsigned kWriters = 2;
 
 }  // namespace
 
@@ -48,9 +50,14 @@ CacheTier::CacheTier(const Catalog& catalog, BlobSource& source, DiskTier& tier,
     hashed_ = std::make_unique<std::atomic<uint64_t>[]>((catalog.file_count() + 63) / 64);
   }
   StartStager(options, arena_bytes, std::move(intact));
+  write_queued_.assign(catalog.group_count(), false);
+  for (unsigned i = 0; i < kWriters; ++i) writers_.emplace_back([this] { WriterLoop(); });
 }
 
-CacheTier::~CacheTier() { stager_.reset(); }
+CacheTier::~CacheTier() {
+  StopWrites();
+  stager_.reset();
+}
 
 std::optional<Result<CachedBytes>> CacheTier::ReadMember(NodeId file, uint64_t offset, size_t size,
                                                          ServedFrom* served_from) {
@@ -101,8 +108,44 @@ bool CacheTier::ReadGroup(uint32_t group, char* target, size_t length, const cha
          Trusted(group, g.offset, group_bytes, g.size);
 }
 
-void CacheTier::Write(uint32_t group, const char* bytes, size_t length) {
-  tier_.Write(names_[group], bytes, length);
+bool CacheTier::WriteBack(uint32_t group, const char* bytes, size_t length,
+                          std::function<void()> written) {
+  std::lock_guard lock(write_mu_);
+  if (writes_stop_ || !Keeps(group) || write_queued_[group] ||
+      write_jobs_.size() >= kMaxWriteBacks) {
+    return false;
+  }
+  write_queued_[group] = true;
+  write_jobs_.push_back(WriteJob{group, bytes, length, std::move(written)});
+  write_wake_.notify_one();
+  return true;
+}
+
+void CacheTier::StopWrites() {
+  {
+    std::lock_guard lock(write_mu_);
+    writes_stop_ = true;
+  }
+  write_wake_.notify_all();
+  for (std::thread& t : writers_) t.join();
+  writers_.clear();
+}
+
+// Writes the queued jobs, those queued before a stop included (their bytes are pinned
+// until written), then ends.
+void CacheTier::WriterLoop() {
+  std::unique_lock lock(write_mu_);
+  for (;;) {
+    write_wake_.wait(lock, [this] { return writes_stop_ || !write_jobs_.empty(); });
+    if (write_jobs_.empty()) return;
+    WriteJob job = std::move(write_jobs_.front());
+    write_jobs_.pop_front();
+    lock.unlock();
+    tier_.Write(names_[job.group], job.bytes, job.length);
+    job.written();
+    lock.lock();
+    write_queued_[job.group] = false;
+  }
 }
 
 // The stager of groups the pinned tier has no room for (tier_staging.h), over the same

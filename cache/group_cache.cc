@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cache/cache_tier.h"
 #include "dataset/format/checksums.h"
 
 namespace gpufs {
@@ -51,8 +52,6 @@ GroupCache::GroupCache(const Catalog& catalog, BlobSource& source, PinnedArena& 
   tier_ = std::make_unique<CacheTier>(
       catalog, source, *tier, options_, arena_.capacity(), checks_.get(), counters_,
       [this](uint32_t group, const char* bytes) { return IntactGroup(group, bytes); });
-  tier_queued_.assign(catalog.group_count(), false);
-  for (unsigned i = 0; i < kTierWorkers; ++i) tier_workers_.emplace_back([this] { TierLoop(); });
 }
 
 GroupCache::~GroupCache() {
@@ -65,10 +64,9 @@ GroupCache::~GroupCache() {
   {  // pieces in flight write into the arena and call back: wait for them all
     std::unique_lock lock(mu_);
     changed_.wait(lock, [this] { return loader_.idle(); });
-    tier_stop_ = true;  // only now: the last pieces' loads may still have queued write-backs
   }
-  tier_wake_.notify_all();
-  for (std::thread& t : tier_workers_) t.join();
+  // Only now: the last pieces' loads may still have queued write-backs.
+  if (tier_) tier_->StopWrites();
   tier_.reset();  // its stager's reads in flight call back into it, and count into counters_
 }
 

@@ -83,9 +83,9 @@
 #include "cache/account/what_if.h"
 #include "cache/arena.h"
 #include "cache/cache_options.h"
-#include "cache/cache_tier.h"
 #include "cache/cached_bytes.h"
 #include "cache/load/group_loader.h"
+#include "cache/lower_tier.h"
 #include "cache/member_reads.h"
 #include "cache/miss_reads.h"
 #include "cache/policy/policy.h"
@@ -203,13 +203,8 @@ class GroupCache : public MemberReader, private PinHolder {
   void UnpinHot(void* slot);
   size_t SpanOf(uint32_t group, uint64_t* start) const;
   void Prefetch();
-  // Write-backs into the disk tier (group_cache_tier.cc); its reads are tier_'s (cache_tier.h).
-  struct TierJob {
-    uint32_t group = 0;
-    bool write_back = false;  // the group's loaded bytes, pinned; else fetch it first
-  };
-  void QueueTierJob(uint32_t group, bool write_back);
-  void TierLoop();
+  // The lower tier's side of the cache (group_cache_tier.cc).
+  void WriteBack(Entry& entry);
   // Whether `group` is being fetched into the disk tier: its readers are served from
   // there, and it is not loaded into the pinned tier meanwhile (never fetched twice).
   bool Staging(uint32_t group) const;
@@ -225,7 +220,8 @@ class GroupCache : public MemberReader, private PinHolder {
   std::unique_ptr<MemberChecks> checks_;  // with options_.verify
   MissReads miss_;                        // how a member whose group is not pinned is read
 
-  // Lock order: mu_, then the policy's or the arena's own lock, never the reverse.
+  // Lock order: mu_, then the policy's, the arena's or the lower tier's own lock, never the
+  // reverse.
   mutable std::mutex mu_;
   // A load finished or room was made (prefetch waits on it), or the last read landed.
   std::condition_variable changed_;
@@ -245,14 +241,7 @@ class GroupCache : public MemberReader, private PinHolder {
   bool reading_ = false;  // a read has arrived; prefetch follows the access stream; guarded by mu_
   std::vector<std::thread> prefetchers_;
 
-  // Write-backs at once: two keep a local disk busy.
-  static constexpr unsigned kTierWorkers = 2;
-  std::unique_ptr<CacheTier> tier_;    // with a disk tier
-  std::condition_variable tier_wake_;  // a tier job was queued, or tier_stop_
-  bool tier_stop_ = false;             // set once no load can finish any more; guarded by mu_
-  std::deque<TierJob> tier_jobs_;      // guarded by mu_
-  std::vector<bool> tier_queued_;      // a job for the group is queued or running; guarded by mu_
-  std::vector<std::thread> tier_workers_;
+  std::unique_ptr<LowerTier> tier_;  // with a disk tier; thread-safe itself
 };
 
 }  // namespace gpufs

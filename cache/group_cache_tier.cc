@@ -1,52 +1,29 @@
-// The group cache's write-backs of groups loaded into the pinned tier into the disk tier
-// (its reads from the tier and its staging are cache_tier.h's), see group_cache.h.
+// The group cache's side of its lower tier (cache/lower_tier.h), see group_cache.h: groups
+// loaded into the pinned tier kept there too, and what the tier holds.
 
 #include "cache/group_cache.h"
 #include "dataset/format/checksums.h"
 
 namespace gpufs {
-namespace {
 
-// Write-backs beyond this are dropped: each holds its group pinned.
-constexpr size_t kMaxWriteBacks = 16;
-
-}  // namespace
-
-// Under mu_. A write-back pins its group until written (groups without room in the
-// pinned tier are staged instead: tier_staging.h). At unmount a load that lands its last
-// pieces is still written back.
-void GroupCache::QueueTierJob(uint32_t group, bool write_back) {
-  if (!write_back || tier_queued_[group] || failed_[group] || tier_stop_ || !tier_->Keeps(group) ||
-      tier_jobs_.size() >= kMaxWriteBacks) {
+// Under mu_: a group loaded from the source is kept in the lower tier too, pinned until
+// written (groups without room in the pinned tier are staged instead: tier_staging.h). At
+// unmount a load that lands its last pieces is still written back.
+void GroupCache::WriteBack(Entry& entry) {
+  const uint32_t group = entry.group;
+  if (failed_[group]) return;
+  // The lower tier calls back without its own lock, so taking mu_ there keeps the order.
+  auto written = [this, held = entries_[group]] {
+    std::lock_guard lock(mu_);
+    if (--held->pins == 0) busy_[held->group] = false;
+    changed_.notify_all();
+  };
+  if (!tier_->WriteBack(group, arena_.base() + entry.arena_offset, entry.arena_bytes,
+                        std::move(written))) {
     return;
   }
-  tier_queued_[group] = true;
-  ++entries_[group]->pins;
+  ++entry.pins;
   busy_[group] = true;
-  tier_jobs_.push_back(TierJob{group, true});
-  tier_wake_.notify_one();
-}
-
-void GroupCache::TierLoop() {
-  std::unique_lock lock(mu_);
-  for (;;) {
-    tier_wake_.wait(lock, [this] { return tier_stop_ || !tier_jobs_.empty(); });
-    if (tier_jobs_.empty()) {
-      if (tier_stop_) return;
-      continue;
-    }
-    const TierJob job = tier_jobs_.front();
-    tier_jobs_.pop_front();
-    Entry& entry = *entries_[job.group];  // pinned: neither evicted nor moved
-    const char* bytes = arena_.base() + entry.arena_offset;
-    const size_t length = entry.arena_bytes;
-    lock.unlock();
-    tier_->Write(job.group, bytes, length);
-    lock.lock();
-    if (--entry.pins == 0) busy_[job.group] = false;
-    changed_.notify_all();
-    tier_queued_[job.group] = false;
-  }
 }
 
 // Whether a whole-blob group matches the blob's checksum, where the index has one.

@@ -200,7 +200,7 @@ void GroupCache::Finish(Entry& entry, Status status) {
   ++counters_.groups_loaded;
   policy_->Admitted(group);
   OpenHot(entry);
-  if (tier_ && !entry.from_tier && entry.damaged.empty()) QueueTierJob(group, true);
+  if (tier_ && !entry.from_tier && entry.damaged.empty()) WriteBack(entry);
   entry.landed.notify_all();
   changed_.notify_all();
 }
