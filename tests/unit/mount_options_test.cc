@@ -7,21 +7,12 @@
 #include <set>
 
 #include "cli/options/mount_options.h"
+#include "tests/unit/parse_mount_args.h"
 
 namespace gpufs {
 namespace {
 
-// gpufsd mount's parser over `words` (after "mount"), -o keys expanded as gpufsd does.
-MountArgs Parse(std::vector<std::string> words) {
-  auto expanded = ExpandMountOptions(std::move(words));
-  EXPECT_TRUE(expanded) << expanded.error().message;
-  MountArgs args;
-  CLI::App app;
-  AddMountOptions(app, args);
-  std::vector<std::string> reversed(expanded->rbegin(), expanded->rend());
-  app.parse(reversed);
-  return args;
-}
+MountArgs Parse(std::vector<std::string> words) { return ParseMountArgs(std::move(words)); }
 
 TEST(MountOptions, EachHasOneNameAKeyAGroupAndAHelp) {
   std::set<std::string> names, keys;

@@ -8,22 +8,13 @@
 
 #include "cli/mount_plan.h"
 #include "dataset/format/open_dataset.h"
+#include "tests/unit/parse_mount_args.h"
 #include "tests/unit/temp_dir.h"
 
 namespace gpufs {
 namespace {
 
-// gpufsd mount's parser over `words` (after "mount"), -o keys expanded as gpufsd does.
-MountArgs Parse(std::vector<std::string> words) {
-  auto expanded = ExpandMountOptions(std::move(words));
-  EXPECT_TRUE(expanded) << expanded.error().message;
-  MountArgs args;
-  CLI::App app;
-  AddMountOptions(app, args);
-  std::vector<std::string> reversed(expanded->rbegin(), expanded->rend());
-  app.parse(reversed);
-  return args;
-}
+MountArgs Parse(std::vector<std::string> words) { return ParseMountArgs(std::move(words)); }
 
 std::string ErrorOf(const Status& s) { return s ? "" : s.error().message; }
 
