@@ -233,17 +233,11 @@ int Answer(const MountPoint& mount, nlohmann::json advice, const AdviseOptions& 
 }  // namespace
 
 int RunAdvise(const std::string& path, const AdviseOptions& options) {
-  const std::string absolute = std::filesystem::absolute(path).lexically_normal().string();
-  auto mount = MountOf(absolute);
-  if (!mount)
-    return fmt::print(stderr, "gpufs-stat: {}\n", PrintableLine(mount.error().message)), 1;
-  if (!mount->is_gpufs()) {
-    fmt::print(stderr, "gpufs-stat: {} is not on a gpufs mount; --advise asks its gpufsd\n", path);
-    return 1;
-  }
-  auto client = DaemonClient::Connect(*mount, options.timeout_s);
-  if (!client)
-    return fmt::print(stderr, "gpufs-stat: {}\n", PrintableLine(client.error().message)), 1;
+  auto connected = ConnectToMountOf(path, "--advise asks its gpufsd", options.timeout_s);
+  if (!connected)
+    return fmt::print(stderr, "gpufs-stat: {}\n", PrintableLine(connected.error().message)), 1;
+  const MountPoint* mount = &connected->mount;
+  const DaemonClient* client = &connected->client;
   auto reply = client->Ask({{"op", "advise"}});
   if (!reply)
     return fmt::print(stderr, "gpufs-stat: {}\n", PrintableLine(reply.error().message)), 1;

@@ -183,4 +183,15 @@ Result<nlohmann::json> DaemonClient::Stats() const {
   return stats;
 }
 
+Result<ConnectedMount> ConnectToMountOf(const std::string& path, std::string_view why,
+                                        double timeout_s) {
+  const std::string absolute = std::filesystem::absolute(path).lexically_normal().string();
+  auto mount = MountOf(absolute);
+  if (!mount) return mount.error();
+  if (!mount->is_gpufs()) return Fail(EINVAL, "{} is not on a gpufs mount; {}", path, why);
+  auto client = DaemonClient::Connect(*mount, timeout_s);
+  if (!client) return client.error();
+  return ConnectedMount{std::move(*mount), std::move(*client)};
+}
+
 }  // namespace gpufs

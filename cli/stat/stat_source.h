@@ -50,4 +50,14 @@ class DaemonClient {
   double timeout_s_;
 };
 
+// The gpufs mount that holds `path` and a client of its daemon.
+struct ConnectedMount {
+  MountPoint mount;
+  DaemonClient client;
+};
+// Finds the mount of `path` (made absolute) and connects to its daemon; a path on no gpufs
+// mount is refused with `why` ("-w watches a gpufsd"). Connect's errors keep their code.
+Result<ConnectedMount> ConnectToMountOf(const std::string& path, std::string_view why,
+                                        double timeout_s);
+
 }  // namespace gpufs

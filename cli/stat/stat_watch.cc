@@ -306,21 +306,15 @@ void Show(const WatchOptions& options, const std::string& mount, const nlohmann:
 }  // namespace
 
 int RunWatch(const std::string& path, const WatchOptions& options) {
-  const std::string absolute = std::filesystem::absolute(path).lexically_normal().string();
-  auto mount = MountOf(absolute);
-  if (!mount)
-    return fmt::print(stderr, "gpufs-stat: {}\n", PrintableLine(mount.error().message)), 1;
-  if (!mount->is_gpufs()) {
-    fmt::print(stderr, "gpufs-stat: {} is not on a gpufs mount; -w watches a gpufsd\n", path);
-    return 1;
-  }
-  auto client = DaemonClient::Connect(*mount, options.timeout_s);
-  if (!client) {
-    fmt::print(stderr, "gpufs-stat: {}\n", PrintableLine(client.error().message));
+  auto connected = ConnectToMountOf(path, "-w watches a gpufsd", options.timeout_s);
+  if (!connected) {
+    fmt::print(stderr, "gpufs-stat: {}\n", PrintableLine(connected.error().message));
     std::fflush(stderr);
-    if (client.error().code == ETIMEDOUT) _exit(1);  // see gpufs_stat.cc
+    if (connected.error().code == ETIMEDOUT) _exit(1);  // see gpufs_stat.cc
     return 1;
   }
+  const MountPoint* mount = &connected->mount;
+  const DaemonClient* client = &connected->client;
   struct sigaction action {};
   action.sa_handler = OnSignal;
   sigaction(SIGINT, &action, nullptr);
