@@ -11,7 +11,7 @@ inline constexpr const char* kHits = "hits";
 inline constexpr const char* kMisses = "misses";
 inline constexpr const char* kSharedWaits = "shared_waits";
 inline constexpr const char* kMemberReads = "member_reads";
-inline constexpr const char* kBytesFromDisk = "bytes_from_disk";  // from the source, all told
+inline constexpr const char* kBytesFromSource = "bytes_from_source";  // from the source, all told
 inline constexpr const char* kMemberBytesFromSource = "member_bytes_from_source";
 inline constexpr const char* kBytesServed = "bytes_served";
 inline constexpr const char* kGroupsLoaded = "groups_loaded";
@@ -54,7 +54,7 @@ inline constexpr Figure kFigures[] = {
     {kIoErrors, "cache_io_errors_total", kCounter, "Reads the cache failed with EIO."},
     {kDemandReads, "cache_demand_reads_total", kCounter,
      "Requests sent for a waiting reader, ahead of prefetch."},
-    {kBytesFromDisk, "cache_disk_bytes_total", kCounter, "Bytes read from the blobs."},
+    {kBytesFromSource, "cache_source_bytes_total", kCounter, "Bytes read from the blobs."},
     {kBudget, "cache_budget_bytes", kGauge, "Pinned cache budget."},
     {kCachedBytes, "cache_bytes", kGauge, "Pinned cache bytes in use."},
     {kCachedGroups, "cache_groups", kGauge, "Groups held in the pinned cache."},

@@ -183,7 +183,7 @@ void CacheTier::StartStager(const CacheOptions& options, size_t arena_bytes,
     return intact(group, span + (catalog_.Group(group).offset - start));
   };
   stager_ = std::make_unique<TierStager>(source_, tier_, std::move(spans), staging,
-                                         std::move(check), &counters_.bytes_from_disk);
+                                         std::move(check), &counters_.bytes_from_source);
 }
 
 bool CacheTier::Trusted(uint32_t group, uint64_t offset, const char* bytes, size_t length) {

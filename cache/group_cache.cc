@@ -24,7 +24,7 @@ GroupCache::GroupCache(const Catalog& catalog, BlobSource& source, PinnedArena& 
                std::array<uint64_t, kServedFromCount> fetched{};
                const uint64_t members = counters_.member_bytes_from_source.load();
                fetched[size_t(ServedFrom::kSourceMember)] = members;
-               fetched[size_t(ServedFrom::kSourceGroup)] = counters_.bytes_from_disk - members;
+               fetched[size_t(ServedFrom::kSourceGroup)] = counters_.bytes_from_source - members;
                fetched[size_t(ServedFrom::kDiskTier)] = tier_ ? tier_->read_bytes() : 0;
                return fetched;
              }),
@@ -211,7 +211,7 @@ Result<CachedBytes> GroupCache::ReadMember(NodeId file, uint64_t offset, size_t 
     return bytes.error();
   }
   ++counters_.member_reads;
-  counters_.bytes_from_disk += bytes->size();
+  counters_.bytes_from_source += bytes->size();
   counters_.member_bytes_from_source += bytes->size();
   counters_.bytes_served += bytes->size();
   return bytes;

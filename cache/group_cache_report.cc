@@ -83,7 +83,7 @@ nlohmann::json GroupCache::Stats() const {
                                    {kMisses, c.misses},
                                    {kSharedWaits, c.shared_waits},
                                    {kMemberReads, c.member_reads},
-                                   {kBytesFromDisk, c.bytes_from_disk},
+                                   {kBytesFromSource, c.bytes_from_source},
                                    {kMemberBytesFromSource, c.member_bytes_from_source},
                                    {kBytesServed, c.bytes_served},
                                    {kGroupsLoaded, c.groups_loaded},
@@ -98,7 +98,7 @@ nlohmann::json GroupCache::Stats() const {
   if (tier_) j[kTier] = tier_->Stats();
   j[miss_read_stat::kMissReads] = miss_.Stats();
   j[stall_stat::kStall] = stall_.Stats();
-  j[kReadAmplification] = served > 0 ? static_cast<double>(c.bytes_from_disk) / served : 0.0;
+  j[kReadAmplification] = served > 0 ? static_cast<double>(c.bytes_from_source) / served : 0.0;
   return j;
 }
 

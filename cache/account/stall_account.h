@@ -87,7 +87,7 @@ inline constexpr Figure kFromFigures[] = {
 inline constexpr Figure kStalledFigure = {kStalledS, "stall_stalled_seconds_total", kCounter,
                                           "Seconds at least one reader waited on storage."};
 inline constexpr Figure kEpochFigures[] = {
-    {kStallFraction, "stall_stall_fraction", kGauge,
+    {kStallFraction, "stall_fraction", kGauge,
      "Share of the epoch's time a reader waited on storage."},
     {kDemandMbPerS, "stall_demand_mb_per_s", kGauge, "MB/s the readers took while not waiting."},
     {kHitRatio, "stall_hit_ratio", kGauge,

@@ -152,8 +152,8 @@ std::vector<std::string> StallLines(const nlohmann::json& c) {
 std::vector<std::string> CacheLines(const nlohmann::json& c, const Rates& r) {
   std::vector<std::string> lines;
   lines.push_back(fmt::format("{:<10}{:>27} MB/s   total {}, read amp {:.2f}x", "fetched",
-                              fmt::format("{:.1f}", r.disk_mb_s),
-                              Bytes(static_cast<double>(r.disk_total)), r.amp_total));
+                              fmt::format("{:.1f}", r.source_mb_s),
+                              Bytes(static_cast<double>(r.source_total)), r.amp_total));
   // The hit ratio is the stall account's, as --advise, /metrics and gpufs-emulate give it:
   // the share of this epoch's bytes that did not come from the source. Reads that found
   // their bytes in memory, prefetched there this epoch or not, are the other figure.

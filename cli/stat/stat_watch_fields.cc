@@ -61,7 +61,7 @@ Rates RatesOf(const nlohmann::json& a, const nlohmann::json& b, double dt) {
   r.reads = static_cast<uint64_t>(delta({"served", "reads"}));
   r.files_s = delta({"served", "files"}) * per_s;
   r.served_mb_s = delta({"served", "bytes"}) * per_s / 1e6;
-  r.disk_mb_s = delta({"cache", cache_stat::kBytesFromDisk}) * per_s / 1e6;
+  r.source_mb_s = delta({"cache", cache_stat::kBytesFromSource}) * per_s / 1e6;
   r.requests_s = delta({"io", source_stat::kRequests}) * per_s;
   r.peer_mb_s = delta({"io", source_stat::kPeerBytes}) * per_s / 1e6;
   r.store_mb_s = delta({"io", source_stat::kBytes}) * per_s / 1e6;
@@ -74,11 +74,11 @@ Rates RatesOf(const nlohmann::json& a, const nlohmann::json& b, double dt) {
   const auto total_hits = static_cast<double>(At(b, {"cache", cache_stat::kHits}));
   r.hit_total = Ratio(total_hits, total_hits + At(b, {"cache", cache_stat::kMisses}) +
                                       At(b, {"cache", cache_stat::kMemberReads}));
-  r.amp_total = std::max(0.0, Ratio(At(b, {"cache", cache_stat::kBytesFromDisk}),
+  r.amp_total = std::max(0.0, Ratio(At(b, {"cache", cache_stat::kBytesFromSource}),
                                     At(b, {"cache", cache_stat::kBytesServed})));
   r.files_total = At(b, {"served", "files"});
   r.bytes_total = At(b, {"served", "bytes"});
-  r.disk_total = At(b, {"cache", cache_stat::kBytesFromDisk});
+  r.source_total = At(b, {"cache", cache_stat::kBytesFromSource});
   return r;
 }
 
@@ -115,7 +115,7 @@ void ServedFields(WatchFields& f, const nlohmann::json& now, const watch::Rates&
   f.push_back({"files_per_s", r.files_s, 0});
   f.push_back({"fuse_transport", watch::TransportOf(now)});
   f.push_back({"served_mb_per_s", r.served_mb_s, 1});
-  f.push_back({"disk_mb_per_s", r.disk_mb_s, 1});
+  f.push_back({"disk_mb_per_s", r.source_mb_s, 1});
   f.push_back({"in_memory_ratio", Measured(r.hit_now), 3});
   f.push_back({"read_amplification", r.amp_total, 2});
   f.push_back({"prefetch_in_flight", At(c, {cache_stat::kPrefetchInFlight})});

@@ -149,7 +149,7 @@ TEST_F(GroupCacheTest, ReadsJustTheMemberWhenTheGroupCannotBeAdmitted) {
   MakeCache(8192, "pin", engine);  // smaller than a 12000-byte group
   EXPECT_EQ(ReadWhole("c/1-2"), contents_["c/1-2"]);
   EXPECT_EQ(cache_->counters().member_reads.load(), 1u);
-  EXPECT_EQ(cache_->counters().bytes_from_disk.load(), 3000u);
+  EXPECT_EQ(cache_->counters().bytes_from_source.load(), 3000u);
   EXPECT_LE(arena_->used(), arena_->capacity());
 }
 
@@ -165,7 +165,7 @@ TEST_F(GroupCacheTest, MembersOnlyNeverLoadsAGroupThoughTheBudgetHasRoom) {
   }
   EXPECT_EQ(cache_->counters().member_reads.load(), 4u);
   EXPECT_EQ(cache_->counters().groups_loaded.load(), 0u);
-  EXPECT_EQ(cache_->counters().bytes_from_disk.load(), 4u * 3000);
+  EXPECT_EQ(cache_->counters().bytes_from_source.load(), 4u * 3000);
   EXPECT_FALSE(cache_->Resident(0));
   EXPECT_EQ(arena_->used(), 0u);
 }

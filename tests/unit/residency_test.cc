@@ -169,7 +169,7 @@ TEST_F(ResidencyTest, MetricsAreInPrometheusTextFormat) {
   EXPECT_THAT(text, HasSubstr("# TYPE gpufs_served_files_total counter\n"
                               "gpufs_served_files_total 1\n"));
   EXPECT_THAT(text, HasSubstr("gpufs_cache_misses_total 1\n"));
-  EXPECT_THAT(text, HasSubstr("gpufs_cache_disk_bytes_total "));
+  EXPECT_THAT(text, HasSubstr("gpufs_cache_source_bytes_total "));
   EXPECT_THAT(text, HasSubstr("gpufs_dataset_files 4\n"));
   // Every series exported is in the listing the guide's table is made from.
   const std::string listing = MetricsListing();

@@ -16,6 +16,7 @@
 #include <optional>
 #include <random>
 
+#include "cache/cache_stat.h"
 #include "cache/group_cache.h"
 #include "dataset/catalog_builder.h"
 #include "tests/unit/fake_source.h"
@@ -292,9 +293,9 @@ class ReplayVsCacheTest : public ::testing::Test {
   void Settle(const GroupCache& cache, const DiskTier& tier) {
     for (;;) {
       const nlohmann::json stats = cache.Stats();
-      const nlohmann::json& staging = stats["tier"][tier_stat::kStaging];
-      const uint64_t asked = stats["groups_loaded"].get<uint64_t>() -
-                             stats["tier"][tier_stat::kHits].get<uint64_t>() +
+      const nlohmann::json& staging = stats[cache_stat::kTier][tier_stat::kStaging];
+      const uint64_t asked = stats[cache_stat::kGroupsLoaded].get<uint64_t>() -
+                             stats[cache_stat::kTier][tier_stat::kHits].get<uint64_t>() +
                              staging[staging_stat::kStaged].get<uint64_t>() +
                              staging[staging_stat::kNotKept].get<uint64_t>() + refused_claims_;
       const nlohmann::json t = tier.Stats();
@@ -312,12 +313,13 @@ class ReplayVsCacheTest : public ::testing::Test {
   static Measured Counts(GroupCache& cache) {
     const nlohmann::json stats = cache.Stats();
     Measured m;
-    m.memory_hits = stats["hits"].get<uint64_t>() + stats["shared_waits"].get<uint64_t>();
-    m.bytes_from_source = stats["bytes_from_disk"];
+    m.memory_hits =
+        stats[cache_stat::kHits].get<uint64_t>() + stats[cache_stat::kSharedWaits].get<uint64_t>();
+    m.bytes_from_source = stats[cache_stat::kBytesFromSource];
     if (cache.has_tier()) {
-      m.tier_reads = stats["tier"][tier_stat::kHits].get<uint64_t>() +
-                     stats["tier"][tier_stat::kSliceHits].get<uint64_t>();
-      m.staged = stats["tier"][tier_stat::kStaging][staging_stat::kStaged];
+      m.tier_reads = stats[cache_stat::kTier][tier_stat::kHits].get<uint64_t>() +
+                     stats[cache_stat::kTier][tier_stat::kSliceHits].get<uint64_t>();
+      m.staged = stats[cache_stat::kTier][tier_stat::kStaging][staging_stat::kStaged];
     }
     return m;
   }

@@ -121,7 +121,7 @@ def main():
         if stats and stats_before:
             # A mount without a cache (--cache-size 0) has only the source's counters.
             row["gpufs"] = {k: stats[k] - stats_before[k] for k in
-                            ("hits", "misses", "member_reads", "bytes_from_disk", "bytes_served",
+                            ("hits", "misses", "member_reads", "bytes_from_source", "bytes_served",
                              "prefetch_issued", "prefetch_used", "prefetch_wasted")
                             if k in stats and k in stats_before}
             if "io" in stats and "io" in stats_before:
