@@ -2,6 +2,7 @@
 // once for the cache, gpufs-stat and /metrics, and what /metrics exports of them.
 #pragma once
 
+#include "cache/cache_options.h"
 #include "source/figure.h"
 
 namespace gpufs::cache_stat {
@@ -38,23 +39,41 @@ inline constexpr const char* kHugePages = "huge_pages";
 inline constexpr const char* kReadAmplification = "read_amplification";
 inline constexpr const char* kTier = "tier";  // the disk tier's (tier_stat), when there is one
 
+// The cache's counters (CacheCounters): its Stats() and, those with a metric, /metrics.
+inline constexpr CounterFigure<CacheCounters> kCounterFigures[] = {
+    {{kHits, "cache_hits_total", kCounter, "Reads served from a cached group."},
+     &CountOf<&CacheCounters::hits>},
+    {{kMisses, "cache_misses_total", kCounter, "Reads that loaded their group."},
+     &CountOf<&CacheCounters::misses>},
+    {{kSharedWaits, "cache_shared_waits_total", kCounter,
+      "Reads that waited for a load already in flight."},
+     &CountOf<&CacheCounters::shared_waits>},
+    {{kMemberReads, "cache_member_reads_total", kCounter,
+      "Reads served by reading their file alone."},
+     &CountOf<&CacheCounters::member_reads>},
+    {{kGroupsLoaded, "cache_groups_loaded_total", kCounter, "Groups loaded into the cache."},
+     &CountOf<&CacheCounters::groups_loaded>},
+    {{kEvictions, "cache_evictions_total", kCounter, "Groups evicted from the cache."},
+     &CountOf<&CacheCounters::evictions>},
+    {{kPrefetchIssued, "cache_prefetch_issued_total", kCounter, "Group loads started ahead."},
+     &CountOf<&CacheCounters::prefetch_issued>},
+    {{kPrefetchUsed, "cache_prefetch_used_total", kCounter,
+      "Prefetched groups read before they were evicted."},
+     &CountOf<&CacheCounters::prefetch_used>},
+    {{kPrefetchWasted, "cache_prefetch_wasted_total", kCounter,
+      "Prefetched groups evicted unread."},
+     &CountOf<&CacheCounters::prefetch_wasted>},
+    {{kIoErrors, "cache_io_errors_total", kCounter, "Reads the cache failed with EIO."},
+     &CountOf<&CacheCounters::io_errors>},
+    {{kDemandReads, "cache_demand_reads_total", kCounter,
+      "Requests sent for a waiting reader, ahead of prefetch."},
+     &CountOf<&CacheCounters::demand_reads>},
+    {{kBytesFromSource, "cache_source_bytes_total", kCounter, "Bytes read from the blobs."},
+     &CountOf<&CacheCounters::bytes_from_source>},
+    {{kMemberBytesFromSource}, &CountOf<&CacheCounters::member_bytes_from_source>},
+    {{kBytesServed}, &CountOf<&CacheCounters::bytes_served>}};
+// The gauges that /metrics exports.
 inline constexpr Figure kFigures[] = {
-    {kHits, "cache_hits_total", kCounter, "Reads served from a cached group."},
-    {kMisses, "cache_misses_total", kCounter, "Reads that loaded their group."},
-    {kSharedWaits, "cache_shared_waits_total", kCounter,
-     "Reads that waited for a load already in flight."},
-    {kMemberReads, "cache_member_reads_total", kCounter,
-     "Reads served by reading their file alone."},
-    {kGroupsLoaded, "cache_groups_loaded_total", kCounter, "Groups loaded into the cache."},
-    {kEvictions, "cache_evictions_total", kCounter, "Groups evicted from the cache."},
-    {kPrefetchIssued, "cache_prefetch_issued_total", kCounter, "Group loads started ahead."},
-    {kPrefetchUsed, "cache_prefetch_used_total", kCounter,
-     "Prefetched groups read before they were evicted."},
-    {kPrefetchWasted, "cache_prefetch_wasted_total", kCounter, "Prefetched groups evicted unread."},
-    {kIoErrors, "cache_io_errors_total", kCounter, "Reads the cache failed with EIO."},
-    {kDemandReads, "cache_demand_reads_total", kCounter,
-     "Requests sent for a waiting reader, ahead of prefetch."},
-    {kBytesFromSource, "cache_source_bytes_total", kCounter, "Bytes read from the blobs."},
     {kBudget, "cache_budget_bytes", kGauge, "Pinned cache budget."},
     {kCachedBytes, "cache_bytes", kGauge, "Pinned cache bytes in use."},
     {kCachedGroups, "cache_groups", kGauge, "Groups held in the pinned cache."},

@@ -78,23 +78,7 @@ nlohmann::json GroupCache::Stats() const {
   j[kArenaPrefaulted] = arena_.prefaulted();
   j[kArenaTaken] = arena_.taken();
   j[kHugePages] = arena_.huge_pages();
-  // Each read once: the striped ones sum their stripes.
-  for (const auto& [key, value] : {std::pair<const char*, uint64_t>{kHits, c.hits},
-                                   {kMisses, c.misses},
-                                   {kSharedWaits, c.shared_waits},
-                                   {kMemberReads, c.member_reads},
-                                   {kBytesFromSource, c.bytes_from_source},
-                                   {kMemberBytesFromSource, c.member_bytes_from_source},
-                                   {kBytesServed, c.bytes_served},
-                                   {kGroupsLoaded, c.groups_loaded},
-                                   {kEvictions, c.evictions},
-                                   {kPrefetchIssued, c.prefetch_issued},
-                                   {kPrefetchUsed, c.prefetch_used},
-                                   {kPrefetchWasted, c.prefetch_wasted},
-                                   {kIoErrors, c.io_errors},
-                                   {kDemandReads, c.demand_reads}}) {
-    j[key] = value;
-  }
+  PutCounts(j, kCounterFigures, c);  // each read once: the striped ones sum their stripes
   if (tier_) j[kTier] = tier_->Stats();
   j[miss_read_stat::kMissReads] = miss_.Stats();
   j[stall_stat::kStall] = stall_.Stats();

@@ -51,9 +51,12 @@ void Sample(std::string& out, const Figure& f, const nlohmann::json& v,
   }
 }
 
-// The figures of `stats` that it holds, one series each.
-void Export(std::string& out, Figures figures, const nlohmann::json& stats) {
+// The figures of `stats` that it holds, one series each; `figures` is a table of Figures or
+// of rows made of one (figure.h), whose rows without a metric are for Stats() only.
+template <class Table>
+void Export(std::string& out, const Table& figures, const nlohmann::json& stats) {
   for (const Figure& f : figures) {
+    if (!f.metric) continue;
     const nlohmann::json& v = At(stats, f.key);
     if (!IsSample(v)) continue;
     Family(out, f);
@@ -62,9 +65,11 @@ void Export(std::string& out, Figures figures, const nlohmann::json& stats) {
 }
 
 // Figures of several objects, one series an object labelled `label`="its name".
-void ExportLabelled(std::string& out, Figures figures, std::string_view label,
+template <class Table>
+void ExportLabelled(std::string& out, const Table& figures, std::string_view label,
                     const std::vector<std::pair<std::string, const nlohmann::json*>>& objects) {
   for (const Figure& f : figures) {
+    if (!f.metric) continue;
     Family(out, f);
     for (const auto& [name, stats] : objects) {
       const nlohmann::json& v = At(*stats, f.key);
@@ -89,7 +94,8 @@ void SourceMetrics(std::string& out, const nlohmann::json& io) {
     for (const nlohmann::json& peer : peers) {
       each.emplace_back(LabelValue(peer.value(remote::peer_stat::kUrl, "")), &peer);
     }
-    ExportLabelled(out, remote::peer_stat::kFigures, "peer", each);
+    ExportLabelled(out, Figures{&remote::peer_stat::kUpFigure, 1}, "peer", each);
+    ExportLabelled(out, remote::peer_stat::kCounterFigures, "peer", each);
   }
   const nlohmann::json& c = At(io, kCredentials);
   if (!c.is_object()) return;
@@ -107,7 +113,7 @@ void StallMetrics(std::string& out, const nlohmann::json& stall) {
   std::vector<std::pair<std::string, const nlohmann::json*>> from;
   for (const char* tier : kServedFromNames) from.emplace_back(tier, &stall[kTotals][kFrom][tier]);
   ExportLabelled(out, kFromFigures, "from", from);
-  Export(out, {&kStalledFigure, 1}, stall[kTotals]);
+  Export(out, Figures{&kStalledFigure, 1}, stall[kTotals]);
   std::vector<std::pair<std::string, const nlohmann::json*>> epochs;
   for (const char* which : {kCurrent, kLast}) {
     if (stall[which].is_object()) epochs.emplace_back(which, &stall[which]);
@@ -126,8 +132,10 @@ std::string MetricsText(const Filesystem& fs) {
   SourceMetrics(out, stats[fs_stat::kIo]);
   const nlohmann::json& cache = stats[fs_stat::kCache];
   if (cache.is_null()) return out;
+  Export(out, cache_stat::kCounterFigures, cache);
   Export(out, cache_stat::kFigures, cache);
   StallMetrics(out, At(cache, stall_stat::kStall));
+  Export(out, tier_stat::kCounterFigures, At(cache, cache_stat::kTier));
   Export(out, tier_stat::kFigures, At(cache, cache_stat::kTier));
   Export(out, miss_read_stat::kFigures, At(cache, miss_read_stat::kMissReads));
   return out;
@@ -135,8 +143,9 @@ std::string MetricsText(const Filesystem& fs) {
 
 std::string MetricsListing() {
   std::string out = "| metric | type | labels | what it counts |\n|---|---|---|---|\n";
-  auto rows = [&out](Figures figures, std::string_view labels) {
+  auto rows = [&out](const auto& figures, std::string_view labels) {
     for (const Figure& f : figures) {
+      if (!f.metric) continue;
       fmt::format_to(std::back_inserter(out), "| `gpufs_{}` | {} | {} | {} |\n", f.metric,
                      f.kind == kCounter ? "counter" : "gauge", labels, f.help);
     }
@@ -145,13 +154,16 @@ std::string MetricsListing() {
   rows(fs_stat::kServedFigures, "");
   rows(kernel_stat::kFigures, "");
   rows(source_stat::kFigures, "");
-  rows(remote::peer_stat::kFigures, "`peer`");
-  rows({&source_stat::kCredentialInfo, 1}, "`source`");
+  rows(Figures{&remote::peer_stat::kUpFigure, 1}, "`peer`");
+  rows(remote::peer_stat::kCounterFigures, "`peer`");
+  rows(Figures{&source_stat::kCredentialInfo, 1}, "`source`");
   rows(source_stat::kCredentialFigures, "");
+  rows(cache_stat::kCounterFigures, "");
   rows(cache_stat::kFigures, "");
   rows(stall_stat::kFromFigures, "`from`");
-  rows({&stall_stat::kStalledFigure, 1}, "");
+  rows(Figures{&stall_stat::kStalledFigure, 1}, "");
   rows(stall_stat::kEpochFigures, "`epoch`");
+  rows(tier_stat::kCounterFigures, "");
   rows(tier_stat::kFigures, "");
   rows(miss_read_stat::kFigures, "");
   return out;

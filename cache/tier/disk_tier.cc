@@ -366,24 +366,13 @@ bool DiskTier::Present(const std::string& name) const {
 }
 
 nlohmann::json DiskTier::Stats() const {
-  const uint64_t used = ledger_.Used();
-  const Counters& c = counters_;
-  return {{tier_stat::kRoot, options_.root.string()},
-          {tier_stat::kEnabled, enabled_.load()},
-          {tier_stat::kBound, options_.max_bytes},
-          {tier_stat::kKeepFree, ledger_.keep_free()},
-          {tier_stat::kUsed, used},
-          {tier_stat::kHits, c.hits.load()},
-          {tier_stat::kSliceHits, c.slice_hits.load()},
-          {tier_stat::kMisses, c.misses.load()},
-          {tier_stat::kDamaged, c.damaged.load()},
-          {tier_stat::kHashMismatches, c.hash_mismatches.load()},
-          {tier_stat::kReadBytes, c.read_bytes.load()},
-          {tier_stat::kWrites, c.writes.load()},
-          {tier_stat::kWriteBytes, c.write_bytes.load()},
-          {tier_stat::kSkipped, c.skipped.load()},
-          {tier_stat::kWriteErrors, c.write_errors.load()},
-          {tier_stat::kEvictions, c.evictions.load()}};
+  nlohmann::json j{{tier_stat::kRoot, options_.root.string()},
+                   {tier_stat::kEnabled, enabled_.load()},
+                   {tier_stat::kBound, options_.max_bytes},
+                   {tier_stat::kKeepFree, ledger_.keep_free()},
+                   {tier_stat::kUsed, ledger_.Used()}};
+  PutCounts(j, tier_stat::kCounterFigures, counters_);
+  return j;
 }
 
 std::string TierFileName(uint32_t group, std::string_view blob, std::string_view identity,

@@ -124,11 +124,6 @@ class DiskTier {
   uint64_t read_bytes() const { return counters_.read_bytes.load(std::memory_order_relaxed); }
 
  private:
-  struct Counters {
-    std::atomic<uint64_t> hits{0}, slice_hits{0}, misses{0}, damaged{0}, read_bytes{0};
-    std::atomic<uint64_t> hash_mismatches{0};
-    std::atomic<uint64_t> writes{0}, write_bytes{0}, skipped{0}, write_errors{0}, evictions{0};
-  };
   struct OpenedCopy;  // a descriptor of a copy and its header, cached for slice reads
 
   DiskTier(DiskTierOptions options, uint64_t keep_free, int root_fd, int dir_fd, int ledger_fd);
@@ -159,7 +154,7 @@ class DiskTier {
   // epoch, the groups read last, which are as likely to come late as any (no hits); one
   // that keeps what it has serves its share of every epoch.
   const timespec opened_;
-  mutable Counters counters_;
+  mutable tier_stat::Counters counters_;
   // Open copies for slice reads, the least recently used closed past kOpenCopies; a copy
   // this daemon deletes is forgotten (one another daemon deletes still reads its own
   // bytes, names key the bytes, and holds its space until it is closed). Guarded by

@@ -2,6 +2,9 @@
 // for the tier, the cache, gpufs-stat and /metrics, and what /metrics exports of them.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
+
 #include "source/figure.h"
 
 namespace gpufs {
@@ -28,21 +31,42 @@ inline constexpr const char* kEnabled = "enabled";
 inline constexpr const char* kFills = "fills";  // groups fetched for the tier alone (the cache's)
 inline constexpr const char* kStaging = "staging";  // the stager's own (tier_staging.h)
 
+// What the tier counts, each under the key of its row below.
+struct Counters {
+  std::atomic<uint64_t> hits{0}, slice_hits{0}, misses{0}, damaged{0}, read_bytes{0};
+  std::atomic<uint64_t> hash_mismatches{0};
+  std::atomic<uint64_t> writes{0}, write_bytes{0}, skipped{0}, write_errors{0}, evictions{0};
+};
+
+// The tier's counters: its Stats() and /metrics.
+inline constexpr CounterFigure<Counters> kCounterFigures[] = {
+    {{kHits, "disk_tier_hits_total", kCounter, "Groups read back whole from the disk tier."},
+     &CountOf<&Counters::hits>},
+    {{kSliceHits, "disk_tier_slice_hits_total", kCounter,
+      "Files read back alone from the disk tier."},
+     &CountOf<&Counters::slice_hits>},
+    {{kMisses, "disk_tier_misses_total", kCounter, "Disk tier reads that found no copy."},
+     &CountOf<&Counters::misses>},
+    {{kDamaged, "disk_tier_damaged_total", kCounter, "Disk tier copies found damaged and deleted."},
+     &CountOf<&Counters::damaged>},
+    {{kHashMismatches, "disk_tier_hash_mismatches_total", kCounter,
+      "Disk tier copies deleted because they did not match the index's SHA-256."},
+     &CountOf<&Counters::hash_mismatches>},
+    {{kReadBytes, "disk_tier_read_bytes_total", kCounter, "Bytes read from the disk tier."},
+     &CountOf<&Counters::read_bytes>},
+    {{kWrites, "disk_tier_writes_total", kCounter, "Groups written to the disk tier."},
+     &CountOf<&Counters::writes>},
+    {{kWriteBytes, "disk_tier_write_bytes_total", kCounter, "Bytes written to the disk tier."},
+     &CountOf<&Counters::write_bytes>},
+    {{kSkipped, "disk_tier_write_skipped_total", kCounter,
+      "Groups not kept on disk for want of room."},
+     &CountOf<&Counters::skipped>},
+    {{kWriteErrors, "disk_tier_write_errors_total", kCounter, "Disk tier writes that failed."},
+     &CountOf<&Counters::write_errors>},
+    {{kEvictions, "disk_tier_evictions_total", kCounter, "Disk tier copies deleted to make room."},
+     &CountOf<&Counters::evictions>}};
+// The rest that /metrics exports: the cache's fills, and the folder's gauges.
 inline constexpr Figure kFigures[] = {
-    {kHits, "disk_tier_hits_total", kCounter, "Groups read back whole from the disk tier."},
-    {kSliceHits, "disk_tier_slice_hits_total", kCounter,
-     "Files read back alone from the disk tier."},
-    {kMisses, "disk_tier_misses_total", kCounter, "Disk tier reads that found no copy."},
-    {kDamaged, "disk_tier_damaged_total", kCounter, "Disk tier copies found damaged and deleted."},
-    {kHashMismatches, "disk_tier_hash_mismatches_total", kCounter,
-     "Disk tier copies deleted because they did not match the index's SHA-256."},
-    {kReadBytes, "disk_tier_read_bytes_total", kCounter, "Bytes read from the disk tier."},
-    {kWrites, "disk_tier_writes_total", kCounter, "Groups written to the disk tier."},
-    {kWriteBytes, "disk_tier_write_bytes_total", kCounter, "Bytes written to the disk tier."},
-    {kSkipped, "disk_tier_write_skipped_total", kCounter,
-     "Groups not kept on disk for want of room."},
-    {kWriteErrors, "disk_tier_write_errors_total", kCounter, "Disk tier writes that failed."},
-    {kEvictions, "disk_tier_evictions_total", kCounter, "Disk tier copies deleted to make room."},
     {kFills, "disk_tier_fills_total", kCounter, "Groups fetched to the disk tier alone."},
     {kUsed, "disk_tier_used_bytes", kGauge,
      "Bytes in the disk tier folder, all daemons sharing it."},

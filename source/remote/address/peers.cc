@@ -154,10 +154,7 @@ Result<std::string> ReadPeerSecret(const std::filesystem::path& path) {
   return std::string(word);
 }
 
-struct PeerSet::Peer {
-  std::atomic<uint64_t> requests{0};
-  std::atomic<uint64_t> bytes{0};
-  std::atomic<uint64_t> failures{0};
+struct PeerSet::Peer : peer_stat::Counters {
   std::mutex mu;
   bool down = false;           // guarded by mu
   bool probing = false;        // guarded by mu: one request is trying a down peer
@@ -232,11 +229,9 @@ nlohmann::json PeerSet::Stats() const {
       std::lock_guard lock(p.mu);
       up = !p.down;
     }
-    all.push_back({{peer_stat::kUrl, url(i)},
-                   {peer_stat::kUp, up},
-                   {peer_stat::kRequests, p.requests.load(std::memory_order_relaxed)},
-                   {peer_stat::kBytes, p.bytes.load(std::memory_order_relaxed)},
-                   {peer_stat::kFailures, p.failures.load(std::memory_order_relaxed)}});
+    nlohmann::json j{{peer_stat::kUrl, url(i)}, {peer_stat::kUp, up}};
+    PutCounts(j, peer_stat::kCounterFigures, p);
+    all.push_back(std::move(j));
   }
   return all;
 }

@@ -29,18 +29,28 @@
 namespace gpufs::remote {
 
 // The keys of each peer's stats (under source_stat::kPeers), and what /metrics exports of
-// them, one series per peer labelled by its URL.
+// them (whether it is up, then its counters), one series per peer labelled by its URL.
 namespace peer_stat {
 inline constexpr const char* kUrl = "url";
 inline constexpr const char* kUp = "up";  // false while it is skipped
 inline constexpr const char* kRequests = "requests";
 inline constexpr const char* kBytes = "bytes";
 inline constexpr const char* kFailures = "failures";
-inline constexpr Figure kFigures[] = {
-    {kUp, "peer_up", kGauge, "Whether the peer cache is asked (1) or skipped (0)."},
-    {kRequests, "peer_requests_total", kCounter, "Requests sent to the peer cache."},
-    {kBytes, "peer_bytes_total", kCounter, "Bytes received from the peer cache."},
-    {kFailures, "peer_failures_total", kCounter, "Requests the peer cache failed."}};
+// A peer's counts, each under the key of its row below.
+struct Counters {
+  std::atomic<uint64_t> requests{0};
+  std::atomic<uint64_t> bytes{0};
+  std::atomic<uint64_t> failures{0};
+};
+inline constexpr Figure kUpFigure = {kUp, "peer_up", kGauge,
+                                     "Whether the peer cache is asked (1) or skipped (0)."};
+inline constexpr CounterFigure<Counters> kCounterFigures[] = {
+    {{kRequests, "peer_requests_total", kCounter, "Requests sent to the peer cache."},
+     &CountOf<&Counters::requests>},
+    {{kBytes, "peer_bytes_total", kCounter, "Bytes received from the peer cache."},
+     &CountOf<&Counters::bytes>},
+    {{kFailures, "peer_failures_total", kCounter, "Requests the peer cache failed."},
+     &CountOf<&Counters::failures>}};
 }  // namespace peer_stat
 
 struct PeerConfig {

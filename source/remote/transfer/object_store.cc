@@ -408,7 +408,7 @@ nlohmann::json ObjectStore::Stats() const {
   if (impl_->peers) {
     stats[source_stat::kPeers] = impl_->peers->Stats();
     for (const nlohmann::json& peer : stats[source_stat::kPeers]) {
-      failures += peer.value("failures", uint64_t{0});
+      failures += peer.value(peer_stat::kFailures, uint64_t{0});
     }
   }
   stats[source_stat::kPeerFailures] = failures;  // each peer's, added up
