@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 
+#include "base/sizes.h"
 #include "cli/mount_point.h"
 #include "cli/options/kernel_limits.h"
 #include "cli/options/sizes.h"
@@ -113,12 +114,12 @@ void TellDefaultBound(const DiskTier& tier, const TierPlan& plan, const Catalog&
   if (room < bound) {
     why = fmt::format(
         "its disk's free space less the {} it leaves free; {}, {}, once there is room",
-        ApproxSize(tier.Stats()[tier_stat::kKeepFree].get<uint64_t>()), why, ApproxSize(bound));
+        FormatSize(tier.Stats()[tier_stat::kKeepFree].get<uint64_t>()), why, FormatSize(bound));
   }
   fmt::print(stderr,
              "gpufsd: disk cache {} holds up to {} ({}; this dataset takes {}{}); "
              "--disk-cache-size changes it\n",
-             plan.options->root.string(), ApproxSize(room), why, ApproxSize(dataset),
+             plan.options->root.string(), FormatSize(room), why, FormatSize(dataset),
              dataset > room ? ", more" : "");
 }
 
@@ -229,7 +230,7 @@ void TellMissReads(const nlohmann::json& m) {
           ? "with their groups, through the page cache"
           : "alone",
       m[kMode].get<std::string>(), m[kDevice].get<std::string>(),
-      ApproxSize(static_cast<uint64_t>(m[kBreakEven].get<double>())), predicted * 100);
+      FormatSize(static_cast<uint64_t>(m[kBreakEven].get<double>())), predicted * 100);
 }
 
 // Unlocked, the cache may be swapped out under memory pressure (a read then waits on the
@@ -332,7 +333,7 @@ Result<CacheStack> MakeCacheStack(const MountArgs& args, const MountPlan& plan,
   if (stack.tier) {
     const nlohmann::json t = stack.tier->Stats();
     spdlog::info("disk cache: {} (up to {})", t[tier_stat::kRoot].get<std::string>(),
-                 ApproxSize(stack.tier->Room()));
+                 FormatSize(stack.tier->Room()));
   }
   return stack;
 }

@@ -1,5 +1,6 @@
 #include "cache/account/advice.h"
 
+#include "base/sizes.h"
 #include "cache/policy/policy.h"
 
 #include <fmt/format.h>
@@ -61,7 +62,10 @@ double LoaderSeconds(const StallEpoch& e) {
   return std::max(0.0, e.delta.at_ns / 1e9 - WaitNs(e) / readers / 1e9);
 }
 
-std::string MiB(uint64_t bytes) { return fmt::format("{}MiB", (bytes + (1 << 20) - 1) >> 20); }
+// Rounded up, so that the budget it names is never below the one modelled.
+std::string MiB(uint64_t bytes) {
+  return FormatSize(bytes, {.unit = SizeScale::kMega, .rounding = SizeStyle::kUp, .separator = ""});
+}
 
 std::string Pct(double f) { return fmt::format("{:.1f}%", 100 * f); }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "base/sizes.h"
 #include "cli/options/kernel_limits.h"
 #include "cli/options/mount_options.h"
 #include "cli/options/overloaded.h"
@@ -73,8 +74,8 @@ std::string SizeBoundProblem(const MountOption& option, uint64_t bytes, std::str
   const double least = std::max(1.0, option.low);
   if (option.high == 0 || (bytes >= least && bytes <= option.high)) return {};
   return fmt::format("{} is out of range: give {} to {}", text,
-                     ApproxSize(static_cast<uint64_t>(least)),
-                     ApproxSize(static_cast<uint64_t>(option.high)));
+                     FormatSize(static_cast<uint64_t>(least)),
+                     FormatSize(static_cast<uint64_t>(option.high)));
 }
 
 // Why `value` is not one `option` takes, in words a person acts on; empty when it is.
@@ -260,9 +261,9 @@ Status CheckCacheFits(const MountArgs& args) {
               "cannot use --cache-size {}: more than the memory this process may use ({}{}); "
               "the cache is "
               "pinned in RAM, so give it at most about half of it (the default, a quarter, is {})",
-              ApproxSize(args.cache_bytes), ApproxSize(memory),
+              FormatSize(args.cache_bytes), FormatSize(memory),
               memory < PhysicalMemory() ? ", its cgroup's limit" : "",
-              ApproxSize(MountArgs::DefaultCacheBytes()));
+              FormatSize(MountArgs::DefaultCacheBytes()));
 }
 
 Result<std::vector<std::string>> ExpandMountOptions(std::vector<std::string> args) {

@@ -6,28 +6,16 @@
 
 #include <sstream>
 
+#include "base/sizes.h"
 #include "cli/options/mount_options.h"
 #include "cli/options/overloaded.h"
 
 namespace gpufs {
 namespace {
 
-// The largest unit that divides `bytes` whole, so that the text parses back exactly:
-// IEC ("4MiB") where one does, else SI ("1GB").
-std::string SizeText(uint64_t bytes) {
-  if (bytes == 0) return "0";
-  static constexpr const char* kIec[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  static constexpr const char* kSi[] = {"B", "kB", "MB", "GB", "TB"};
-  for (const auto& [units, base] : {std::pair{kIec, 1024u}, std::pair{kSi, 1000u}}) {
-    uint64_t count = bytes;
-    int unit = 0;
-    while (unit < 4 && count >= base && count % base == 0) {
-      count /= base;
-      ++unit;
-    }
-    if (unit > 0 || base == 1000) return fmt::format("{}{}", count, units[unit]);
-  }
-  return "";
+// Whole, in a unit ParseSize reads back exactly ("4MiB", "1GB").
+std::string ExactSize(uint64_t bytes) {
+  return FormatSize(bytes, {.exact = true, .largest = SizeScale::kTera, .separator = ""});
 }
 
 std::string SecondsText(double seconds) { return fmt::format("{}", seconds); }
@@ -54,7 +42,7 @@ std::string Text(const MountOption& option, MountArgs& args) {
                                },
                                [&](FieldOf<uint64_t> f) -> std::string {
                                  const uint64_t value = f(args);
-                                 return option.kind == OptionKind::kSize ? SizeText(value)
+                                 return option.kind == OptionKind::kSize ? ExactSize(value)
                                                                          : std::to_string(value);
                                },
                                [&](FieldOf<double> f) { return SecondsText(f(args)); },

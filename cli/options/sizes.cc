@@ -89,18 +89,4 @@ CLI::Validator SizeValue(uint64_t least_bare) {
       "SIZE");
 }
 
-std::string ApproxSize(uint64_t bytes) {
-  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double value = static_cast<double>(bytes);
-  size_t unit = 0;
-  while (value >= 1024 && unit + 1 < std::size(kUnits)) {
-    value /= 1024;
-    ++unit;
-  }
-  if (unit == 0 || value >= 100 || value == static_cast<double>(static_cast<uint64_t>(value))) {
-    return fmt::format("{:.0f} {}", value, kUnits[unit]);
-  }
-  return fmt::format("{:.1f} {}", value, kUnits[unit]);
-}
-
 }  // namespace gpufs

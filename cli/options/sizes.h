@@ -19,9 +19,6 @@ namespace gpufs {
 // other than 0 below `least_bare` is refused.
 Result<uint64_t> ParseSize(std::string_view text, uint64_t least_bare);
 
-// `bytes` for a person to read, rounded: "23.4 GiB", "512 MiB", "100 B".
-std::string ApproxSize(uint64_t bytes);
-
 // A CLI11 transform that turns a size into its byte count, refusing as ParseSize does.
 CLI::Validator SizeValue(uint64_t least_bare = 4096);
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/file_io.h"
+#include "base/sizes.h"
 #include "cache/account/advice.h"
 #include "cache/miss_reads.h"
 #include "cache/policy/policy.h"
@@ -26,7 +27,10 @@
 namespace gpufs {
 namespace {
 
-std::string MiB(double bytes) { return fmt::format("{:.0f}MiB", bytes / (1 << 20)); }
+std::string MiB(double bytes) {
+  return FormatSize(static_cast<uint64_t>(bytes),
+                    {.unit = SizeScale::kMega, .decimals = 0, .separator = ""});
+}
 
 double Num(const nlohmann::json& j, const char* key) {
   const double x =

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/sizes.h"
 #include "dataset/printable.h"
 
 namespace gpufs {
@@ -148,13 +149,10 @@ std::string ResidencyChart(const std::vector<bool>& pages) {
 }
 
 std::string PrettySize(uint64_t bytes) {
-  static constexpr const char* kUnits[] = {"", "K", "M", "G", "T"};
-  size_t unit = 0;
-  while (bytes >= 1024 && unit + 1 < std::size(kUnits)) {
-    bytes /= 1024;
-    ++unit;
-  }
-  return fmt::format("{}{}", bytes, kUnits[unit]);
+  return FormatSize(bytes, {.largest = SizeScale::kTera,
+                            .rounding = SizeStyle::kDown,
+                            .letters = true,
+                            .separator = ""});
 }
 
 void PrintReport(const StatReport& report, StatFormat format, GroupBy by, std::FILE* out) {

@@ -12,6 +12,7 @@
 #include <ctime>
 #include <filesystem>
 
+#include "base/sizes.h"
 #include "cache/account/stall_account.h"
 #include "cache/cache_stat.h"
 #include "cache/tier/disk_tier.h"
@@ -90,13 +91,7 @@ std::string Grouped(uint64_t n) {
 }
 
 std::string Bytes(double bytes) {
-  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  size_t unit = 0;
-  while (bytes >= 1024 && unit + 1 < std::size(kUnits)) {
-    bytes /= 1024;
-    ++unit;
-  }
-  return fmt::format("{:.1f} {}", bytes, kUnits[unit]);
+  return FormatSize(static_cast<uint64_t>(bytes), {.largest = SizeScale::kTera, .trim = false});
 }
 
 std::string Bar(double fraction) {
