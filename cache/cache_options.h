@@ -44,13 +44,11 @@ struct CacheOptions {
 // Those bumped on every read are striped per thread (a read of one sums its stripes); the
 // rest change under mu_ or once a load.
 struct CacheCounters {
-  StripedCounter hits;                         // reads served from a cached group
-  std::atomic<uint64_t> misses{0};             // reads that loaded their group
-  std::atomic<uint64_t> shared_waits{0};       // reads that waited for a load in flight
-  StripedCounter member_reads;                 // reads served by reading just the member
-  std::atomic<uint64_t> bytes_from_source{0};  // from the source: loads, staging, members
-  // The old name of bytes_from_source, kept only while group loads move to cache/load/.
-  std::atomic<uint64_t>& bytes_from_disk = bytes_from_source;
+  StripedCounter hits;                                // reads served from a cached group
+  std::atomic<uint64_t> misses{0};                    // reads that loaded their group
+  std::atomic<uint64_t> shared_waits{0};              // reads that waited for a load in flight
+  StripedCounter member_reads;                        // reads served by reading just the member
+  std::atomic<uint64_t> bytes_from_source{0};         // from the source: loads, staging, members
   std::atomic<uint64_t> member_bytes_from_source{0};  // of which members read alone
   StripedCounter bytes_served;
   std::atomic<uint64_t> groups_loaded{0};

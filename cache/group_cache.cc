@@ -41,7 +41,8 @@ GroupCache::GroupCache(const Catalog& catalog, BlobSource& source, PinnedArena& 
       entries_(catalog.group_count()),
       failed_(catalog.group_count(), false),
       busy_(catalog.group_count(), false),
-      loader_(LoaderOptionsOf(), LoaderCounts{&counters_.demand_reads, &counters_.bytes_from_disk},
+      loader_(LoaderOptionsOf(),
+              LoaderCounts{&counters_.demand_reads, &counters_.bytes_from_source},
               [this](const Run& run, bool demand, Result<size_t> got) {
                 OnRun(run, demand, std::move(got));
               }) {

@@ -27,7 +27,7 @@ GROUP_BYTES = "64KiB"  # several groups of several members each
 
 
 def approx_size(n):
-    """A size as gpufsd prints it for a person (cli/options/sizes.h, ApproxSize)."""
+    """A size as gpufsd prints it for a person (base/sizes.h, FormatSize)."""
     units = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
     value, unit = float(n), 0
     while value >= 1024 and unit + 1 < len(units):
