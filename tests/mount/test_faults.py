@@ -373,6 +373,23 @@ class DaemonStopped(FaultCase):
                 done[e["t"]] = e["passes"]
         return done
 
+    def settled_passes(self, readers, quiet=0.3, limit=3.0):
+        """The passes once those reported before now have arrived. The readers' events come
+        through a pipe read on a thread of this process, so a snapshot taken the moment the
+        daemon stops can lag what the readers did just before (passes served from memory
+        take milliseconds). A reader that goes on while the daemon is stopped keeps changing
+        them: then this returns at `limit`, and the check after it still sees it go on."""
+        last, since = self.passes(readers.snapshot()), time.monotonic()
+        end = since + limit
+        while time.monotonic() < end:
+            time.sleep(0.05)
+            now = self.passes(readers.snapshot())
+            if now != last:
+                last, since = now, time.monotonic()
+            elif time.monotonic() - since >= quiet:
+                break
+        return last
+
     def wait_all_looping(self, readers, threads=4):
         ok = readers.wait_for(lambda ev: len(self.passes(ev)) == threads or
                               any("error" in e or "end" in e for e in ev), WAIT_TIMEOUT)
@@ -421,7 +438,7 @@ class DaemonStopped(FaultCase):
                     self.wait_all_looping(readers)
                     daemon.proc.send_signal(signal.SIGSTOP)
                     try:
-                        before = self.passes(readers.snapshot())
+                        before = self.settled_passes(readers)
                         # While stopped nothing may fail: watch for an error or an end.
                         failed = readers.wait_for(
                             lambda ev: any("error" in e or "end" in e for e in ev), 1.5)
