@@ -31,8 +31,10 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <utility>
 #include <vector>
