@@ -144,11 +144,18 @@ class DiskTier(lib.ServedPackCase):
         self.assertEqual(len(re.findall(r"kernel: \{", log)), 1, log)
         where, room, why = notes[0]
         self.assertEqual(where, root)
-        free = vfs.f_bavail * vfs.f_frsize - min(vfs.f_blocks * vfs.f_frsize // 10, 10 << 30)
-        if quarter < free - (1 << 30):  # the bound, with room to spare for what was written
+        # The tier's room: what it uses, and the disk's free space less what it leaves free.
+        # The disk is shared with whatever else runs here, so its free space moves between the
+        # daemon's look and this one; within 1 GiB of the bound either reason is right.
+        tier = stats["tier"]
+        room_now = tier["used_bytes"] + vfs.f_bavail * vfs.f_frsize - tier["keep_free_bytes"]
+        if quarter < room_now - (1 << 30):
             self.assertEqual((room, why), (approx_size(quarter), "a quarter of its file system"))
-        else:
+        elif quarter > room_now + (1 << 30):
             self.assertTrue(why.startswith("its disk's free space less the "), why)
+        else:
+            self.assertTrue(why == "a quarter of its file system" or
+                            why.startswith("its disk's free space less the "), why)
 
     def test_a_tier_nobody_sized_on_a_full_disk_says_what_it_can_hold(self):
         with self.small_disk("nearly-full", "64m") as small:
