@@ -15,7 +15,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "dataset/format/open_dataset.h"
+#include "dataset/open/open_dataset.h"
 #include "dataset/printable.h"
 #include "fs/problem_log.h"
 

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "dataset/format/open_dataset.h"
+#include "dataset/open/open_dataset.h"
 #include "source/network_fs.h"
 
 namespace gpufs {

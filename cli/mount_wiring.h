@@ -16,7 +16,7 @@
 #include "cache/tier/disk_tier.h"
 #include "cli/mount_plan.h"
 #include "cli/options/mount_options.h"
-#include "dataset/format/open_dataset.h"
+#include "dataset/open/open_dataset.h"
 #include "fs/filesystem.h"
 #include "gpu/staging.h"
 #include "source/blob_files.h"

@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "cache/cache_stat.h"
-#include "dataset/format/open_dataset.h"
+#include "dataset/open/open_dataset.h"
 #include "fs/problem_log.h"
 #include "fs/residency.h"
 #include "source/cgroup_limits.h"

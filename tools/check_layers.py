@@ -24,7 +24,7 @@ ALLOWED["gpu"] = {"base", "dataset", "source", "gpu"}
 ALLOWED["cli"].add("gpu")
 ROOMS = {
     "base": ["base"],
-    "dataset": ["dataset", "dataset/format"],
+    "dataset": ["dataset", "dataset/format", "dataset/compressed", "dataset/open"],
     "source": ["source", "source/remote/address", "source/remote/credentials",
                "source/remote/transfer", "source/remote"],
     "cache": ["cache/policy", "cache/account", "cache/tier", "cache/load", "cache"],

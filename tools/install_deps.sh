@@ -14,6 +14,8 @@ BUILD=(
   libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev libxxhash-dev
   # Content hashes (SHA-256 from libcrypto).
   libssl-dev
+  # Compressed archives: gzip streams (zlib), zip members and CRC-32s (libdeflate).
+  zlib1g-dev libdeflate-dev
 )
 # The demo: a sample of real JPEGs, an unmodified torchvision trainer.
 DEMO=(python3-torchvision python3-pil)
@@ -32,8 +34,9 @@ TEST=(
   nginx-extras radosgw ceph-mon ceph-osd ceph-base ceph-common
   # Checks of deploy/ (tests/mount/test_deploy.py): its shell scripts and its manifest.
   shellcheck python3-yaml
-  # The tar corpus tests (bsdtar).
-  libarchive-tools
+  # The tar corpus tests (bsdtar), and the compressed archives' (what makes and checks
+  # them: zip and unzip, 7-Zip, pigz, bgzip, zstd, xz, bzip2).
+  libarchive-tools zip unzip p7zip-full pigz tabix zstd xz-utils bzip2
   # The package's test: lint it, read its man pages, load its completion.
   lintian man-db bash-completion
 )

@@ -19,7 +19,7 @@
 #include <functional>
 #include <random>
 
-#include "dataset/format/open_dataset.h"
+#include "dataset/open/open_dataset.h"
 #include "gpu/batch.h"
 
 namespace {

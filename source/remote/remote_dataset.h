@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "dataset/format/open_dataset.h"
+#include "dataset/open/open_dataset.h"
 #include "source/remote/transfer/object_store.h"
 
 namespace gpufs::remote {

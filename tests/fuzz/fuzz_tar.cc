@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "dataset/catalog.h"
-#include "dataset/format/open_dataset.h"
 #include "dataset/format/tar.h"
 #include "dataset/format/tree_shape.h"
+#include "dataset/open/open_dataset.h"
 #include "tests/fuzz/catalog_invariants.h"
 #include "tests/fuzz/mem_file.h"
 

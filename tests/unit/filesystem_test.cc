@@ -12,7 +12,7 @@
 #include "dataset/catalog_builder.h"
 #include "dataset/format/checksums.h"
 #include "dataset/format/mytar.h"
-#include "dataset/format/open_dataset.h"
+#include "dataset/open/open_dataset.h"
 #include "source/local_source.h"
 #include "tests/unit/fake_source.h"
 #include "tests/unit/temp_dir.h"

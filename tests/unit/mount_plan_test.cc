@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "cli/mount_plan.h"
-#include "dataset/format/open_dataset.h"
+#include "dataset/open/open_dataset.h"
 #include "tests/unit/parse_mount_args.h"
 #include "tests/unit/temp_dir.h"
 

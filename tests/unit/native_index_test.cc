@@ -10,8 +10,8 @@
 #include "base/private_files.h"
 #include "dataset/catalog_builder.h"
 #include "dataset/format/checksums.h"
-#include "dataset/format/open_dataset.h"
-#include "dataset/format/reindex.h"
+#include "dataset/open/open_dataset.h"
+#include "dataset/open/reindex.h"
 #include "tests/unit/temp_dir.h"
 
 namespace gpufs {

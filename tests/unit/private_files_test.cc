@@ -15,7 +15,7 @@
 #include "base/file_io.h"
 #include "dataset/format/mytar.h"
 #include "dataset/format/native_index.h"
-#include "dataset/format/open_dataset.h"
+#include "dataset/open/open_dataset.h"
 #include "tests/unit/temp_dir.h"
 
 namespace gpufs {

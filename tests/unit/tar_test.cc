@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "dataset/format/open_dataset.h"
 #include "dataset/format/tar_header.h"
+#include "dataset/open/open_dataset.h"
 #include "tests/unit/temp_dir.h"
 
 namespace gpufs {

@@ -1,4 +1,4 @@
-#include "dataset/format/open_dataset.h"
+#include "dataset/open/open_dataset.h"
 
 #include <fcntl.h>
 #include <malloc.h>

@@ -1,9 +1,9 @@
-#include "dataset/format/reindex.h"
+#include "dataset/open/reindex.h"
 
 #include "dataset/format/checksums.h"
 #include "dataset/format/mytar.h"
 #include "dataset/format/native_index.h"
-#include "dataset/format/open_dataset.h"
+#include "dataset/open/open_dataset.h"
 
 namespace gpufs {
 namespace {
