@@ -91,11 +91,16 @@ struct DecodePlan {
   }
 };
 
+// The path of the member whose decoded bytes start at a decoded offset, for messages;
+// empty when unknown.
+using MemberNamer = std::function<std::string(uint64_t decoded_offset)>;
+
 // Makes `recipe`'s `recipe.size` decoded bytes in `out` from `stored`, the archive's bytes
 // [recipe.stored_offset, recipe.stored_offset + recipe.stored_size). An error names
-// `label` (the archive), the member where one is known, and what is wrong: damaged data,
-// a CRC-32 that does not match, output shorter than the plan says.
+// `label` (the archive), the member where one is known (through `name_of`, which may be
+// empty), and what is wrong: damaged data, a CRC-32 that does not match, output shorter
+// than the plan says.
 Status DecodeGroup(const DecodePlan& plan, const DecodeRecipe& recipe, std::span<const char> stored,
-                   std::span<char> out, std::string_view label);
+                   std::span<char> out, std::string_view label, const MemberNamer& name_of = {});
 
 }  // namespace gpufs
