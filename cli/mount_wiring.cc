@@ -18,6 +18,7 @@
 #include "cli/progress_bar.h"
 #include "cli/stat/stat_source.h"
 #include "dataset/catalog.h"
+#include "source/decode/decoded_source.h"
 #include "source/local_source.h"
 #include "source/remote/address/region.h"
 #include "source/remote/credentials/credentials.h"
@@ -187,8 +188,8 @@ constexpr uint64_t kRemotePart = 8 << 20;
 
 // Where misses go: the local blob files through the I/O engine (which reads into the
 // arena when there is one), or the store.
-void MakeSource(const MountArgs& args, const MountPlan& plan, const Opened& opened,
-                CacheStack& stack) {
+void MakeStoredSource(const MountArgs& args, const MountPlan& plan, const Opened& opened,
+                      CacheStack& stack) {
   const Dataset& dataset = opened.dataset;
   if (opened.location) {
     stack.store = std::make_unique<remote::ObjectStore>(opened.location->config);
@@ -200,6 +201,36 @@ void MakeSource(const MountArgs& args, const MountPlan& plan, const Opened& open
   stack.blobs = std::make_unique<BlobFiles>(dataset.dir, dataset.catalog.blobs(), dataset.blobs);
   stack.engine = MakeEngine(args, plan.engine, dataset, stack.arena.get());
   stack.source = std::make_unique<LocalSource>(*stack.blobs, *stack.engine, args.io_size);
+}
+
+// The path of the member whose bytes hold decoded `offset` of `blob`, for messages; a walk
+// of the file table, which only a failure pays.
+std::string MemberAt(const Catalog& catalog, uint32_t blob, uint64_t offset) {
+  for (uint32_t i = 0; i < catalog.file_count(); ++i) {
+    const FileExtent e = catalog.ExtentAt(i);
+    if (catalog.Group(e.group).blob == blob && offset >= e.offset &&
+        (offset < e.offset + e.size || (e.size == 0 && offset == e.offset))) {
+      return catalog.PathOf(catalog.FileNode(i));
+    }
+  }
+  return {};
+}
+
+// A compressed archive's groups are decoded over the source of its stored bytes.
+void DecodeOver(const Dataset& dataset, CacheStack& stack) {
+  if (dataset.plans.empty()) return;
+  stack.stored = std::move(stack.source);
+  const Catalog* catalog = &dataset.catalog;
+  stack.source = std::make_unique<DecodedSource>(
+      *stack.stored, dataset.plans,
+      [catalog](uint32_t blob, uint64_t offset) { return MemberAt(*catalog, blob, offset); });
+}
+
+// The stored source, and over it the decoding of a compressed archive's groups.
+void MakeSource(const MountArgs& args, const MountPlan& plan, const Opened& opened,
+                CacheStack& stack) {
+  MakeStoredSource(args, plan, opened, stack);
+  DecodeOver(opened.dataset, stack);
 }
 
 // With --world-size N, each node reads about 1/N of every group per epoch. Whole groups

@@ -54,6 +54,7 @@ struct CacheStack {
   std::unique_ptr<BlobFiles> blobs;
   std::unique_ptr<IoEngine> engine;
   std::unique_ptr<remote::ObjectStore> store;
+  std::unique_ptr<BlobSource> stored;  // under `source` where that decodes a compressed archive
   std::unique_ptr<BlobSource> source;
   std::unique_ptr<EvictionPolicy> policy;
   std::unique_ptr<DiskTier> tier;
@@ -66,6 +67,7 @@ struct CacheStack {
     cache.reset();
     tier.reset();
     source.reset();
+    stored.reset();
     store.reset();
     engine.reset();
     if (gpu.registered && stager && arena) stager->UnregisterHost(arena->base());

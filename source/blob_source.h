@@ -58,6 +58,15 @@ inline constexpr const char* kRegion = "region";
 inline constexpr const char* kTlsVerify = "tls_verify";
 // Object stores: the requests each transfer thread has answered, one count per thread.
 inline constexpr const char* kTransferThreads = "transfer_threads";
+// Compressed archives (source/decode): groups decoded, their bytes, the archive's bytes
+// read for them, groups that failed to decode, reads answered from a group decoded before,
+// and the time the decoding threads spent.
+inline constexpr const char* kDecodedGroups = "decoded_groups";
+inline constexpr const char* kDecodedBytes = "decoded_bytes";
+inline constexpr const char* kDecodeReadBytes = "decode_read_bytes";
+inline constexpr const char* kDecodeErrors = "decode_errors";
+inline constexpr const char* kDecodeReuses = "decode_reuses";
+inline constexpr const char* kDecodeSeconds = "decode_seconds";
 
 // What /metrics exports of them: the source's own, then the credentials' (beside an info
 // series that names where they come from); each peer's are peers.h's.
@@ -74,7 +83,18 @@ inline constexpr Figure kFigures[] = {
     {kPeerFallbacks, "source_peer_fallbacks_total", kCounter,
      "Blocks read from the store after every peer cache failed them."},
     {kPeerMismatches, "source_peer_mismatches_total", kCounter,
-     "Blocks a peer cache sent whose bytes did not match the index's SHA-256."}};
+     "Blocks a peer cache sent whose bytes did not match the index's SHA-256."},
+    {kDecodedGroups, "decoded_groups_total", kCounter,
+     "Groups of a compressed archive decoded."},
+    {kDecodedBytes, "decoded_bytes_total", kCounter, "Bytes of a compressed archive decoded."},
+    {kDecodeReadBytes, "decode_read_bytes_total", kCounter,
+     "Bytes of a compressed archive read to decode its groups."},
+    {kDecodeErrors, "decode_errors_total", kCounter,
+     "Groups of a compressed archive that could not be decoded."},
+    {kDecodeReuses, "decode_reuses_total", kCounter,
+     "Reads answered from a group decoded for an earlier read."},
+    {kDecodeSeconds, "decode_seconds_total", kCounter,
+     "Time the decoding threads spent on a compressed archive's groups."}};
 inline constexpr Figure kCredentialInfo = {kCredentialSource, "credentials_info", kGauge,
                                            "Where the store's credentials come from (1)."};
 inline constexpr Figure kCredentialFigures[] = {

@@ -26,7 +26,7 @@ ROOMS = {
     "base": ["base"],
     "dataset": ["dataset", "dataset/format", "dataset/compressed", "dataset/open"],
     "source": ["source", "source/remote/address", "source/remote/credentials",
-               "source/remote/transfer", "source/remote"],
+               "source/remote/transfer", "source/remote", "source/decode"],
     "cache": ["cache/policy", "cache/account", "cache/tier", "cache/load", "cache"],
     "fs": ["fs"],
     "fuse": ["fuse"],

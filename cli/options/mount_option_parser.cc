@@ -212,8 +212,9 @@ std::string FstabKey(const MountOption& option) {
 void AddMountOptions(CLI::App& mount, MountArgs& args) {
   mount
       .add_option("SRC", args.source,
-                  "dataset: a native pack, a mytar folder (or its parent), or a .tar; a local "
-                  "path, s3://BUCKET/PREFIX/ or http(s)://HOST/PATH/")
+                  "dataset: a native pack, a mytar folder (or its parent), or an archive (.tar, "
+                  ".zip, .tar.gz/.tgz) served in place; a local path, s3://BUCKET/PREFIX/ or "
+                  "http(s)://HOST/PATH/")
       ->required()
       ->type_name("SRC");
   mount.add_option("MNT", args.mountpoint, "an existing empty folder to mount at")

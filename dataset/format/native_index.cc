@@ -364,6 +364,7 @@ Result<OpenedIndex> OpenNativeIndexFd(int fd, const std::filesystem::path& path)
   info.source = SourceStamp{h.source_size, h.source_mtime_ns};
   info.alignment = h.alignment;
   info.tar_listed_as_extracted = (h.flags & kTarListedAsExtracted) != 0;
+  info.decoded = (h.flags & kDecodePlans) != 0;
   for (const BlobRecord& b : blobs) info.blobs.push_back(BlobInfo{b.size, b.checksum});
   return OpenedIndex{Catalog(std::move(t), std::move(mapping)), std::move(info)};
 }

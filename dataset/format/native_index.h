@@ -73,6 +73,7 @@ struct IndexInfo {
   uint32_t alignment = 0;                // member alignment the packer used; 0 when unaligned
   std::vector<BlobInfo> blobs;           // indexed like Catalog::blobs()
   bool tar_listed_as_extracted = false;  // a tar's listing by the current rules (a flag)
+  bool decoded = false;                  // groups made by decode plans beside (a flag)
 };
 
 // Writes `catalog` as a native index at `path`: to a file created exclusively under a

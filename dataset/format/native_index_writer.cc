@@ -110,7 +110,8 @@ Status WriteNativeIndex(const Catalog& catalog, const IndexInfo& info,
   Header h{};
   std::memcpy(h.magic, kMagic, sizeof(kMagic));
   h.flags = (t.checksums.empty() ? 0 : kHasChecksums) | (t.sha256.empty() ? 0 : kHasSha256) |
-            (info.tar_listed_as_extracted ? kTarListedAsExtracted : 0);
+            (info.tar_listed_as_extracted ? kTarListedAsExtracted : 0) |
+            (info.decoded ? kDecodePlans : 0);
   h.alignment = info.alignment;
   h.source_size = info.source.size;
   h.source_mtime_ns = info.source.mtime_ns;

@@ -23,6 +23,10 @@ inline constexpr uint32_t kHasSha256 = 2;
 // last member of a path): an older listing of an unchanged archive may differ, so it is
 // made again.
 inline constexpr uint32_t kTarListedAsExtracted = 4;
+// A compressed archive's index: its groups lie in decoded space, made by the decode plans
+// of the file beside it (`<index>.plan`), and each blob's size is that of its decoded
+// space.
+inline constexpr uint32_t kDecodePlans = 8;
 
 struct Section {
   uint64_t offset = 0;

@@ -21,6 +21,7 @@
 #include "dataset/format/source_advice.h"
 #include "dataset/format/tar.h"
 #include "dataset/format/tree_shape.h"
+#include "dataset/open/open_archive.h"
 
 namespace gpufs {
 namespace {
@@ -71,9 +72,6 @@ Dataset FromIndex(const std::filesystem::path& dir, OpenedIndex&& opened, const 
       {}};
 }
 
-const FolderRole kIndexCacheRole{"index cache",
-                                 "give each user a cache folder of their own (XDG_CACHE_HOME)"};
-
 Result<Dataset> OpenNative(const std::filesystem::path& dir, const std::string& format) {
   const std::filesystem::path index = dir / kNativeIndexName;
   auto opened = OpenNativeIndex(index);
@@ -123,7 +121,8 @@ std::vector<IndexPlace> TarIndexPlaces(const std::filesystem::path& archive,
   return places;
 }
 
-Result<Dataset> OpenTar(const std::filesystem::path& archive, const OpenOptions& options) {
+Result<Dataset> OpenTar(const std::filesystem::path& archive, ArchiveKind kind,
+                        const OpenOptions& options) {
   auto stamp = StampOf(archive);
   if (!stamp) return stamp.error();
   std::vector<std::string> notes;
@@ -133,9 +132,9 @@ Result<Dataset> OpenTar(const std::filesystem::path& archive, const OpenOptions&
     saved->notes = std::move(notes);
     return std::move(*saved);
   }
-  auto listing = ListTar(archive, options.progress);
-  if (!listing) return listing.error();
-  auto d = TarDataset(archive, *listing, *stamp, options.tar_group_bytes);
+  auto reader = OpenFileReader(archive);
+  if (!reader) return reader.error();
+  auto d = ListArchive(**reader, kind, archive, *stamp, options, {}, 1, kLocalTarChunk);
   if (!d) return d.error();
   d->mtime = MtimeOf(archive);
   d->notes.insert(d->notes.begin(), notes.begin(), notes.end());
@@ -213,13 +212,20 @@ std::optional<Dataset> OpenSavedTarIndex(const std::filesystem::path& archive,
                                   archive.string(), path.string()));
       continue;
     }
-    return Dataset{archive.parent_path(),
-                   std::move(opened->catalog),
-                   std::move(opened->info.blobs),
-                   "tar",
-                   path,
-                   {},
-                   {}};
+    Dataset d{archive.parent_path(), std::move(opened->catalog), std::move(opened->info.blobs),
+              "tar", path, {}, {}, {}};
+    if (opened->info.decoded) {
+      auto plans = LoadPlans(d.catalog, place, stamp);
+      if (!plans || plans->size() != 1) {
+        notes.push_back(fmt::format("listing {} again: {}", archive.string(),
+                                    plans ? "its index has no decode plan" : plans.error().message));
+        continue;
+      }
+      d.plans = std::move(*plans);
+      d.format = d.plans[0].kind == DecodeKind::kZip ? "zip" : "tar.gz";
+      d.blobs[0].size = stamp.size;  // the index gives the decoded space's
+    }
+    return d;
   }
   return std::nullopt;
 }
@@ -230,10 +236,15 @@ std::filesystem::path SaveTarIndex(Dataset& d, const SourceStamp& stamp,
   info.source = stamp;
   info.blobs = d.blobs;
   info.tar_listed_as_extracted = true;
+  info.decoded = !d.plans.empty();
+  // A decoded blob's groups lie in its decoded space, which the index checks them against.
+  for (const DecodePlan& plan : d.plans) info.blobs.at(plan.blob).size = plan.decoded_size;
   std::string failures;
   for (const IndexPlace& place : candidates) {
     const FileAccess access = place.beside ? FileAccess::Shared(place.mode) : FileAccess::Private();
-    Status s = WriteNativeIndex(d.catalog, info, place.path, access);
+    // The plans first: an index that says it has them is not used without them.
+    Status s = info.decoded ? SavePlans(d.plans, d.catalog, place, stamp) : Status(Ok{});
+    if (s) s = WriteNativeIndex(d.catalog, info, place.path, access);
     if (s) return place.path;
     failures += (failures.empty() ? "" : "; ") + s.error().message;
   }
@@ -244,43 +255,6 @@ std::filesystem::path SaveTarIndex(Dataset& d, const SourceStamp& stamp,
   return {};
 }
 
-Result<Dataset> TarDataset(const std::filesystem::path& archive, TarListing& listing,
-                           const SourceStamp& stamp, uint64_t group_bytes) {
-  std::vector<std::string_view> paths;
-  paths.reserve(listing.entries.size());
-  for (const TarEntry& e : listing.entries) paths.push_back(e.path);
-  auto shape = ShapeTreeOfViews(paths, SplitMode::kAuto, true, archive.string());
-  if (!shape) return shape.error();
-  std::vector<std::string_view>().swap(paths);
-  auto catalog = TarCatalog(archive, listing, *shape, group_bytes);
-  if (!catalog) return catalog.error();
-  Dataset d{
-      archive.parent_path(), std::move(*catalog), {BlobInfo{stamp.size, 0}}, "tar", {}, {}, {}};
-  if (listing.skipped) {
-    d.notes.push_back(
-        fmt::format("{} symbolic links, devices or fifos (or hard links to them) in the archive "
-                    "have no bytes to serve and are not shown",
-                    listing.skipped));
-  }
-  if (listing.replaced) {
-    d.notes.push_back(
-        fmt::format("{} members of the archive are replaced by a later member of the same path "
-                    "and are not shown: extracting the archive keeps the last",
-                    listing.replaced));
-  }
-  if (!shape->stripped.empty()) {
-    d.notes.push_back(
-        fmt::format("all files of the archive lie in the folder {}, which is looked "
-                    "through: what it holds is shown at the top",
-                    Printable(shape->stripped)));
-  }
-  if (!shape->outside.empty()) {
-    d.notes.push_back(fmt::format("{} files outside class folders are not shown (first: {})",
-                                  shape->outside.size(), shape->outside.front()));
-  }
-  return d;
-}
-
 Result<Dataset> OpenMytarText(const std::filesystem::path& dir) {
   auto spec = ReadMytarDataset(dir);
   if (!spec) return spec.error();
@@ -289,79 +263,6 @@ Result<Dataset> OpenMytarText(const std::filesystem::path& dir) {
   Dataset d{dir, std::move(*catalog), {}, "mytar", spec->index_file, MtimeOf(spec->index_file), {}};
   for (const GroupSpec& g : spec->groups) d.blobs.push_back(BlobInfo{g.offset + g.size, 0});
   return d;
-}
-
-namespace {
-
-// Hands the whole pages of [begin, end) back to the kernel: memory still allocated but
-// never read again, which reads as zeros if it is. The pages stay inside the range, clear
-// of the allocator's own words around it.
-void ReleasePages(const void* begin, const void* end) {
-  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t from = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
-  const uintptr_t to = reinterpret_cast<uintptr_t>(end) / page * page;
-  if (from < to) madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
-}
-
-constexpr size_t kReleaseEvery = 1u << 20;  // files fed
-
-}  // namespace
-
-Result<Catalog> TarCatalog(const std::filesystem::path& archive, TarListing& listing,
-                           TreeShape& shape, uint64_t group_bytes) {
-  CatalogBuilder builder(archive.string(), false, false);
-  builder.SetClasses(std::move(shape.classes));
-  // Every class folder holds a file, which makes it: adding the folders apart would put
-  // them before the files and the paths out of the archive's order, which the builder
-  // sorts much faster when it is already the paths' order.
-  const std::vector<TarEntry>& entries = listing.entries;
-  std::vector<uint32_t> by_offset;
-  by_offset.reserve(entries.size());
-  for (uint32_t i = 0; i < entries.size(); ++i) {
-    if (shape.file_classes[i] != kOutsideClasses) by_offset.push_back(i);
-  }
-  // Already in order but for hard links, which point back.
-  const bool in_order =
-      std::is_sorted(by_offset.begin(), by_offset.end(),
-                     [&](uint32_t a, uint32_t b) { return entries[a].offset < entries[b].offset; });
-  if (!in_order) {
-    std::stable_sort(by_offset.begin(), by_offset.end(),
-                     [&](uint32_t a, uint32_t b) { return entries[a].offset < entries[b].offset; });
-  }
-  // The builder reads the paths where the listing keeps them, and frees them.
-  builder.AdoptPaths(std::move(listing.paths));
-  builder.Reserve(by_offset.size(), 0);
-  const std::string blob = archive.filename().string();
-  uint64_t group_start = 0;
-  size_t released = 0;    // entries handed back, when they are fed in order
-  size_t released_n = 0;  // of by_offset
-  for (size_t n = 0; n < by_offset.size(); ++n) {
-    const uint32_t i = by_offset[n];
-    const TarEntry& e = entries[i];
-    // The entries fed go as the builder's tables grow, so that both are not held whole at
-    // once (32 and 36 bytes a file).
-    if (in_order && i - released >= kReleaseEvery) {
-      ReleasePages(entries.data() + released, entries.data() + i);
-      ReleasePages(shape.file_classes.data() + released, shape.file_classes.data() + i);
-      ReleasePages(by_offset.data() + released_n, by_offset.data() + n);
-      released = i;
-      released_n = n;
-    }
-    if (builder.group_count() == 0 || e.offset + e.size - group_start > group_bytes) {
-      group_start = e.offset;
-      builder.AddGroup(blob, e.offset, 0);
-    }
-    const MemberRecord member{
-        shape.file_classes[i], builder.group_count() - 1, e.offset, e.size, 0, i + 1};
-    const std::string_view tree_path = e.path.substr(shape.stripped.size());
-    if (Status s = builder.AddFile(tree_path, member, nullptr); !s) return s.error();
-  }
-  // What the builder no longer needs goes before it builds.
-  std::vector<uint32_t>().swap(by_offset);
-  std::vector<uint32_t>().swap(shape.file_classes);
-  std::vector<TarEntry>().swap(listing.entries);
-  malloc_trim(0);
-  return std::move(builder).Build();
 }
 
 Catalog WithFileChecksums(const Catalog& catalog, const std::vector<uint64_t>& checksums,
@@ -413,11 +314,13 @@ Result<Dataset> OpenAnyFormat(const std::filesystem::path& src_in, const OpenOpt
   std::error_code ec;
   if (std::filesystem::is_regular_file(src, ec)) {
     // The archive is the blob, opened beneath its folder: that of the file, not of a link.
-    if (LooksLikeTar(src)) return OpenTar(std::filesystem::canonical(src, ec), options);
-    return Fail(EINVAL,
-                "cannot open dataset {}: not a folder nor an uncompressed tar archive "
-                "(decompress .tar.gz and the like first)",
-                src.string());
+    auto reader = OpenFileReader(src);
+    if (!reader) return reader.error();
+    const ArchiveKind kind = SniffArchive(**reader);
+    if (kind == ArchiveKind::kTar || kind == ArchiveKind::kZip || kind == ArchiveKind::kGzip) {
+      return OpenTar(std::filesystem::canonical(src, ec), kind, options);
+    }
+    return NotServed(src.string(), kind);
   }
   if (std::filesystem::exists(src / kNativeIndexName, ec) &&
       !std::filesystem::is_regular_file(src / kNativeIndexName, ec)) {

@@ -19,52 +19,20 @@
 
 #include "base/error.h"
 #include "dataset/catalog.h"
+#include "dataset/compressed/decode_plan.h"
 #include "dataset/format/native_index.h"
 #include "dataset/format/progress.h"
 #include "dataset/format/tar.h"
 #include "dataset/format/tree_shape.h"
+#include "dataset/open/dataset.h"
+#include "dataset/open/tar_dataset.h"
 
 namespace gpufs {
-
-struct OpenOptions {
-  std::optional<uint32_t> group_size;  // picks a mytar group-size folder
-  std::filesystem::path cache_dir;     // where tar indexes go when beside is read-only
-  uint64_t tar_group_bytes = 16ull << 20;
-  Progress* progress = nullptr;  // what a tar's first listing has walked, for a display
-};
-
-struct Dataset {
-  std::filesystem::path dir;  // blob names are relative to it
-  Catalog catalog;
-  std::vector<BlobInfo> blobs;     // expected size (at least) and checksum of each blob
-  std::string format;              // "native", "mytar", "mytar+index", "tar"
-  std::filesystem::path index;     // the file the catalog came from
-  struct timespec mtime {};        // shown as every node's time
-  std::vector<std::string> notes;  // worth telling the user: a stale index, skipped entries
-};
 
 Result<Dataset> OpenDataset(const std::filesystem::path& src, const OpenOptions& options);
 
 // The mytar dataset at `dir` parsed from its text, ignoring any index.gpufs.
 Result<Dataset> OpenMytarText(const std::filesystem::path& dir);
-
-// The dataset of the tar archive `archive` (a path or an object's name; its file name is
-// the blob's name) from its listing, not yet saved. `stamp` identifies the archive. The
-// listing's entries and paths are released once the catalog holds them (at 14 M files they
-// take some 800 MB); its counts stay.
-Result<Dataset> TarDataset(const std::filesystem::path& archive, TarListing& listing,
-                           const SourceStamp& stamp, uint64_t group_bytes);
-
-// A place for an archive's index: beside the archive, or in the user's private cache.
-struct IndexPlace {
-  std::filesystem::path path;
-  // Beside the data, where others may have put a file: read only when OpenTrustedIndex
-  // trusts it (owned by the user or by `data_owner`, written by no one else), and written
-  // readable as the data is (`mode`). Otherwise in the private cache: 0600.
-  bool beside = false;
-  uid_t data_owner = 0;
-  mode_t mode = 0600;
-};
 
 // The index beside the data at `data` (an archive, metadata.txt) named `index`.
 IndexPlace BesideData(const std::filesystem::path& data, const std::filesystem::path& index);
@@ -90,14 +58,6 @@ Result<OpenedIndex> OpenIndexAt(const IndexPlace& place, std::vector<std::string
 // OpenPrivateFolder) and the file opened beneath the folder's descriptor, never through a
 // link; refused, naming the folder, when the folder is no longer private to the user.
 Result<OpenedIndex> OpenCachedIndex(const std::filesystem::path& path);
-
-// What a tar listing holds, shaped as a tree by ShapeTreeOfViews over its paths, as a
-// catalog: groups are runs of members that lie next to each other in the archive, up to
-// `group_bytes` each. Each file's tree path goes straight into the builder's arena, with
-// no per-member spec record or string; the listing's entries and paths (and the shape's
-// classes) are released before the catalog is built, so they are never held beside it.
-Result<Catalog> TarCatalog(const std::filesystem::path& archive, TarListing& listing,
-                           TreeShape& shape, uint64_t group_bytes);
 
 // A copy of `catalog` whose members carry `checksums` and `sha256` (each indexed like its
 // file table; no digests when `sha256` is empty).

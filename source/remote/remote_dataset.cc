@@ -17,6 +17,7 @@
 #include "dataset/format/mytar.h"
 #include "dataset/format/native_index.h"
 #include "dataset/format/tar.h"
+#include "dataset/open/open_archive.h"
 #include "source/blob_source.h"
 #include "source/remote/transfer/object_reader.h"
 
@@ -292,26 +293,22 @@ Result<RemoteDataset> OpenTarObject(ObjectStore& store, const ObjectInfo& archiv
   }
   const auto requests_before = store.Stats().value(source_stat::kRequests, uint64_t{0});
   ObjectReader reader(store, archive);
-  if (!LooksLikeTar(reader)) {
-    return Fail(EINVAL,
-                "cannot open dataset {}: not an uncompressed tar archive (decompress .tar.gz "
-                "and the like first)",
-                reader.label());
+  const ArchiveKind kind = SniffArchive(reader);
+  if (kind != ArchiveKind::kTar && kind != ArchiveKind::kZip && kind != ArchiveKind::kGzip) {
+    return NotServed(reader.label(), kind);
   }
   const ReaderFactory more = [&store, &archive] {
     return std::unique_ptr<RangeReader>(new ObjectReader(store, archive));
   };
-  auto listing = ListTar(reader, more, store.config().connections, 512, options.progress);
-  if (!listing) return listing.error();
-  const size_t listed = listing->entries.size();  // TarDataset releases them
-  auto d = TarDataset(name, *listing, stamp, options.tar_group_bytes);
+  auto d = ListArchive(reader, kind, name, stamp, options, more, store.config().connections, 512);
   if (!d) return d.error();
   d->dir.clear();
   d->mtime = Now();
   d->notes.insert(d->notes.begin(), notes.begin(), notes.end());
   d->index = SaveTarIndex(*d, stamp, candidates);
   d->notes.push_back(fmt::format(
-      "listed {} entries of {} with {} requests; the index is kept at {}", listed, reader.label(),
+      "listed {} files of {} with {} requests; the index is kept at {}",
+      d->catalog.file_count(), reader.label(),
       store.Stats().value(source_stat::kRequests, uint64_t{0}) - requests_before,
       d->index.empty() ? "(nowhere)" : d->index.string()));
   return RemoteDataset{std::move(*d), {archive}};

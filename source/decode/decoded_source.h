@@ -1,0 +1,107 @@
+// A blob source that serves a compressed archive's decoded space (decode_plan.h) over the
+// source that holds the archive's stored bytes.
+//
+// A read of a blob with a plan is cut where the plan's ranges meet: bytes of the archive
+// served as they lie go to the stored source as they are (into the caller's buffer, no
+// copy); bytes of a decoded group come from that group, decoded whole, once, when the first
+// read of it arrives: its stored range is read in one ranged read and decoded on a decoding
+// thread, and every read of it waiting then is answered from the one result. A few decoded
+// groups are kept after (`keep_bytes`), since the group cache reads a group as several
+// blocks. Bytes between the plan's ranges belong to no member and read as zeros.
+//
+// A group that cannot be decoded (damaged or changed bytes, a CRC-32 that does not match)
+// fails every read of it with the decoder's message, which names the archive and member;
+// it is tried again on the next read, since the stored read may have been what failed.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "dataset/compressed/decode_plan.h"
+#include "source/blob_source.h"
+
+namespace gpufs {
+
+struct DecodedOptions {
+  size_t keep_bytes = 256u << 20;  // decoded groups kept after their reads were answered
+  unsigned threads = 0;            // decoding threads; 0: one per core
+};
+
+class DecodedSource : public BlobSource {
+ public:
+  // `plans` name the blobs of `stored` that are served decoded (each blob at most once);
+  // `name_of(blob, offset)` names the member at a decoded offset, for messages.
+  DecodedSource(BlobSource& stored, std::vector<DecodePlan> plans,
+                std::function<std::string(uint32_t, uint64_t)> name_of,
+                DecodedOptions options = {});
+  ~DecodedSource() override;
+  DecodedSource(const DecodedSource&) = delete;
+  DecodedSource& operator=(const DecodedSource&) = delete;
+
+  std::string_view kind() const override { return stored_.kind(); }
+  size_t blob_count() const override { return stored_.blob_count(); }
+  std::string Describe(uint32_t blob) const override { return stored_.Describe(blob); }
+  const BlobInfo* Expected(uint32_t blob) const override;
+  std::string Identity(uint32_t blob) const override;
+  size_t Alignment() const override { return stored_.Alignment(); }
+  size_t PartSize() const override { return stored_.PartSize(); }
+  unsigned PartsInFlight() const override { return stored_.PartsInFlight(); }
+  size_t DemandSize() const override { return stored_.DemandSize(); }
+  void Submit(ReadKind kind, std::vector<BlobRead> reads) override;
+  std::optional<DeviceShape> PageCacheShape() const override { return stored_.PageCacheShape(); }
+  bool Readahead(uint32_t blob, uint64_t offset, size_t length, uint64_t first,
+                 std::function<void()> landed, std::function<void()> done) override;
+  Result<size_t> ReadCached(uint32_t blob, uint64_t offset, size_t length, char* buffer) override;
+  nlohmann::json Stats() const override;
+
+ private:
+  struct Group;   // a decoded group, or one on its way
+  struct Answer;  // a read cut in pieces, answered when the last one is
+  using Ready = std::function<void(const Group&)>;
+
+  const DecodePlan* PlanOf(uint32_t blob) const;
+  // Whether [offset, offset + length) of `blob` lies as stored (not decoded) bytes.
+  bool AsStored(uint32_t blob, uint64_t offset, size_t length) const;
+  void Cut(ReadKind kind, BlobRead read, const DecodePlan& plan,
+           std::vector<BlobRead>& passed);
+  void WithGroup(uint32_t blob, const DecodeRecipe& recipe, bool urgent, Ready ready);
+  void ReadStored(uint32_t blob, const DecodeRecipe& recipe, std::shared_ptr<Group> group,
+                  bool urgent);
+  void Decode(uint32_t blob, const DecodeRecipe& recipe, const std::shared_ptr<Group>& group);
+  void Finish(const std::shared_ptr<Group>& group);
+  void Evict();
+  void Work();
+
+  BlobSource& stored_;
+  std::vector<DecodePlan> plans_;
+  std::vector<int> plan_of_;          // by blob: index into plans_, or -1
+  std::vector<BlobInfo> decoded_;     // by blob: what Expected() says of a decoded one
+  std::function<std::string(uint32_t, uint64_t)> name_of_;
+  const DecodedOptions options_;
+
+  mutable std::mutex mu_;
+  std::condition_variable work_ready_;
+  std::map<std::pair<uint32_t, uint64_t>, std::shared_ptr<Group>> groups_;  // by blob, offset
+  std::deque<std::function<void()>> work_;  // decodes waiting for a thread
+  size_t kept_ = 0;                         // bytes of decoded groups in groups_
+  uint64_t clock_ = 0;                      // for least recently used
+  size_t in_flight_ = 0;                    // groups whose stored bytes are on their way
+  bool stopping_ = false;
+  // Counters (source_stat's decode keys), guarded by mu_.
+  uint64_t decoded_groups_ = 0;
+  uint64_t decoded_bytes_ = 0;
+  uint64_t decode_stored_bytes_ = 0;
+  uint64_t decode_errors_ = 0;
+  uint64_t decode_reuses_ = 0;
+  double decode_seconds_ = 0;
+  std::vector<std::thread> threads_;  // last: they stop before the rest goes
+};
+
+}  // namespace gpufs
