@@ -13,9 +13,7 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <span>
-#include <string>
 #include <string_view>
 #include <vector>
 
@@ -26,10 +24,6 @@
 #include "dataset/format/tar.h"
 
 namespace gpufs {
-
-// The name of the member whose decoded bytes start at an offset, for a message; empty when
-// none is known. The same alias as decode_plan.h's, which a redeclaration may repeat.
-using MemberNamer = std::function<std::string(uint64_t decoded_offset)>;
 
 struct ZipListing {
   // Regular files: each entry's path normalized as a tar's, its offset the first byte of
