@@ -283,6 +283,28 @@ TEST_F(ZipTest, Zip64RecordsAndExtraFieldsAreRead) {
   EXPECT_EQ(*decoded, "first" + std::string(3000, 'b') + "third");
 }
 
+TEST_F(ZipTest, ACentralDirectoryLargerThanOneReadIsReadInPieces) {
+  std::vector<Member> members;
+  for (int i = 0; i < 6000; ++i) {
+    members.push_back({fmt::format("cls/{}-{:04}.jpg", std::string(200, 'n'), i),
+                       fmt::format("{}", i), static_cast<uint16_t>(i % 2 ? 8 : 0)});
+  }
+  const Written w = MakeZip(members);
+  ASSERT_GT(w.end - w.central[0], 1u << 20);
+  auto listing = List(w.bytes);
+  ASSERT_TRUE(listing.ok()) << listing.error().message;
+  ASSERT_EQ(listing->files.entries.size(), members.size());
+  std::string all;
+  for (size_t i = 0; i < members.size(); ++i) {
+    EXPECT_EQ(listing->files.entries[i].path, members[i].name);
+    EXPECT_EQ(listing->files.entries[i].offset, w.data[i]);
+    all += members[i].data;
+  }
+  auto decoded = Decode(PlanOf(*listing, w.bytes.size()), w.bytes);
+  ASSERT_TRUE(decoded.ok()) << decoded.error().message;
+  EXPECT_EQ(*decoded, all);
+}
+
 TEST_F(ZipTest, DataDescriptorsLeaveTheLocalSizesToTheCentralDirectory) {
   std::vector<Member> members = {
       {"a", "streamed", 8, false, true},
