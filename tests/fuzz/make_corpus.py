@@ -14,6 +14,9 @@ tar/      archives written by Python's tarfile: ustar, GNU and pax, long names a
           targets, a tar of per-class tars, hard and symbolic links, a replaced entry, a
           base-256 size; and header by header: signed checksums, v7 folders, unknown types,
           a pax header before a global one, a file replaced by a symbolic link, pax sparse
+zip/      archives written by Python's zipfile: stored and deflated members, folders, a
+          comment, zip64 records and extra fields, data descriptors (written to a stream),
+          a symbolic link, a replaced member, an empty archive
 control/  request lines of the control protocol (fs/control.h)
 s3_response/  what S3 stores answer: ListObjectsV2 pages (plain and url-encoded keys,
           entities, truncated), error documents, Content-Range values
@@ -32,6 +35,8 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import warnings
+import zipfile
 
 MYTAR_TEXTS = {
     "subfolders.txt": (
@@ -260,6 +265,72 @@ def make_tars(out):
         write(os.path.join(out, name), data)
 
 
+class Stream(io.RawIOBase):
+    """A file that cannot seek, so that zipfile writes data descriptors."""
+
+    def __init__(self):
+        super().__init__()
+        self.data = bytearray()
+
+    def writable(self):
+        return True
+
+    def write(self, b):
+        self.data += b
+        return len(b)
+
+
+def zip_bytes(add_members, comment=b"", stream=False):
+    out = Stream() if stream else io.BytesIO()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        z.comment = comment
+        add_members(z)
+    return bytes(out.data if stream else out.getvalue())
+
+
+def zip_member(z, name, data, stored=False, mode=0o100644, zip64=False):
+    info = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))
+    info.compress_type = zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED
+    info.external_attr = mode << 16
+    if zip64:
+        with z.open(info, "w", force_zip64=True) as f:
+            f.write(data)
+    else:
+        z.writestr(info, data)
+
+
+def zip_tree(z):
+    zip_member(z, "cls/", b"", stored=True, mode=0o40755)
+    zip_member(z, "cls/a.jpg", b"a" * 300)
+    zip_member(z, "cls/b.jpg", b"bee", stored=True)
+    zip_member(z, "./other/c.jpg", bytes(range(256)))
+
+
+def zip_links(z):
+    warnings.filterwarnings("ignore", "Duplicate name", UserWarning)  # duplicates wanted here
+    zip_member(z, "cls/a.jpg", b"gone")
+    zip_member(z, "cls/t.jpg", b"target", stored=True)
+    zip_member(z, "cls/a.jpg", b"t.jpg", stored=True, mode=0o120777)
+    zip_member(z, "cls/t.jpg", b"replaced")
+
+
+def zip_wide(z):
+    zip_member(z, "cls/a.jpg", b"wide" * 100, zip64=True)
+    zip_member(z, "cls/b.jpg", b"b", stored=True, zip64=True)
+
+
+def make_zips(out):
+    archives = {
+        "tree.zip": zip_bytes(zip_tree, b"a comment"),
+        "links.zip": zip_bytes(zip_links),
+        "zip64.zip": zip_bytes(zip_wide),
+        "descriptors.zip": zip_bytes(zip_tree, stream=True),
+        "empty.zip": zip_bytes(lambda z: None),
+    }
+    for name, data in archives.items():
+        write(os.path.join(out, name), data)
+
+
 S3_RESPONSES = {
     "list_truncated.xml": (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
@@ -319,6 +390,7 @@ def main():
     for name, text in AWS_CONFIGS.items():
         write(os.path.join(args.out, "aws_config", name), text)
     make_tars(os.path.join(args.out, "tar"))
+    make_zips(os.path.join(args.out, "zip"))
     os.makedirs(os.path.join(args.out, "native_index"), exist_ok=True)
     with tempfile.TemporaryDirectory() as work:
         make_native(args.gpufsd, work, os.path.join(args.out, "native_index"))
