@@ -24,7 +24,7 @@ set -euo pipefail
 shopt -s nullglob
 cd "$(dirname "$0")/.."
 
-ALL_TARGETS=(mytar native_index tar control s3_response aws_config)
+ALL_TARGETS=(mytar native_index tar control s3_response aws_config zip gzip decode_plan)
 seconds=30
 targets=()
 extra=()

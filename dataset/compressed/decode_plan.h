@@ -5,7 +5,7 @@
 // members), decoded offsets are the archive's own and those groups are read as they lie.
 // The rest (a zip's deflated members, every byte of a .tar.gz) lie in decoded space past
 // them, and each such group has a recipe here: which stored range to read and how to turn
-// it into the group's bytes. A group is decoded whole, once, when it loads.
+// it into the group's bytes. A group is decoded whole, once, when it loads (decode_group.h).
 //
 //   zip      a recipe per run of members; a deflated run is laid out back to back, its
 //            members' data inflated and their CRC-32s checked
@@ -94,13 +94,5 @@ struct DecodePlan {
 // The path of the member whose decoded bytes start at a decoded offset, for messages;
 // empty when unknown.
 using MemberNamer = std::function<std::string(uint64_t decoded_offset)>;
-
-// Makes `recipe`'s `recipe.size` decoded bytes in `out` from `stored`, the archive's bytes
-// [recipe.stored_offset, recipe.stored_offset + recipe.stored_size). An error names
-// `label` (the archive), the member where one is known (through `name_of`, which may be
-// empty), and what is wrong: damaged data, a CRC-32 that does not match, output shorter
-// than the plan says.
-Status DecodeGroup(const DecodePlan& plan, const DecodeRecipe& recipe, std::span<const char> stored,
-                   std::span<char> out, std::string_view label, const MemberNamer& name_of = {});
 
 }  // namespace gpufs

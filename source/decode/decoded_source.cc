@@ -8,6 +8,8 @@
 #include <cstring>
 #include <optional>
 
+#include "dataset/compressed/decode_group.h"
+
 namespace gpufs {
 
 // A read cut in pieces: answered once every piece is, with the first error or its length.
@@ -179,8 +181,7 @@ void DecodedSource::Cut(ReadKind kind, BlobRead read, const DecodePlan& plan,
   }
 }
 
-void DecodedSource::WithGroup(uint32_t blob, const DecodeRecipe& recipe, bool urgent,
-                              Ready ready) {
+void DecodedSource::WithGroup(uint32_t blob, const DecodeRecipe& recipe, bool urgent, Ready ready) {
   std::shared_ptr<Group> group;
   {
     std::lock_guard lock(mu_);
@@ -237,9 +238,8 @@ void DecodedSource::ReadStored(uint32_t blob, const DecodeRecipe& recipe,
                                }
                                if (!last) return;
                                std::lock_guard lock(mu_);
-                               work_.push_back([this, group, blob, &recipe] {
-                                 Decode(blob, recipe, group);
-                               });
+                               work_.push_back(
+                                   [this, group, blob, &recipe] { Decode(blob, recipe, group); });
                                work_ready_.notify_one();
                              },
                              urgent});
@@ -256,16 +256,16 @@ void DecodedSource::Decode(uint32_t blob, const DecodeRecipe& recipe,
   if (group->read_error) {
     group->error = group->read_error;
   } else if (group->stored_skip + recipe.stored_size > have) {
-    group->error = Fail(EIO, "{} ends at byte {}, before the compressed bytes of a group do: "
-                             "changed since it was indexed",
+    group->error = Fail(EIO,
+                        "{} ends at byte {}, before the compressed bytes of a group do: "
+                        "changed since it was indexed",
                         stored_.Describe(blob), recipe.stored_offset - group->stored_skip + have);
   } else {
     group->bytes.reset(new char[recipe.size]);
     const auto namer = [this, blob](uint64_t offset) {
       return name_of_ ? name_of_(blob, offset) : std::string();
     };
-    Status s = DecodeGroup(plan, recipe,
-                           {group->stored + group->stored_skip, recipe.stored_size},
+    Status s = DecodeGroup(plan, recipe, {group->stored + group->stored_skip, recipe.stored_size},
                            {group->bytes.get(), recipe.size}, stored_.Describe(blob), namer);
     if (!s) group->error = s.error();
   }

@@ -69,8 +69,7 @@ class DecodedSource : public BlobSource {
   const DecodePlan* PlanOf(uint32_t blob) const;
   // Whether [offset, offset + length) of `blob` lies as stored (not decoded) bytes.
   bool AsStored(uint32_t blob, uint64_t offset, size_t length) const;
-  void Cut(ReadKind kind, BlobRead read, const DecodePlan& plan,
-           std::vector<BlobRead>& passed);
+  void Cut(ReadKind kind, BlobRead read, const DecodePlan& plan, std::vector<BlobRead>& passed);
   void WithGroup(uint32_t blob, const DecodeRecipe& recipe, bool urgent, Ready ready);
   void ReadStored(uint32_t blob, const DecodeRecipe& recipe, std::shared_ptr<Group> group,
                   bool urgent);
@@ -81,8 +80,8 @@ class DecodedSource : public BlobSource {
 
   BlobSource& stored_;
   std::vector<DecodePlan> plans_;
-  std::vector<int> plan_of_;          // by blob: index into plans_, or -1
-  std::vector<BlobInfo> decoded_;     // by blob: what Expected() says of a decoded one
+  std::vector<int> plan_of_;       // by blob: index into plans_, or -1
+  std::vector<BlobInfo> decoded_;  // by blob: what Expected() says of a decoded one
   std::function<std::string(uint32_t, uint64_t)> name_of_;
   const DecodedOptions options_;
 
