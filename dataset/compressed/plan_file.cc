@@ -247,8 +247,11 @@ class PlanReader {
       if (pt.bits > 0 && pt.in == 0) {
         return Bad("point {} of plan {} feeds bits of a byte before the archive's start", k, p);
       }
-      if (pt.in > plan.stored_size || pt.out > plan.decoded_size) {
+      if (pt.in > plan.stored_size) {
         return Bad("point {} of plan {} lies past the archive's end", k, p);
+      }
+      if (pt.out > plan.decoded_size) {
+        return Bad("point {} of plan {} lies past the decoded end ({})", k, p, plan.decoded_size);
       }
       if (pt.member == 1 && (pt.bits != 0 || pt.window != kNoWindow)) {
         return Bad("point {} of plan {} starts a gzip member, yet has bits or a window", k, p);

@@ -308,7 +308,7 @@ TEST(PlanFile, RefusesGzipPointsThatCannotBeStartedFrom) {
   EXPECT_THAT(RefusalOf([](Plans& p) { p[1].points[2].in = 5001; }),
               HasSubstr("point 2 of plan 1 lies past the archive's end"));
   EXPECT_THAT(RefusalOf([](Plans& p) { p[1].points[2].out = 20001; }),
-              HasSubstr("point 2 of plan 1 lies past the archive's end"));
+              HasSubstr("point 2 of plan 1 lies past the decoded end (20000)"));
   EXPECT_THAT(RefusalOf([](Plans& p) {
                 p[1].points[0].in = 10;
                 p[1].points[0].bits = 2;
