@@ -22,6 +22,10 @@ s3_response/  what S3 stores answer: ListObjectsV2 pages (plain and url-encoded 
           entities, truncated), error documents, Content-Range values
 aws_config/  ~/.aws/config and ~/.aws/credentials texts: profiles, nested s3 settings,
           comments, CRLF
+decode_plan/  plan files (dataset/compressed/plan_file.h) built here byte by byte: a zip's
+          plan (runs served as stored, a run of a deflated and a stored member) beside a
+          gzip's of two members, and a gzip's with an access point inside a byte and its
+          window; checksums left zero, which the fuzz target makes right
 
 The output is deterministic, so regenerating it changes nothing unless a format does.
 Files are named for what they hold; libFuzzer reads every file of a corpus folder.
@@ -376,6 +380,53 @@ AWS_CONFIGS = {
 }
 
 
+PLAN_HEADER = "<8sIIQQQQqQQ"  # 72 bytes; plan_file.cc's PlanHeader
+PLAN_RECORD = "<IB3xQQ8Q"  # 88 bytes: blob, kind, sizes, {offset, count} of four arrays
+PLAN_RECIPE = "<QQQQB3xIII"  # DecodeRecipe, 48 bytes
+PLAN_PART = "<QQQIHH"  # ZipPart, 32 bytes
+PLAN_POINT = "<QQIBBH"  # GzipPoint, 24 bytes
+NO_WINDOW = 0xFFFFFFFF
+
+
+def plan_file(plans, index_checksum=0x0123456789ABCDEF, source=(6000, 1700000000123456789)):
+    """The bytes of a plan file of `plans`, each (blob, kind, stored size, decoded size,
+    recipes, parts, points, windows) with its arrays as tuples of their fields, in the
+    order plan_file.cc writes them: header, records, then each plan's arrays. Both
+    checksums are zero: the fuzz target computes them."""
+    body = b""
+    records = b""
+    start = struct.calcsize(PLAN_HEADER) + len(plans) * struct.calcsize(PLAN_RECORD)
+    for blob, kind, stored, decoded, recipes, parts, points, windows in plans:
+        refs = []
+        for layout, items in ((PLAN_RECIPE, recipes), (PLAN_PART, parts), (PLAN_POINT, points)):
+            refs += [start + len(body), len(items)]
+            body += b"".join(struct.pack(layout, *item) for item in items)
+        refs += [start + len(body), len(windows)]
+        body += windows
+        records += struct.pack(PLAN_RECORD, blob, kind, stored, decoded, *refs)
+    size = start + len(body)
+    header = struct.pack(PLAN_HEADER, b"GPUFSPLN", 1, 72, size, 0, index_checksum, source[0],
+                         source[1], len(plans), 0)
+    return header + records + body
+
+
+def make_decode_plans(out):
+    as_stored, zip_kind, gzip_kind = 0, 1, 2
+    zip_plan = (0, zip_kind, 1000, 1250,
+                [(0, 100, 0, 100, as_stored, 0, 0, 0), (300, 200, 300, 200, as_stored, 0, 0, 0),
+                 (1000, 250, 100, 200, zip_kind, 0, 2, 0)],
+                [(110, 80, 150, 0xDEADBEEF, 8, 0), (200, 100, 100, 0x1234, 0, 0)], [], b"")
+    members = (1, gzip_kind, 5000, 20000,
+               [(0, 8000, 0, 2000, gzip_kind, 0, 0, 0), (8000, 12000, 2000, 3000, gzip_kind, 1, 0, 0)],
+               [], [(0, 0, NO_WINDOW, 0, 1, 0), (8000, 2000, NO_WINDOW, 0, 1, 0)], b"")
+    window = bytes(i * 7 % 256 for i in range(32768))
+    inside_a_byte = (0, gzip_kind, 3000, 9000,
+                     [(0, 4000, 0, 1201, gzip_kind, 0, 0, 0), (4000, 5000, 1199, 1801, gzip_kind, 1, 0, 0)],
+                     [], [(0, 0, NO_WINDOW, 0, 1, 0), (4000, 1200, 0, 5, 0, 0)], window)
+    write(os.path.join(out, "zip_and_gzip.plan"), plan_file([zip_plan, members]))
+    write(os.path.join(out, "gzip_window.plan"), plan_file([inside_a_byte]))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("out", nargs="?", default=os.path.join(os.path.dirname(__file__), "corpus"))
@@ -391,6 +442,7 @@ def main():
         write(os.path.join(args.out, "aws_config", name), text)
     make_tars(os.path.join(args.out, "tar"))
     make_zips(os.path.join(args.out, "zip"))
+    make_decode_plans(os.path.join(args.out, "decode_plan"))
     os.makedirs(os.path.join(args.out, "native_index"), exist_ok=True)
     with tempfile.TemporaryDirectory() as work:
         make_native(args.gpufsd, work, os.path.join(args.out, "native_index"))
