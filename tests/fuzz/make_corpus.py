@@ -26,6 +26,10 @@ decode_plan/  plan files (dataset/compressed/plan_file.h) built here byte by byt
           plan (runs served as stored, a run of a deflated and a stored member) beside a
           gzip's of two members, and a gzip's with an access point inside a byte and its
           window; checksums left zero, which the fuzz target makes right
+gzip/     gzip streams (a tar's bytes, partly random so that the span's points are block
+          boundaries): one member, members back to back (one empty), a header with every
+          optional field (FEXTRA, FNAME, FCOMMENT, FHCRC), full flushes, stored blocks, small
+          blocks, zero padding after the last member
 
 The output is deterministic, so regenerating it changes nothing unless a format does.
 Files are named for what they hold; libFuzzer reads every file of a corpus folder.
@@ -33,6 +37,7 @@ Files are named for what they hold; libFuzzer reads every file of a corpus folde
 import argparse
 import io
 import os
+import random
 import shutil
 import struct
 import subprocess
@@ -41,6 +46,7 @@ import tarfile
 import tempfile
 import warnings
 import zipfile
+import zlib
 
 MYTAR_TEXTS = {
     "subfolders.txt": (
@@ -333,6 +339,63 @@ def make_zips(out):
     }
     for name, data in archives.items():
         write(os.path.join(out, name), data)
+def gzip_payload(size, seed):
+    """A tar-like run of bytes: random stretches (as image data are) between names and
+    copies of recent bytes, so that back-references cross the fuzz target's 1 KiB span."""
+    rng = random.Random(seed)
+    out = bytearray()
+    while len(out) < size:
+        kind = rng.randrange(3)
+        if kind == 0:
+            out += bytes(rng.randrange(256) for _ in range(rng.randrange(1, 600)))
+        elif kind == 1:
+            out += b"n01440764/n01440764_%d.JPEG\0" % rng.randrange(10000)
+        elif len(out) > 100:
+            start = len(out) - rng.randrange(1, min(len(out), 4000))
+            for i in range(rng.randrange(3, 300)):
+                out.append(out[start + i])
+    return bytes(out[:size])
+
+
+def gzip_member(data, level=6, flush_every=0, header=None, mem_level=8):
+    """One member; `header` replaces zlib's ten bytes (the body is then raw deflate). A
+    small `mem_level` makes small deflate blocks, so many block boundaries."""
+    wbits = 31 if header is None else -15
+    z = zlib.compressobj(level, zlib.DEFLATED, wbits, mem_level)
+    step = flush_every or max(len(data), 1)
+    body = b""
+    for at in range(0, len(data), step):
+        body += z.compress(data[at:at + step])
+        if flush_every and at + step < len(data):
+            body += z.flush(zlib.Z_FULL_FLUSH)
+    body += z.flush()
+    if header is None:
+        return body
+    trailer = struct.pack("<II", zlib.crc32(data), len(data) & 0xFFFFFFFF)
+    return header + body + trailer
+
+
+def full_header():
+    """A header with FEXTRA, FNAME, FCOMMENT and its own CRC-16 (FHCRC)."""
+    head = b"\x1f\x8b\x08\x1e" + bytes(4) + b"\x00\xff"
+    extra = b"AB\x04\x00xyzw"
+    head += struct.pack("<H", len(extra)) + extra + b"train.tar\0" + b"ImageNet, in part\0"
+    return head + struct.pack("<H", zlib.crc32(head) & 0xFFFF)
+
+
+def make_gzips(out):
+    data = gzip_payload(12000, 1)
+    streams = {
+        "one_member.gz": gzip_member(data),
+        "small_blocks.gz": gzip_member(data, mem_level=1),
+        "members.gz": gzip_member(data[:3000]) + gzip_member(b"") + gzip_member(data[3000:], 9),
+        "header_fields.gz": gzip_member(data[:6000], header=full_header()),
+        "full_flush.gz": gzip_member(data, 6, flush_every=2500),
+        "stored.gz": gzip_member(data[:5000], 0),
+        "zero_padded.gz": gzip_member(data[:4000]) + bytes(512),
+    }
+    for name, stream in streams.items():
+        write(os.path.join(out, name), stream)
 
 
 S3_RESPONSES = {
@@ -443,6 +506,7 @@ def main():
     make_tars(os.path.join(args.out, "tar"))
     make_zips(os.path.join(args.out, "zip"))
     make_decode_plans(os.path.join(args.out, "decode_plan"))
+    make_gzips(os.path.join(args.out, "gzip"))
     os.makedirs(os.path.join(args.out, "native_index"), exist_ok=True)
     with tempfile.TemporaryDirectory() as work:
         make_native(args.gpufsd, work, os.path.join(args.out, "native_index"))
