@@ -47,6 +47,10 @@ struct DecodedSource::Group {
   std::unique_ptr<char[]> bytes;  // recipe->size decoded bytes, once ready
   std::vector<Ready> waiters;     // guarded by the source's mu_
   uint64_t used = 0;              // the source's clock at the last use
+  // The ranges copied out of it so far (start -> end, merged), and their bytes; guarded by
+  // the source's mu_.
+  mutable std::map<uint64_t, uint64_t> copied;
+  mutable uint64_t served = 0;
   // The stored bytes while they are read: the recipe's range, aligned out.
   char* stored = nullptr;
   size_t stored_skip = 0;
@@ -68,13 +72,18 @@ DecodedSource::DecodedSource(BlobSource& stored, std::vector<DecodePlan> plans,
       decoded_(stored.blob_count()),
       name_of_(std::move(name_of)),
       options_(options) {
+  bool all_gzip = true;
   for (size_t i = 0; i < plans_.size(); ++i) {
+    all_gzip = all_gzip && plans_[i].kind == DecodeKind::kGzip;
     const uint32_t blob = plans_[i].blob;
     if (blob >= plan_of_.size()) continue;
     plan_of_[blob] = static_cast<int>(i);
     const BlobInfo* seen = stored_.Expected(blob);
     decoded_[blob] = BlobInfo{plans_[i].decoded_size, 0, seen ? seen->mtime_ns : 0};
   }
+  // A zip's decoded groups start on pages of their own (open_archive.cc), so aligned reads
+  // of them stay inside them.
+  alignment_ = all_gzip && plans_.size() == plan_of_.size() ? 1 : stored_.Alignment();
   const unsigned threads =
       options_.threads ? options_.threads : std::max(1u, std::thread::hardware_concurrency());
   for (unsigned t = 0; t < threads; ++t) threads_.emplace_back([this] { Work(); });
@@ -127,7 +136,6 @@ void DecodedSource::Submit(ReadKind kind, std::vector<BlobRead> reads) {
 
 void DecodedSource::Cut(ReadKind kind, BlobRead read, const DecodePlan& plan,
                         std::vector<BlobRead>& passed) {
-  (void)kind;
   auto answer = std::make_shared<Answer>();
   answer->done = std::move(read.done);
   const uint64_t end = std::min<uint64_t>(read.offset + read.length, plan.decoded_size);
@@ -166,10 +174,15 @@ void DecodedSource::Cut(ReadKind kind, BlobRead read, const DecodePlan& plan,
     const size_t n = static_cast<size_t>(stop - pos);
     const uint64_t within = pos - recipe->offset;
     answer->Add();
-    WithGroup(read.blob, *recipe, read.urgent, [answer, to, n, within](const Group& g) {
-      if (!g.error) std::memcpy(to, g.bytes.get() + within, n);
-      if (answer->Settle(g.error ? &*g.error : nullptr)) answer->Reply();
-    });
+    // Only the group cache's reads count towards a group's end: a member read for a reader
+    // waiting while the group loads reads those bytes again.
+    const bool counted = kind == ReadKind::kGroup;
+    WithGroup(read.blob, *recipe, read.urgent,
+              [this, answer, to, n, within, counted](const Group& g) {
+                if (!g.error) std::memcpy(to, g.bytes.get() + within, n);
+                if (!g.error && counted) Served(g, within, n);
+                if (answer->Settle(g.error ? &*g.error : nullptr)) answer->Reply();
+              });
     pos = stop;
   }
   // The cutting's own count: when every piece was answered already, the reply goes from a
@@ -305,6 +318,42 @@ void DecodedSource::Finish(const std::shared_ptr<Group>& group) {
   }
   for (Ready& ready : waiters) ready(*group);
   work_ready_.notify_all();  // the destructor may wait for in_flight_
+}
+
+namespace {
+
+// Adds [begin, end) to the merged ranges `ranges` and returns how many of its bytes were
+// not in them yet.
+uint64_t Cover(std::map<uint64_t, uint64_t>& ranges, uint64_t begin, uint64_t end) {
+  uint64_t before = 0;
+  auto it = ranges.upper_bound(begin);
+  if (it != ranges.begin() && std::prev(it)->second >= begin) --it;
+  uint64_t lo = begin, hi = end;
+  while (it != ranges.end() && it->first <= end) {
+    before += it->second - it->first;
+    lo = std::min(lo, it->first);
+    hi = std::max(hi, it->second);
+    it = ranges.erase(it);
+  }
+  ranges[lo] = hi;
+  return (hi - lo) - before;
+}
+
+}  // namespace
+
+// A group whose every byte has been copied out once has done its work: the group cache
+// reads each block of a group once, and keeps it. A reader that comes back for it has it
+// decoded again.
+void DecodedSource::Served(const Group& group, uint64_t within, size_t n) {
+  std::lock_guard lock(mu_);
+  // Ranges, not a count: the cache aligns its reads, so the first block of the next group
+  // copies the end of this one again.
+  group.served += Cover(group.copied, within, within + n);
+  if (group.served < group.recipe->size) return;
+  auto it = groups_.find({group.blob, group.recipe->offset});
+  if (it == groups_.end() || it->second.get() != &group) return;
+  kept_ -= group.recipe->size;
+  groups_.erase(it);  // whoever answers from it holds it
 }
 
 // Drops the least recently used decoded groups beyond keep_bytes; caller holds mu_.

@@ -5,9 +5,11 @@
 // served as they lie go to the stored source as they are (into the caller's buffer, no
 // copy); bytes of a decoded group come from that group, decoded whole, once, when the first
 // read of it arrives: its stored range is read in one ranged read and decoded on a decoding
-// thread, and every read of it waiting then is answered from the one result. A few decoded
-// groups are kept after (`keep_bytes`), since the group cache reads a group as several
-// blocks. Bytes between the plan's ranges belong to no member and read as zeros.
+// thread, and every read of it waiting then is answered from the one result. The group
+// cache reads a group as several blocks, so a decoded group is kept until the cache's reads
+// have copied each of its bytes out once, or, when groups come faster than they are read,
+// while the least recently used fit in `keep_bytes`. Bytes between the plan's ranges belong
+// to no member and read as zeros.
 //
 // A group that cannot be decoded (damaged or changed bytes, a CRC-32 that does not match)
 // fails every read of it with the decoder's message, which names the archive and member;
@@ -50,7 +52,7 @@ class DecodedSource : public BlobSource {
   std::string Describe(uint32_t blob) const override { return stored_.Describe(blob); }
   const BlobInfo* Expected(uint32_t blob) const override;
   std::string Identity(uint32_t blob) const override;
-  size_t Alignment() const override { return stored_.Alignment(); }
+  size_t Alignment() const override { return alignment_; }
   size_t PartSize() const override { return stored_.PartSize(); }
   unsigned PartsInFlight() const override { return stored_.PartsInFlight(); }
   size_t DemandSize() const override { return stored_.DemandSize(); }
@@ -75,6 +77,7 @@ class DecodedSource : public BlobSource {
                   bool urgent);
   void Decode(uint32_t blob, const DecodeRecipe& recipe, const std::shared_ptr<Group>& group);
   void Finish(const std::shared_ptr<Group>& group);
+  void Served(const Group& group, uint64_t within, size_t n);
   void Evict();
   void Work();
 
@@ -84,6 +87,11 @@ class DecodedSource : public BlobSource {
   std::vector<BlobInfo> decoded_;  // by blob: what Expected() says of a decoded one
   std::function<std::string(uint32_t, uint64_t)> name_of_;
   const DecodedOptions options_;
+  // What reads must be aligned to: the stored source's, where bytes go to it as they lie;
+  // none over a gzip stream, all of whose bytes are copied out of decoded groups (aligned,
+  // the first block of a group would reach back into the one before, which lies at no
+  // page boundary, and decode it again).
+  size_t alignment_ = 1;
 
   mutable std::mutex mu_;
   std::condition_variable work_ready_;

@@ -54,22 +54,21 @@ struct Archive {
     plan.parts = {ZipPart{at_a, da.size(), a.size(), Crc(a), 8},
                   ZipPart{at_b, db.size(), b.size(), Crc(b), 8},
                   ZipPart{at_c, c.size(), c.size(), Crc(c), 0}};
-    plan.recipes = {
-        DecodeRecipe{.offset = 0, .size = 100, .stored_offset = 0, .stored_size = 100},
-        DecodeRecipe{.offset = 4096,
-                     .size = a.size() + b.size(),
-                     .stored_offset = at_a,
-                     .stored_size = at_c - at_a,
-                     .kind = DecodeKind::kZip,
-                     .first = 0,
-                     .count = 2},
-        DecodeRecipe{.offset = 8192,
-                     .size = c.size(),
-                     .stored_offset = at_c,
-                     .stored_size = c.size(),
-                     .kind = DecodeKind::kZip,
-                     .first = 2,
-                     .count = 1}};
+    plan.recipes = {DecodeRecipe{.offset = 0, .size = 100, .stored_offset = 0, .stored_size = 100},
+                    DecodeRecipe{.offset = 4096,
+                                 .size = a.size() + b.size(),
+                                 .stored_offset = at_a,
+                                 .stored_size = at_c - at_a,
+                                 .kind = DecodeKind::kZip,
+                                 .first = 0,
+                                 .count = 2},
+                    DecodeRecipe{.offset = 8192,
+                                 .size = c.size(),
+                                 .stored_offset = at_c,
+                                 .stored_size = c.size(),
+                                 .kind = DecodeKind::kZip,
+                                 .first = 2,
+                                 .count = 1}};
   }
 };
 
@@ -105,6 +104,24 @@ TEST(DecodedSource, AGroupIsDecodedOnceForEveryReadOfIt) {
   EXPECT_EQ(stats[source_stat::kDecodedGroups], 1);
   EXPECT_EQ(stats[source_stat::kDecodedBytes], decoded.size());
   EXPECT_EQ(stats[source_stat::kDecodeReuses], 1);
+}
+
+TEST(DecodedSource, ReadsThatOverlapDoNotEndAGroupBeforeEachByteWasCopiedOut) {
+  Archive z;
+  FakeSource fake({z.stored});
+  DecodedSource source(fake, {z.plan}, NameAt);
+  const std::string decoded = z.a + z.b;
+  // As the group cache reads with its blocks aligned: the next group's first block reads
+  // the end of this one again, before this one's last block is read.
+  EXPECT_EQ(*ReadOf(source, 4096, 1000), decoded.substr(0, 1000));
+  EXPECT_EQ(*ReadOf(source, 4096 + 900, 100), decoded.substr(900, 100));
+  EXPECT_EQ(*ReadOf(source, 4096 + 1500, 200), decoded.substr(1500));
+  EXPECT_EQ(*ReadOf(source, 4096 + 1500, 200), decoded.substr(1500));
+  EXPECT_EQ(*ReadOf(source, 4096 + 1000, 500), decoded.substr(1000, 500));
+  EXPECT_EQ(fake.group_reads(), 1u);
+  // Every byte was copied out: it is not kept, and another read decodes it again.
+  EXPECT_EQ(*ReadOf(source, 4096, 10), decoded.substr(0, 10));
+  EXPECT_EQ(fake.group_reads(), 2u);
 }
 
 TEST(DecodedSource, BetweenGroupsAreZerosAndTheDecodedSpaceEndsTheRead) {
