@@ -60,8 +60,9 @@ Result<size_t> ZipRun(ZipListing& z, size_t i, uint64_t group_bytes, uint64_t& c
     uint64_t bytes = entries[i].size;
     while (j < entries.size() && bytes + entries[j].size <= group_bytes) bytes += entries[j++].size;
     if (bytes > kLargestDecoded) {
-      return Fail(EFBIG, "cannot serve {}: its member {} inflates to {} bytes, and members are "
-                         "inflated whole, up to {}",
+      return Fail(EFBIG,
+                  "cannot serve {}: its member {} inflates to {} bytes, and members are "
+                  "inflated whole, up to {}",
                   label, std::string(entries[i].path), bytes, kLargestDecoded);
     }
     const ZipPart& last = parts[j - 1];
@@ -250,7 +251,10 @@ ArchiveKind SniffArchive(RangeReader& reader) {
     return ArchiveKind::kZip;
   }
   if (StartsWith(head, got, "\x28\xb5\x2f\xfd")) return ArchiveKind::kZstd;
-  if (StartsWith(head, got, "\xfd" "7zXZ")) return ArchiveKind::kXz;
+  if (StartsWith(head, got,
+                 "\xfd"
+                 "7zXZ"))
+    return ArchiveKind::kXz;
   if (StartsWith(head, got, "BZh")) return ArchiveKind::kBzip2;
   if (StartsWith(head, got, "7z\xbc\xaf\x27\x1c")) return ArchiveKind::k7z;
   if (LooksLikeTar(reader)) return ArchiveKind::kTar;
@@ -271,9 +275,10 @@ Error NotServed(const std::string& label, ArchiveKind kind) {
               label, what);
 }
 
-Result<Dataset> ListArchive(RangeReader& reader, ArchiveKind kind, const std::filesystem::path& name,
-                            const SourceStamp& stamp, const OpenOptions& options,
-                            const ReaderFactory& more, unsigned parallel, size_t chunk) {
+Result<Dataset> ListArchive(RangeReader& reader, ArchiveKind kind,
+                            const std::filesystem::path& name, const SourceStamp& stamp,
+                            const OpenOptions& options, const ReaderFactory& more,
+                            unsigned parallel, size_t chunk) {
   if (kind == ArchiveKind::kZip) return ZipDataset(reader, name, stamp, options);
   if (kind == ArchiveKind::kGzip) return GzipDataset(reader, name, stamp, options);
   if (kind != ArchiveKind::kTar) return NotServed(reader.label(), kind);

@@ -36,9 +36,10 @@ Error NotServed(const std::string& label, ArchiveKind kind);
 // Lists the archive `reader` holds, of `kind`, as a dataset whose one blob is `name`,
 // with the listing's notes. `more`, `parallel` and `chunk` are as ListTar takes them; a
 // compressed archive is read front to back once, whatever they say.
-Result<Dataset> ListArchive(RangeReader& reader, ArchiveKind kind, const std::filesystem::path& name,
-                            const SourceStamp& stamp, const OpenOptions& options,
-                            const ReaderFactory& more, unsigned parallel, size_t chunk);
+Result<Dataset> ListArchive(RangeReader& reader, ArchiveKind kind,
+                            const std::filesystem::path& name, const SourceStamp& stamp,
+                            const OpenOptions& options, const ReaderFactory& more,
+                            unsigned parallel, size_t chunk);
 
 // The file beside an index that holds its decode plans.
 std::filesystem::path PlanPathOf(const std::filesystem::path& index);

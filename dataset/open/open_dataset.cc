@@ -212,13 +212,20 @@ std::optional<Dataset> OpenSavedTarIndex(const std::filesystem::path& archive,
                                   archive.string(), path.string()));
       continue;
     }
-    Dataset d{archive.parent_path(), std::move(opened->catalog), std::move(opened->info.blobs),
-              "tar", path, {}, {}, {}};
+    Dataset d{archive.parent_path(),
+              std::move(opened->catalog),
+              std::move(opened->info.blobs),
+              "tar",
+              path,
+              {},
+              {},
+              {}};
     if (opened->info.decoded) {
       auto plans = LoadPlans(d.catalog, place, stamp);
       if (!plans || plans->size() != 1) {
-        notes.push_back(fmt::format("listing {} again: {}", archive.string(),
-                                    plans ? "its index has no decode plan" : plans.error().message));
+        notes.push_back(
+            fmt::format("listing {} again: {}", archive.string(),
+                        plans ? "its index has no decode plan" : plans.error().message));
         continue;
       }
       d.plans = std::move(*plans);

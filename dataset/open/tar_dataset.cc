@@ -108,7 +108,7 @@ Result<Catalog> TarCatalog(const std::filesystem::path& archive, TarListing& lis
   builder.Reserve(by_offset.size(), 0);
   const std::string blob = archive.filename().string();
   uint64_t group_start = 0;
-  size_t next_cut = 0;  // of *cuts
+  size_t next_cut = 0;    // of *cuts
   size_t released = 0;    // entries handed back, when they are fed in order
   size_t released_n = 0;  // of by_offset
   for (size_t n = 0; n < by_offset.size(); ++n) {

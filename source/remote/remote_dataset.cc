@@ -307,9 +307,8 @@ Result<RemoteDataset> OpenTarObject(ObjectStore& store, const ObjectInfo& archiv
   d->notes.insert(d->notes.begin(), notes.begin(), notes.end());
   d->index = SaveTarIndex(*d, stamp, candidates);
   d->notes.push_back(fmt::format(
-      "listed {} files of {} with {} requests; the index is kept at {}",
-      d->catalog.file_count(), reader.label(),
-      store.Stats().value(source_stat::kRequests, uint64_t{0}) - requests_before,
+      "listed {} files of {} with {} requests; the index is kept at {}", d->catalog.file_count(),
+      reader.label(), store.Stats().value(source_stat::kRequests, uint64_t{0}) - requests_before,
       d->index.empty() ? "(nowhere)" : d->index.string()));
   return RemoteDataset{std::move(*d), {archive}};
 }
