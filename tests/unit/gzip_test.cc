@@ -32,10 +32,13 @@ class MemReader : public RangeReader {
     if (offset >= bytes_.size()) return size_t{0};
     const size_t n = std::min<uint64_t>(length, bytes_.size() - offset);
     std::memcpy(out, bytes_.data() + offset, n);
+    read_ += n;
     return n;
   }
+  uint64_t read() const { return read_; }
 
  private:
+  uint64_t read_ = 0;
   std::string bytes_;
   std::string label_;
 };
@@ -258,6 +261,20 @@ TEST(Gzip, ReadsComeFromTwoThreadsInTurn) {
   EXPECT_EQ(got, data);
 }
 
+// A tar of tars is walked twice: its outer archive, then each inner one from the start.
+TEST(Gzip, ASecondWalkReplaysTheStreamOnce) {
+  const std::string data = MakeData(6 << 20, 13);
+  MemReader compressed(Gzip(data));
+  GzipReader reader(compressed, kSpan);
+  char block[512];
+  ASSERT_TRUE(reader.ReadAt(0, sizeof(block), block));
+  ASSERT_EQ(ReadAll(reader, 4 << 20), data);
+  const uint64_t first = compressed.read();
+  EXPECT_LT(first, compressed.size() + (1 << 20));
+  ASSERT_EQ(ReadAll(reader, 1 << 20), data);
+  EXPECT_LT(compressed.read() - first, compressed.size() + (8 << 20));
+}
+
 TEST(Gzip, LooksLikeGzipReadsTheMagic) {
   MemReader gz(Gzip("x")), text("hello"), empty("");
   EXPECT_TRUE(LooksLikeGzip(gz));
@@ -365,6 +382,10 @@ TEST(Gzip, DecodingRefusesStoredBytesThatEndTooEarlyNamingTheMember) {
   r.size = x.data.size() - r.offset + 10;
   r.stored_size = x.gz.size() - r.stored_offset;
   EXPECT_THAT(Decode(x.plan, r, x.gz).error().message, HasSubstr("10 bytes early"));
+  // Stored bytes that end before the skipped output does.
+  r = x.recipe;
+  r.stored_size = 100;
+  EXPECT_THAT(Decode(x.plan, r, x.gz).error().message, HasSubstr("bytes early"));
 }
 
 TEST(Gzip, DecodingRefusesDamagedBytes) {
