@@ -72,8 +72,9 @@ class GzipReader : public RangeReader {
   uint64_t compressed_read() const;
   // Sorted by `out`; the first is the first member's start, at 0.
   const std::vector<GzipPoint>& points() const;
-  // kGzipWindow bytes per window, indexed by GzipPoint::window. Afterwards a backward read
-  // restarts only from member starts.
+  // kGzipWindow bytes per window, indexed by GzipPoint::window; meant for after Finish.
+  // Afterwards a backward read restarts only from member starts, and points recorded later
+  // (were the end not reached) are member starts only.
   std::vector<char> TakeWindows();
   // Where in the archive the compressed bytes needed to produce the decoded bytes before
   // `decoded_end` end at most; never past the archive's size.

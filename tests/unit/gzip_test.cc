@@ -275,6 +275,21 @@ TEST(Gzip, ASecondWalkReplaysTheStreamOnce) {
   EXPECT_LT(compressed.read() - first, compressed.size() + (8 << 20));
 }
 
+TEST(Gzip, WindowsTakenEarlyLeaveOnlyMemberStartsToReplayFrom) {
+  const std::string data = MakeData(2 << 20, 14);
+  MemReader compressed(Members(data, {1 << 20, 1 << 20}));
+  GzipReader reader(compressed, kSpan);
+  std::string got(600000, '\0');
+  ASSERT_TRUE(reader.ReadAt(0, got.size(), got.data()));
+  const std::vector<char> windows = reader.TakeWindows();
+  EXPECT_FALSE(windows.empty());
+  ASSERT_TRUE(reader.Finish());
+  for (const GzipPoint& p : reader.points()) {
+    EXPECT_TRUE(p.member || (p.window + 1) * kGzipWindow <= windows.size()) << p.out;
+  }
+  EXPECT_EQ(ReadAll(reader, 3 << 20), data);
+}
+
 TEST(Gzip, LooksLikeGzipReadsTheMagic) {
   MemReader gz(Gzip("x")), text("hello"), empty("");
   EXPECT_TRUE(LooksLikeGzip(gz));
