@@ -111,6 +111,7 @@ class Recorder {
     if (!points.empty() && out < due_) return;
     candidate_.reset();
     points.push_back(GzipPoint{.out = out, .in = in, .window = kNoWindow, .bits = 0, .member = 1});
+    AddCheckpoint(out, in);
     due_ = NextMultiple(out);
   }
 
@@ -126,7 +127,7 @@ class Recorder {
   void Stepped(uint64_t out, uint64_t in) {
     if (candidate_ && out >= due_ + span_) Commit();
     if (out >= next_checkpoint_) {
-      checkpoints.push_back({out, in});
+      AddCheckpoint(out, in);
       next_checkpoint_ = (out / kCheckpointEvery + 1) * kCheckpointEvery;
     }
   }
@@ -157,10 +158,20 @@ class Recorder {
  private:
   uint64_t NextMultiple(uint64_t out) const { return (out / span_ + 1) * span_; }
 
+  // A point is a checkpoint too, and an exact one: a group that ends where the next starts
+  // needs no compressed byte past the point. A candidate is committed after later
+  // checkpoints, hence the search.
+  void AddCheckpoint(uint64_t out, uint64_t in) {
+    auto at = std::upper_bound(checkpoints.begin(), checkpoints.end(), out,
+                               [](uint64_t o, const Checkpoint& c) { return o < c.out; });
+    checkpoints.insert(at, {out, in});
+  }
+
   void Commit() {
     candidate_->window = static_cast<uint32_t>(windows.size() / kGzipWindow);
     windows.insert(windows.end(), candidate_window_.begin(), candidate_window_.end());
     points.push_back(*candidate_);
+    AddCheckpoint(candidate_->out, candidate_->in);
     due_ = NextMultiple(candidate_->out);
     candidate_.reset();
   }
