@@ -9,9 +9,10 @@
 // them. A point is wanted after each multiple of `span` bytes of output; a member start
 // within the span after the multiple is preferred to a block boundary.
 //
-// Checkpoints (decoded offset, compressed bytes consumed) taken every 256 KiB of output say
-// how far into the archive the bytes needed for a decoded range reach, so that a group is
-// read from the archive in one ranged read with little over-read. DecodeGzipRecipe then
+// Checkpoints (decoded offset, compressed bytes consumed) taken every 256 KiB of output and
+// at each access point say how far into the archive the bytes needed for a decoded range
+// reach, so that a group is read from the archive in one ranged read with little
+// over-read (none, for a group that ends where the next point starts). DecodeGzipRecipe then
 // makes a group's bytes from those stored bytes alone.
 //
 // Every member's CRC-32 and length (its trailer) are checked by the first pass; a group's
@@ -128,7 +129,7 @@ class GzipCursor {
   // bits() of the byte before in() are still unread there.
   bool at_boundary() const { return boundary_; }
   int bits() const { return bits_; }
-  uint64_t in() const { return in_; }    // archive offset of the next byte to feed
+  uint64_t in() const { return in_; }    // archive offset of the next byte to inflate
   uint64_t out() const { return out_; }  // decoded offset of the next byte out
 
  private:

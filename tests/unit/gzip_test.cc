@@ -333,6 +333,31 @@ TEST(Gzip, TheFirstPassRefusesWhatIsNotAWholeGzipStream) {
   EXPECT_THAT(FirstPass("").error().message, HasSubstr("not a gzip stream"));
 }
 
+// An archive whose reads past `bad` fail, as a remote one's may.
+class FailingReader : public MemReader {
+ public:
+  FailingReader(std::string bytes, uint64_t bad) : MemReader(std::move(bytes)), bad_(bad) {}
+  Result<size_t> ReadAt(uint64_t offset, size_t length, char* out) override {
+    if (offset + length > bad_) return Fail(EIO, "cannot read {}: connection reset", label());
+    return MemReader::ReadAt(offset, length, out);
+  }
+
+ private:
+  uint64_t bad_;
+};
+
+TEST(Gzip, AReadErrorOfTheArchiveIsPassedOn) {
+  std::mt19937 rng(15);
+  std::string noise(6 << 20, '\0');
+  for (char& c : noise) c = static_cast<char>(rng());
+  const std::string gz = Gzip(noise);  // more than one 4 MiB piece: the second read fails
+  FailingReader compressed(gz, gz.size() - 1);
+  GzipReader reader(compressed, kSpan);
+  Status s = reader.Finish();
+  ASSERT_FALSE(s);
+  EXPECT_THAT(s.error().message, HasSubstr("connection reset"));
+}
+
 TEST(Gzip, AFailedFirstPassFailsEveryLaterRead) {
   std::string gz = Gzip(MakeData(500000, 9));
   gz[gz.size() - 8] ^= 1;
