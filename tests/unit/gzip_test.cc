@@ -376,7 +376,8 @@ struct Indexed {
 };
 
 Indexed IndexOne() {
-  Indexed x{.data = MakeData(1 << 20, 10)};
+  Indexed x;
+  x.data = MakeData(1 << 20, 10);
   x.gz = Gzip(x.data);
   MemReader compressed(x.gz);
   GzipReader reader(compressed, kSpan);
@@ -439,8 +440,11 @@ TEST(Gzip, DecodingRefusesDamagedBytes) {
   for (uint64_t i = at; i < at + 64; ++i) damaged[i] = static_cast<char>(damaged[i] ^ 0x5a);
   auto got = Decode(x.plan, x.recipe, damaged);
   // A few changed bytes may still inflate, to other bytes: never the original ones.
-  if (got) EXPECT_NE(*got, x.data.substr(x.recipe.offset, x.recipe.size));
-  if (!got) EXPECT_THAT(got.error().message, HasSubstr("data.tar.gz"));
+  if (got) {
+    EXPECT_NE(*got, x.data.substr(x.recipe.offset, x.recipe.size));
+  } else {
+    EXPECT_THAT(got.error().message, HasSubstr("data.tar.gz"));
+  }
 }
 
 // `data` compressed by `command` (reading `in`, writing `out`), or "" when the tool is
