@@ -9,9 +9,10 @@
 // them. A point is wanted after each multiple of `span` bytes of output; a member start
 // within the span after the multiple is preferred to a block boundary.
 //
-// Checkpoints (decoded offset, compressed bytes consumed) taken every 256 KiB of output say
-// how far into the archive the bytes needed for a decoded range reach, so that a group is
-// read from the archive in one ranged read with little over-read. DecodeGzipRecipe then
+// Checkpoints (decoded offset, compressed bytes consumed) taken every 256 KiB of output and
+// at each access point say how far into the archive the bytes needed for a decoded range
+// reach, so that a group is read from the archive in one ranged read with little
+// over-read (none, for a group that ends where the next point starts). DecodeGzipRecipe then
 // makes a group's bytes from those stored bytes alone.
 //
 // Every member's CRC-32 and length (its trailer) are checked by the first pass; a group's
@@ -72,8 +73,9 @@ class GzipReader : public RangeReader {
   uint64_t compressed_read() const;
   // Sorted by `out`; the first is the first member's start, at 0.
   const std::vector<GzipPoint>& points() const;
-  // kGzipWindow bytes per window, indexed by GzipPoint::window. Afterwards a backward read
-  // restarts only from member starts.
+  // kGzipWindow bytes per window, indexed by GzipPoint::window; meant for after Finish.
+  // Afterwards a backward read restarts only from member starts, and points recorded later
+  // (were the end not reached) are member starts only.
   std::vector<char> TakeWindows();
   // Where in the archive the compressed bytes needed to produce the decoded bytes before
   // `decoded_end` end at most; never past the archive's size.
@@ -127,7 +129,7 @@ class GzipCursor {
   // bits() of the byte before in() are still unread there.
   bool at_boundary() const { return boundary_; }
   int bits() const { return bits_; }
-  uint64_t in() const { return in_; }    // archive offset of the next byte to feed
+  uint64_t in() const { return in_; }    // archive offset of the next byte to inflate
   uint64_t out() const { return out_; }  // decoded offset of the next byte out
 
  private:

@@ -207,24 +207,25 @@ class GroupDecoder {
 
   GzipCursor& cursor() { return cursor_; }
 
-  // Fills the `size` bytes at `out` with the stream's next output.
-  Status Fill(char* out, size_t size) {
+  // Fills the `size` bytes at `out` with the stream's next output, `after` more bytes
+  // wanted after them (for the message when the stream ends first).
+  Status Fill(char* out, size_t size, uint64_t after) {
     for (size_t done = 0; done < size;) {
-      if (cursor_.ended()) return Early(size - done);
+      if (cursor_.ended()) return Early(size - done + after);
       auto n = cursor_.Step(out + done, size - done, false, true);
-      if (!n) return cursor_.truncated() ? Early(size - done) : Damaged(n.error());
+      if (!n) return cursor_.truncated() ? Early(size - done + after) : Damaged(n.error());
       done += *n;
     }
     return Ok{};
   }
 
-  // Inflates past the next `size` bytes of output.
-  Status Skip(uint64_t size) {
+  // Inflates past the next `size` bytes of output, `after` more wanted after them.
+  Status Skip(uint64_t size, uint64_t after) {
     if (size == 0) return Ok{};
     std::vector<char> scratch(static_cast<size_t>(std::min<uint64_t>(size, kScratch)));
     while (size > 0) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(size, scratch.size()));
-      Status s = Fill(scratch.data(), n);
+      Status s = Fill(scratch.data(), n, size - n + after);
       if (!s) return s;
       size -= n;
     }
@@ -266,9 +267,9 @@ Status DecodeGzipRecipe(const DecodePlan& plan, const DecodeRecipe& recipe,
   decoder.cursor().Feed(stored, recipe.stored_offset);
   Status s = decoder.cursor().Start(p, p.member ? std::span<const char>() : plan.Window(p.window));
   if (!s) return decoder.Damaged(s.error());
-  s = decoder.Skip(recipe.offset - p.out);
+  s = decoder.Skip(recipe.offset - p.out, out.size());
   if (!s) return s;
-  return decoder.Fill(out.data(), out.size());
+  return decoder.Fill(out.data(), out.size(), 0);
 }
 
 }  // namespace gpufs

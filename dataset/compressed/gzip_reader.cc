@@ -111,13 +111,14 @@ class Recorder {
     if (!points.empty() && out < due_) return;
     candidate_.reset();
     points.push_back(GzipPoint{.out = out, .in = in, .window = kNoWindow, .bits = 0, .member = 1});
+    AddCheckpoint(out, in);
     due_ = NextMultiple(out);
   }
 
   // A deflate block boundary, the 32 KiB of output before it ending at `window_end`. Kept
   // as a candidate: a member start in the span after the multiple is preferred.
   void Boundary(uint64_t out, uint64_t in, int bits, const char* window_end) {
-    if (candidate_ || points.empty() || out < due_) return;
+    if (!keep_windows_ || candidate_ || points.empty() || out < due_) return;
     candidate_ = GzipPoint{.out = out, .in = in, .bits = static_cast<uint8_t>(bits)};
     candidate_window_.assign(window_end - kGzipWindow, window_end);
   }
@@ -126,7 +127,7 @@ class Recorder {
   void Stepped(uint64_t out, uint64_t in) {
     if (candidate_ && out >= due_ + span_) Commit();
     if (out >= next_checkpoint_) {
-      checkpoints.push_back({out, in});
+      AddCheckpoint(out, in);
       next_checkpoint_ = (out / kCheckpointEvery + 1) * kCheckpointEvery;
     }
   }
@@ -144,14 +145,33 @@ class Recorder {
   std::vector<GzipPoint> points;
   std::vector<char> windows;
   std::vector<Checkpoint> checkpoints;
+  bool keep_windows() const { return keep_windows_; }
+
+  // Hands the windows over; later points are member starts only, their windows having
+  // nowhere to go.
+  std::vector<char> TakeWindows() {
+    keep_windows_ = false;
+    candidate_.reset();
+    return std::exchange(windows, {});
+  }
 
  private:
   uint64_t NextMultiple(uint64_t out) const { return (out / span_ + 1) * span_; }
+
+  // A point is a checkpoint too, and an exact one: a group that ends where the next starts
+  // needs no compressed byte past the point. A candidate is committed after later
+  // checkpoints, hence the search.
+  void AddCheckpoint(uint64_t out, uint64_t in) {
+    auto at = std::upper_bound(checkpoints.begin(), checkpoints.end(), out,
+                               [](uint64_t o, const Checkpoint& c) { return o < c.out; });
+    checkpoints.insert(at, {out, in});
+  }
 
   void Commit() {
     candidate_->window = static_cast<uint32_t>(windows.size() / kGzipWindow);
     windows.insert(windows.end(), candidate_window_.begin(), candidate_window_.end());
     points.push_back(*candidate_);
+    AddCheckpoint(candidate_->out, candidate_->in);
     due_ = NextMultiple(candidate_->out);
     candidate_.reset();
   }
@@ -160,6 +180,7 @@ class Recorder {
   uint64_t due_ = 0;  // the next multiple of span_ a point is wanted after
   std::optional<GzipPoint> candidate_;
   std::vector<char> candidate_window_;
+  bool keep_windows_ = true;
   uint64_t next_checkpoint_ = kCheckpointEvery;
 };
 
@@ -285,10 +306,7 @@ class GzipReader::Impl {
   const std::string& label() const { return compressed_.label(); }
   const std::vector<GzipPoint>& points() const { return recorder_.points; }
 
-  std::vector<char> TakeWindows() {
-    windows_taken_ = true;
-    return std::move(recorder_.windows);
-  }
+  std::vector<char> TakeWindows() { return recorder_.TakeWindows(); }
 
   uint64_t StoredEnd(uint64_t decoded_end) const {
     const std::vector<Checkpoint>& cps = recorder_.checkpoints;
@@ -380,7 +398,7 @@ class GzipReader::Impl {
                                   [](uint64_t p, const GzipPoint& g) { return p < g.out; });
     while (after != ps.begin()) {
       --after;
-      if (after->member || !windows_taken_) return *after;
+      if (after->member || recorder_.keep_windows()) return *after;
     }
     return ps.front();
   }
@@ -391,7 +409,6 @@ class GzipReader::Impl {
   Pass first_;
   std::unique_ptr<Pass> replay_;
   std::optional<Error> failed_;
-  bool windows_taken_ = false;
   std::atomic<uint64_t> consumed_{0};
 };
 

@@ -100,7 +100,8 @@ void FirstPassThenRecipes(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < plan.points.size(); ++i) {
     const GzipPoint& p = plan.points[i];
     Require(i == 0 || p.out > plan.points[i - 1].out, "points are not sorted", i);
-    Require(p.member || p.window < plan.windows.size() / 32768, "a point's window is missing", i);
+    Require(p.member || p.window < plan.windows.size() / kGzipWindow, "a point's window is missing",
+            i);
     Require(p.in <= size && p.bits < 8, "a point lies outside the archive", i);
   }
   const std::string* expect = all.size() == decoded && whole ? &all : nullptr;

@@ -32,10 +32,13 @@ class MemReader : public RangeReader {
     if (offset >= bytes_.size()) return size_t{0};
     const size_t n = std::min<uint64_t>(length, bytes_.size() - offset);
     std::memcpy(out, bytes_.data() + offset, n);
+    read_ += n;
     return n;
   }
+  uint64_t read() const { return read_; }
 
  private:
+  uint64_t read_ = 0;
   std::string bytes_;
   std::string label_;
 };
@@ -190,7 +193,11 @@ void CheckStream(const std::string& gz, const std::string& data, uint64_t span, 
   auto end_of = [&](size_t i) { return i + 1 < ps.size() ? ps[i + 1].out : data.size(); };
   for (size_t i = 0; i < ps.size(); ++i) {
     EXPECT_TRUE(i == 0 || ps[i].out > ps[i - 1].out);
-    EXPECT_LE(reader.StoredEnd(ps[i].out), gz.size());
+    // A group from one point to the next reads no byte past the next.
+    EXPECT_LE(reader.StoredEnd(ps[i].out), ps[i].in);
+    auto whole = Decode(plan, RecipeFor(plan, reader, ps[i].out, end_of(i) - ps[i].out), gz);
+    ASSERT_TRUE(whole) << whole.error().message;
+    ASSERT_EQ(*whole, data.substr(ps[i].out, end_of(i) - ps[i].out)) << i;
     for (size_t j = i; j < std::min(ps.size(), i + pairs); ++j) {
       const uint64_t offset = ps[i].out + rng() % (end_of(i) - ps[i].out);
       const uint64_t end = std::max(offset + 1, ps[j].out + rng() % (end_of(j) - ps[j].out + 1));
@@ -258,6 +265,35 @@ TEST(Gzip, ReadsComeFromTwoThreadsInTurn) {
   EXPECT_EQ(got, data);
 }
 
+// A tar of tars is walked twice: its outer archive, then each inner one from the start.
+TEST(Gzip, ASecondWalkReplaysTheStreamOnce) {
+  const std::string data = MakeData(6 << 20, 13);
+  MemReader compressed(Gzip(data));
+  GzipReader reader(compressed, kSpan);
+  char block[512];
+  ASSERT_TRUE(reader.ReadAt(0, sizeof(block), block));
+  ASSERT_EQ(ReadAll(reader, 4 << 20), data);
+  const uint64_t first = compressed.read();
+  EXPECT_LT(first, compressed.size() + (1 << 20));
+  ASSERT_EQ(ReadAll(reader, 1 << 20), data);
+  EXPECT_LT(compressed.read() - first, compressed.size() + (8 << 20));
+}
+
+TEST(Gzip, WindowsTakenEarlyLeaveOnlyMemberStartsToReplayFrom) {
+  const std::string data = MakeData(2 << 20, 14);
+  MemReader compressed(Members(data, {1 << 20, 1 << 20}));
+  GzipReader reader(compressed, kSpan);
+  std::string got(600000, '\0');
+  ASSERT_TRUE(reader.ReadAt(0, got.size(), got.data()));
+  const std::vector<char> windows = reader.TakeWindows();
+  EXPECT_FALSE(windows.empty());
+  ASSERT_TRUE(reader.Finish());
+  for (const GzipPoint& p : reader.points()) {
+    EXPECT_TRUE(p.member || (p.window + 1) * kGzipWindow <= windows.size()) << p.out;
+  }
+  EXPECT_EQ(ReadAll(reader, 3 << 20), data);
+}
+
 TEST(Gzip, LooksLikeGzipReadsTheMagic) {
   MemReader gz(Gzip("x")), text("hello"), empty("");
   EXPECT_TRUE(LooksLikeGzip(gz));
@@ -297,6 +333,31 @@ TEST(Gzip, TheFirstPassRefusesWhatIsNotAWholeGzipStream) {
   EXPECT_THAT(FirstPass("").error().message, HasSubstr("not a gzip stream"));
 }
 
+// An archive whose reads past `bad` fail, as a remote one's may.
+class FailingReader : public MemReader {
+ public:
+  FailingReader(std::string bytes, uint64_t bad) : MemReader(std::move(bytes)), bad_(bad) {}
+  Result<size_t> ReadAt(uint64_t offset, size_t length, char* out) override {
+    if (offset + length > bad_) return Fail(EIO, "cannot read {}: connection reset", label());
+    return MemReader::ReadAt(offset, length, out);
+  }
+
+ private:
+  uint64_t bad_;
+};
+
+TEST(Gzip, AReadErrorOfTheArchiveIsPassedOn) {
+  std::mt19937 rng(15);
+  std::string noise(6 << 20, '\0');
+  for (char& c : noise) c = static_cast<char>(rng());
+  const std::string gz = Gzip(noise);  // more than one 4 MiB piece: the second read fails
+  FailingReader compressed(gz, gz.size() - 1);
+  GzipReader reader(compressed, kSpan);
+  Status s = reader.Finish();
+  ASSERT_FALSE(s);
+  EXPECT_THAT(s.error().message, HasSubstr("connection reset"));
+}
+
 TEST(Gzip, AFailedFirstPassFailsEveryLaterRead) {
   std::string gz = Gzip(MakeData(500000, 9));
   gz[gz.size() - 8] ^= 1;
@@ -315,7 +376,8 @@ struct Indexed {
 };
 
 Indexed IndexOne() {
-  Indexed x{.data = MakeData(1 << 20, 10)};
+  Indexed x;
+  x.data = MakeData(1 << 20, 10);
   x.gz = Gzip(x.data);
   MemReader compressed(x.gz);
   GzipReader reader(compressed, kSpan);
@@ -365,6 +427,10 @@ TEST(Gzip, DecodingRefusesStoredBytesThatEndTooEarlyNamingTheMember) {
   r.size = x.data.size() - r.offset + 10;
   r.stored_size = x.gz.size() - r.stored_offset;
   EXPECT_THAT(Decode(x.plan, r, x.gz).error().message, HasSubstr("10 bytes early"));
+  // Stored bytes that end before the skipped output does.
+  r = x.recipe;
+  r.stored_size = 100;
+  EXPECT_THAT(Decode(x.plan, r, x.gz).error().message, HasSubstr("bytes early"));
 }
 
 TEST(Gzip, DecodingRefusesDamagedBytes) {
@@ -374,8 +440,11 @@ TEST(Gzip, DecodingRefusesDamagedBytes) {
   for (uint64_t i = at; i < at + 64; ++i) damaged[i] = static_cast<char>(damaged[i] ^ 0x5a);
   auto got = Decode(x.plan, x.recipe, damaged);
   // A few changed bytes may still inflate, to other bytes: never the original ones.
-  if (got) EXPECT_NE(*got, x.data.substr(x.recipe.offset, x.recipe.size));
-  if (!got) EXPECT_THAT(got.error().message, HasSubstr("data.tar.gz"));
+  if (got) {
+    EXPECT_NE(*got, x.data.substr(x.recipe.offset, x.recipe.size));
+  } else {
+    EXPECT_THAT(got.error().message, HasSubstr("data.tar.gz"));
+  }
 }
 
 // `data` compressed by `command` (reading `in`, writing `out`), or "" when the tool is
