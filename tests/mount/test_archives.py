@@ -282,13 +282,31 @@ class Zips(ArchiveCase):
                          {zipfile.ZIP_STORED})
         self.assert_served_as_extracted(archive, "zip")
 
+    def test_a_stored_zip_whose_data_end_in_its_last_4_kib(self):
+        """A small central directory: the last member's data end within the archive's last
+        aligned block (4 KiB), which a read of whole blocks reaches past."""
+        archive = self.path("small-stored.zip")
+        rng = random.Random(11)
+        with zipfile.ZipFile(archive, "w") as zf:
+            for c in range(3):
+                for i in range(2):
+                    zf.writestr(f"c{c}/{i}.JPEG",
+                                JPEG_START + rng.randbytes(rng.randint(5000, 50000)))
+        data = read_bytes(archive)
+        end = data.rfind(b"PK\x05\x06")
+        central_size = struct.unpack("<I", data[end + 12:end + 16])[0]
+        self.assertLess(len(data) - end + central_size, 4096)
+        self.assert_served_as_extracted(archive, "zip")
+
     def test_zip_deflated_mixed_with_stored(self):
         """zip deflates what shrinks (text) and stores what does not (random bytes)."""
         archive = self.zip_cli("mixed.zip", self.flat)
         methods = {i.compress_type for i in zipfile.ZipFile(archive).infolist()
                    if not i.is_dir() and i.file_size}
         self.assertEqual(methods, {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED})
-        self.assert_served_as_extracted(archive, "zip")
+        for options in ((), ("--cache-size", "0")):
+            with self.subTest(options=options):
+                self.assert_served_as_extracted(archive, "zip", *options)
 
     def test_zip_forced_zip64(self):
         archive = self.zip_cli("fz.zip", self.flat, "-fz")
@@ -388,8 +406,10 @@ class GzipTars(ArchiveCase):
     def test_pigz_independent_blocks(self):
         self.need("pigz", "pigz")
         tar = self.plain_tar(self.flat)
-        self.assert_served_as_extracted(self.compress("pigz-i.tar.gz", tar, "pigz", "-i", "-c"),
-                                        "tar.gz")
+        archive = self.compress("pigz-i.tar.gz", tar, "pigz", "-i", "-c")
+        for options in ((), ("--cache-size", "0")):
+            with self.subTest(options=options):
+                self.assert_served_as_extracted(archive, "tar.gz", *options)
 
     def test_bgzip(self):
         self.need("bgzip", "tabix")
