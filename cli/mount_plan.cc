@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "dataset/open/open_archive.h"
 #include "dataset/open/open_dataset.h"
 #include "source/network_fs.h"
 
@@ -67,7 +68,7 @@ uint64_t FileSystemBytes(const std::filesystem::path& path) {
 std::string StoreUrl(std::string_view source) {
   const std::optional<remote::UrlShape> shape = remote::ShapeOfUrl(source);
   const bool folder =
-      shape && !shape->leaf.empty() && !shape->leaf.ends_with(".tar") && !shape->query;
+      shape && !shape->leaf.empty() && !HasArchiveSuffix(shape->leaf) && !shape->query;
   return std::string(source) + (folder ? "/" : "");
 }
 

@@ -38,8 +38,9 @@ struct StorePlan {
   remote::PeerConfig peers;  // no URLs: no peers
 };
 
-// The URL a source is resolved at, from its text alone: one naming neither a tar archive
-// nor one object by a query (a presigned URL) names a folder, and gets its '/'.
+// The URL a source is resolved at, from its text alone: one naming neither an archive (by
+// its suffix: kArchiveSuffixes) nor one object by a query (a presigned URL) names a folder,
+// and gets its '/'.
 std::string StoreUrl(std::string_view source);
 
 // The store's plan; the peers' list and secret are read from their files.

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstring>
 #include <optional>
@@ -259,6 +260,14 @@ ArchiveKind SniffArchive(RangeReader& reader) {
   if (StartsWith(head, got, "7z\xbc\xaf\x27\x1c")) return ArchiveKind::k7z;
   if (LooksLikeTar(reader)) return ArchiveKind::kTar;
   return ArchiveKind::kUnknown;
+}
+
+bool HasArchiveSuffix(std::string_view name) {
+  std::string lower(name);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return std::any_of(std::begin(kArchiveSuffixes), std::end(kArchiveSuffixes),
+                     [&](std::string_view suffix) { return lower.ends_with(suffix); });
 }
 
 Error NotServed(const std::string& label, ArchiveKind kind) {

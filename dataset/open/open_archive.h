@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/error.h"
@@ -26,6 +27,15 @@
 namespace gpufs {
 
 enum class ArchiveKind { kUnknown, kTar, kZip, kGzip, kZstd, kXz, kBzip2, k7z };
+
+// The names an archive goes by: a URL ending in one names an object to open as an archive
+// (served, or refused saying what works), where any other name is a folder.
+inline constexpr std::string_view kArchiveSuffixes[] = {".tar",     ".zip",  ".tar.gz", ".tgz",
+                                                        ".tar.zst", ".tzst", ".tar.xz", ".txz",
+                                                        ".tar.bz2", ".tbz2", ".7z"};
+
+// Whether `name` ends as an archive's name does (kArchiveSuffixes, in any case).
+bool HasArchiveSuffix(std::string_view name);
 
 // What `reader` holds, from its first bytes.
 ArchiveKind SniffArchive(RangeReader& reader);

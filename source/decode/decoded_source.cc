@@ -143,21 +143,7 @@ void DecodedSource::Cut(ReadKind kind, BlobRead read, const DecodePlan& plan,
   for (uint64_t pos = read.offset; pos < end;) {
     char* to = read.buffer + (pos - read.offset);
     if (plan.kind == DecodeKind::kZip && pos < plan.stored_size) {
-      // As stored: the stored source reads it straight into the caller's buffer.
-      const size_t n = static_cast<size_t>(std::min(end, plan.stored_size) - pos);
-      answer->Add();
-      passed.push_back(BlobRead{read.blob, pos, n, to,
-                                [this, answer, n, blob = read.blob](Result<size_t> got) {
-                                  std::optional<Error> e;
-                                  if (!got) e = got.error();
-                                  if (got && *got < n) {
-                                    e = Fail(EIO, "{} ends before its index says: changed since",
-                                             stored_.Describe(blob));
-                                  }
-                                  if (answer->Settle(e ? &*e : nullptr)) answer->Reply();
-                                },
-                                read.urgent});
-      pos += n;
+      pos += PassStored(read, pos, end, plan, answer, passed);
       continue;
     }
     const DecodeRecipe* recipe = plan.Find(pos);
@@ -192,6 +178,37 @@ void DecodedSource::Cut(ReadKind kind, BlobRead read, const DecodePlan& plan,
     work_.push_back([answer] { answer->Reply(); });
     work_ready_.notify_one();
   }
+}
+
+// Bytes as stored, from `pos`: the stored source reads them straight into the caller's
+// buffer. A read the cache aligned runs on past the archive's end to the next page, where
+// the decoded groups begin: the stored source gets that aligned length (direct I/O takes
+// no other), ends short at the archive's end, and the rest reads as zeros. Returns the
+// bytes of the read this piece covers.
+size_t DecodedSource::PassStored(const BlobRead& read, uint64_t pos, uint64_t end,
+                                 const DecodePlan& plan, const std::shared_ptr<Answer>& answer,
+                                 std::vector<BlobRead>& passed) {
+  const uint64_t align = std::max<uint64_t>(stored_.Alignment(), 1);
+  const uint64_t page_end = (plan.stored_size + align - 1) / align * align;
+  const size_t n = static_cast<size_t>(std::min(end, page_end) - pos);
+  const size_t need = static_cast<size_t>(std::min(end, plan.stored_size) - pos);
+  char* to = read.buffer + (pos - read.offset);
+  answer->Add();
+  passed.push_back(BlobRead{read.blob, pos, n, to,
+                            [this, answer, to, n, need, blob = read.blob](Result<size_t> got) {
+                              std::optional<Error> e;
+                              if (!got) {
+                                e = got.error();
+                              } else if (*got < need) {
+                                e = Fail(EIO, "{} ends before its index says: changed since",
+                                         stored_.Describe(blob));
+                              } else {
+                                std::memset(to + *got, 0, n - *got);
+                              }
+                              if (answer->Settle(e ? &*e : nullptr)) answer->Reply();
+                            },
+                            read.urgent});
+  return n;
 }
 
 void DecodedSource::WithGroup(uint32_t blob, const DecodeRecipe& recipe, bool urgent, Ready ready) {

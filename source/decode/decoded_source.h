@@ -72,6 +72,8 @@ class DecodedSource : public BlobSource {
   // Whether [offset, offset + length) of `blob` lies as stored (not decoded) bytes.
   bool AsStored(uint32_t blob, uint64_t offset, size_t length) const;
   void Cut(ReadKind kind, BlobRead read, const DecodePlan& plan, std::vector<BlobRead>& passed);
+  size_t PassStored(const BlobRead& read, uint64_t pos, uint64_t end, const DecodePlan& plan,
+                    const std::shared_ptr<Answer>& answer, std::vector<BlobRead>& passed);
   void WithGroup(uint32_t blob, const DecodeRecipe& recipe, bool urgent, Ready ready);
   void ReadStored(uint32_t blob, const DecodeRecipe& recipe, std::shared_ptr<Group> group,
                   bool urgent);

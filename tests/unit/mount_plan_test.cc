@@ -27,6 +27,12 @@ TEST(StoreUrl, AFolderGetsItsSlashAnArchiveOrAPresignedObjectDoesNot) {
             "https://h/sets/blob?X-Amz-Signature=ab");
   EXPECT_EQ(StoreUrl("s3://bucket/imagenet"), "s3://bucket/imagenet/");
   EXPECT_EQ(StoreUrl("s3://bucket/sets/train.tar"), "s3://bucket/sets/train.tar");
+  EXPECT_EQ(StoreUrl("s3://bucket/coco/train2017.zip"), "s3://bucket/coco/train2017.zip");
+  EXPECT_EQ(StoreUrl("https://h/inat/train_val2019.tar.gz"), "https://h/inat/train_val2019.tar.gz");
+  EXPECT_EQ(StoreUrl("https://h/shards/part-0001.TGZ"), "https://h/shards/part-0001.TGZ");
+  // Refused once opened, saying what works, rather than looked for as a folder.
+  EXPECT_EQ(StoreUrl("https://h/shards/part-0001.tar.zst"), "https://h/shards/part-0001.tar.zst");
+  EXPECT_EQ(StoreUrl("https://h/sets/zipcodes"), "https://h/sets/zipcodes/");
   EXPECT_EQ(StoreUrl("s3://bucket"), "s3://bucket");
   // What the resolver refuses is passed on as typed, for it to say why.
   EXPECT_EQ(StoreUrl("s3:///x"), "s3:///x");
