@@ -336,15 +336,22 @@ class TarArchives(Work):
             self.assertIn(path, result.stderr)
             self.assertRegex(result.stderr, expected)
 
-    def test_compressed_archives_are_refused_clearly(self):
+    def test_a_tar_gz_is_served_and_an_xz_stream_refused_naming_what_works(self):
         gz = self.path("x.tar.gz")
         with tarfile.open(gz, "w:gz") as tar:
-            tar.add(self.tree, arcname="d")
+            tar.add(self.tree, arcname="dataset")
+        with lib.Mount(gz) as mnt:
+            self.assertEqual(os.getxattr(mnt, "user.gpufs.format"), b"tar.gz")
+            self.assertEqual(files_below(mnt), self.expected)
+        xz = self.path("x.tar.xz")
+        with tarfile.open(xz, "w:xz") as tar:
+            tar.add(self.tree, arcname="dataset")
         mnt = tempfile.mkdtemp()
-        result = lib.run_gpufsd("mount", gz, mnt)
+        result = lib.run_gpufsd("mount", xz, mnt)
         os.rmdir(mnt)
         self.assertEqual(result.returncode, 1)
-        self.assertIn("not a folder nor an uncompressed tar archive", result.stderr)
+        self.assertIn(xz, result.stderr)
+        self.assertIn("an xz stream, which cannot be read at random; recompress", result.stderr)
 
 
 def tar_header(name, size_field, typeflag=b"0"):
