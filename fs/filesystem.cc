@@ -185,6 +185,12 @@ Result<std::string> Filesystem::GetXattr(uint64_t ino, std::string_view name) co
   if (catalog_.IsDir(*id)) return Fail(ENODATA, "no attribute {}", name);
   const FileExtent& file = catalog_.Extent(*id);
   if (name == xattr::kGroup) return std::to_string(file.group);
+  // A member decoded from a compressed archive is nowhere in its blob as it is served: a
+  // client reading the blob at these offsets would get other bytes.
+  if ((name == xattr::kBlob || name == xattr::kOffset) &&
+      !source_.LiesAsStored(BlobOf(file), file.offset, file.size)) {
+    return Fail(ENODATA, "{} is decoded from a compressed archive", name);
+  }
   if (name == xattr::kBlob) return source_.Describe(BlobOf(file));
   if (name == xattr::kOffset) return std::to_string(file.offset);
   if (name == xattr::kSize) return std::to_string(file.size);

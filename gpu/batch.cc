@@ -17,7 +17,10 @@ Result<std::string> Attribute(const std::string& path, const char* name) {
   const ssize_t n = getxattr(path.c_str(), name, value, sizeof(value));
   if (n < 0) {
     if (errno == ENODATA || errno == ENOTSUP) {
-      return Fail(EINVAL, "cannot locate {}: not a file of a gpufs mount (no {})", path, name);
+      return Fail(EINVAL,
+                  "cannot locate {}: not a file of a gpufs mount, or one decoded from a "
+                  "compressed archive, which is read through the mount (no {})",
+                  path, name);
     }
     return Fail(errno, "cannot locate {}: {}", path, strerror(errno));
   }

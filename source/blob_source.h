@@ -138,6 +138,10 @@ class BlobSource {
   // time); the disk tier keys its copies by it. The default is what Expected() says;
   // empty when nothing is known, and then nothing of the blob is kept on disk.
   virtual std::string Identity(uint32_t blob) const;
+  // Whether [offset, offset + length) of `blob` are the blob's own bytes at those offsets,
+  // which a client may read from the blob itself (user.gpufs.blob, user.gpufs.offset);
+  // not so for bytes decoded from a compressed archive (source/decode).
+  virtual bool LiesAsStored(uint32_t, uint64_t, uint64_t) const { return true; }
   // What kGroup reads need of offsets, lengths and buffers (O_DIRECT wants 4096).
   virtual size_t Alignment() const { return 1; }
   // The largest single request worth making: a longer range goes as parts this large,

@@ -105,7 +105,7 @@ const DecodePlan* DecodedSource::PlanOf(uint32_t blob) const {
   return blob < plan_of_.size() && plan_of_[blob] >= 0 ? &plans_[plan_of_[blob]] : nullptr;
 }
 
-bool DecodedSource::AsStored(uint32_t blob, uint64_t offset, size_t length) const {
+bool DecodedSource::AsStored(uint32_t blob, uint64_t offset, uint64_t length) const {
   const DecodePlan* plan = PlanOf(blob);
   return !plan || (plan->kind == DecodeKind::kZip && offset + length <= plan->stored_size);
 }

@@ -51,6 +51,9 @@ class DecodedSource : public BlobSource {
   size_t blob_count() const override { return stored_.blob_count(); }
   std::string Describe(uint32_t blob) const override { return stored_.Describe(blob); }
   const BlobInfo* Expected(uint32_t blob) const override;
+  bool LiesAsStored(uint32_t blob, uint64_t offset, uint64_t length) const override {
+    return AsStored(blob, offset, length);
+  }
   std::string Identity(uint32_t blob) const override;
   size_t Alignment() const override { return alignment_; }
   size_t PartSize() const override { return stored_.PartSize(); }
@@ -70,7 +73,7 @@ class DecodedSource : public BlobSource {
 
   const DecodePlan* PlanOf(uint32_t blob) const;
   // Whether [offset, offset + length) of `blob` lies as stored (not decoded) bytes.
-  bool AsStored(uint32_t blob, uint64_t offset, size_t length) const;
+  bool AsStored(uint32_t blob, uint64_t offset, uint64_t length) const;
   void Cut(ReadKind kind, BlobRead read, const DecodePlan& plan, std::vector<BlobRead>& passed);
   size_t PassStored(const BlobRead& read, uint64_t pos, uint64_t end, const DecodePlan& plan,
                     const std::shared_ptr<Answer>& answer, std::vector<BlobRead>& passed);

@@ -308,6 +308,38 @@ class Zips(ArchiveCase):
             with self.subTest(options=options):
                 self.assert_served_as_extracted(archive, "zip", *options)
 
+    def test_only_members_served_as_they_lie_say_where_in_the_archive(self):
+        """user.gpufs.blob and user.gpufs.offset let a client (the GPU library) read a
+        member from the archive itself: a stored zip's members give them, and the archive
+        holds their bytes there; a deflated member (and a stored one amid deflated ones,
+        copied out with them), or any of a .tar.gz, has no such place."""
+        stored = self.zip_cli("stored.zip", self.flat, "-0")
+        with lib.Mount(stored, env=self.env) as mnt:
+            for info in zipfile.ZipFile(stored).infolist():
+                if info.is_dir():
+                    continue
+                path = os.path.join(mnt, info.filename)
+                offset = int(os.getxattr(path, "user.gpufs.offset"))
+                with open(stored, "rb") as f:
+                    f.seek(offset)
+                    self.assertEqual(f.read(info.file_size), read_bytes(path), info.filename)
+        mixed = self.zip_cli("mixed.zip", self.flat)
+        gz = self.compress("flat.tar.gz", self.plain_tar(self.flat), "gzip", "-c")
+        for archive in (mixed, gz):
+            with lib.Mount(archive, env=self.env) as mnt:
+                for rel in digest_files(mnt):
+                    path = os.path.join(mnt, rel)
+                    try:
+                        os.getxattr(path, "user.gpufs.offset")
+                    except OSError as e:
+                        self.assertEqual(e.errno, errno.ENODATA, (archive, rel))
+                        continue
+                    info = zipfile.ZipFile(mixed).getinfo(rel)  # only a zip's may lie so
+                    self.assertEqual(info.compress_type, zipfile.ZIP_STORED, rel)
+                if archive == gz:  # nothing of a .tar.gz lies as stored
+                    with self.assertRaises(OSError):
+                        os.getxattr(os.path.join(mnt, min(digest_files(mnt))), "user.gpufs.blob")
+
     def test_zip_forced_zip64(self):
         archive = self.zip_cli("fz.zip", self.flat, "-fz")
         self.assertIn(b"PK\x06\x06", read_bytes(archive))  # the zip64 end record
