@@ -4,6 +4,7 @@ A mount is started in the foreground with --ready-fd and is waited for on that p
 with sleeps; leaving the context unmounts it and checks that the daemon exited 0.
 """
 import json
+import hashlib
 import os
 import select
 import shlex
@@ -63,6 +64,20 @@ def files_below(root):
             path = os.path.join(folder, name)
             with open(path, "rb") as f:
                 out[os.path.relpath(path, root)] = f.read()
+    return out
+
+
+def digest_files(root):
+    """{relative path: (size, sha256)} of the regular files below root (links not followed)."""
+    out = {}
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(folder, name)
+            if os.path.islink(path) or not os.path.isfile(path):
+                continue
+            with open(path, "rb") as f:
+                data = f.read()
+            out[os.path.relpath(path, root)] = (len(data), hashlib.sha256(data).hexdigest())
     return out
 
 

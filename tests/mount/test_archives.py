@@ -29,6 +29,7 @@ import unittest
 import zipfile
 
 import gpufs_testlib as lib
+from gpufs_testlib import digest_files
 
 sys.path.insert(0, lib.ROOT)
 from tests.servers import ceph_s3, nginx  # noqa: E402
@@ -75,20 +76,6 @@ def make_tree(root, classes, per_class, seed, max_kib):
                 f.write(data)
         os.symlink(f"{cls}_1.JPEG", os.path.join(folder, "link.JPEG"))
     return root
-
-
-def digest_files(root):
-    """{relative path: (size, sha256)} of the regular files below root (links not followed)."""
-    out = {}
-    for folder, _, names in os.walk(root):
-        for name in names:
-            path = os.path.join(folder, name)
-            if os.path.islink(path) or not os.path.isfile(path):
-                continue
-            with open(path, "rb") as f:
-                data = f.read()
-            out[os.path.relpath(path, root)] = (len(data), hashlib.sha256(data).hexdigest())
-    return out
 
 
 def read_bytes(path):

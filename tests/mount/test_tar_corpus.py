@@ -21,26 +21,13 @@ import tempfile
 import unittest
 
 import gpufs_testlib as lib
+from gpufs_testlib import digest_files
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz"))
 from make_corpus import header, member, pax  # noqa: E402  (archives written header by header)
 
 BSDTAR = shutil.which("bsdtar")
 LONG = "t" * 95  # "clsA/" + LONG is 100 bytes: what a header's name field holds
-
-
-def digest_files(root):
-    """{relative path: (size, sha256)} of the regular files below root (links not followed)."""
-    out = {}
-    for folder, _, names in os.walk(root):
-        for name in names:
-            path = os.path.join(folder, name)
-            if os.path.islink(path) or not os.path.isfile(path):
-                continue
-            with open(path, "rb") as f:
-                data = f.read()
-            out[os.path.relpath(path, root)] = (len(data), hashlib.sha256(data).hexdigest())
-    return out
 
 
 def others_below(root):

@@ -7,22 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "tests/unit/deflate_bytes.h"
 #include "tests/unit/fake_source.h"
 
 namespace gpufs {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string Deflate(const std::string& data) {
-  libdeflate_compressor* c = libdeflate_alloc_compressor(6);
-  std::string out(libdeflate_deflate_compress_bound(c, data.size()), '\0');
-  out.resize(libdeflate_deflate_compress(c, data.data(), data.size(), out.data(), out.size()));
-  libdeflate_free_compressor(c);
-  return out;
-}
-
-uint32_t Crc(const std::string& data) { return libdeflate_crc32(0, data.data(), data.size()); }
 
 std::string Text(size_t n, char seed) {
   std::string s;

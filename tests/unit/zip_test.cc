@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dataset/compressed/zip.h"
+#include "tests/unit/deflate_bytes.h"
 #include "tests/unit/temp_dir.h"
 
 namespace gpufs {
@@ -43,16 +44,6 @@ void Put32(std::string& s, uint32_t v) { s.append(reinterpret_cast<const char*>(
 void Put64(std::string& s, uint64_t v) { s.append(reinterpret_cast<const char*>(&v), 8); }
 void Set16(std::string& s, uint64_t at, uint16_t v) { std::memcpy(&s[at], &v, 2); }
 void Set32(std::string& s, uint64_t at, uint32_t v) { std::memcpy(&s[at], &v, 4); }
-
-std::string Deflate(const std::string& data) {
-  libdeflate_compressor* c = libdeflate_alloc_compressor(6);
-  std::string out(libdeflate_deflate_compress_bound(c, data.size()), '\0');
-  out.resize(libdeflate_deflate_compress(c, data.data(), data.size(), out.data(), out.size()));
-  libdeflate_free_compressor(c);
-  return out;
-}
-
-uint32_t Crc(const std::string& data) { return libdeflate_crc32(0, data.data(), data.size()); }
 
 void PutLocal(Written& w, const Member& m, const std::string& stored) {
   std::string& s = w.bytes;
