@@ -214,14 +214,21 @@ class Checker:
         os.environ["XDG_CACHE_HOME"] = cache
         return cache
 
-    def mount_and_read(self, src, log, want):
+    def mount_and_read(self, src, log, want, served=None):
         """`src` mounted after the page cache is dropped: {"mount_s", "walk_s", "read_s",
-        "files_per_s", "check"}, every file compared with `want`."""
+        "files_per_s", "check"}, every file compared with `want`; with `served` (a function
+        giving the origin's (requests, bytes) so far), "listing_requests" and
+        "listing_bytes", what the first listing asked of it."""
         drop_caches()
         argv = [*self.options, "--log-file", os.path.join(self.logs, log)]
+        before = served() if served else None
         start = time.perf_counter()
         with gpufs_mounted(src, *argv, prefix="gpufs-archive-scale-") as mnt:
             row = {"mount_s": time.perf_counter() - start}
+            if served:
+                after = served()
+                row["listing_requests"] = after[0] - before[0]
+                row["listing_bytes"] = after[1] - before[1]
             if not is_mounted(mnt):
                 raise RuntimeError(f"gpufsd mount {src} returned, but {mnt} is not mounted")
             start = time.perf_counter()
@@ -246,19 +253,20 @@ class Checker:
         return seconds
 
 
-    def http(self, name, url, want, members):
+    def http(self, name, url, want, members, served):
         """`url` mounted with a fresh private cache, every file compared with `want`, then
         mounted again with the index it saved there: the row of mount_and_read, with
         "url", "index_files", "index_bytes" and "remount_s"."""
         cache = self.fresh_cache()
         tag = "query" if "?" in url else "plain"
-        row = self.mount_and_read(url, f"{name}-http-{tag}-first.log", want)
+        row = self.mount_and_read(url, f"{name}-http-{tag}-first.log", want, served)
         row["url"] = url
         row["index_files"] = {os.path.join(folder, n): os.path.getsize(os.path.join(folder, n))
                               for folder, _, names in os.walk(cache) for n in names
                               if ".gpufs-index" in n}
         row["index_bytes"] = sum(row["index_files"].values())
-        print(f"    HTTP:  {url}: first listing {row['mount_s']:.2f} s, walk "
+        print(f"    HTTP:  {url}: first listing {row['mount_s']:.2f} s ("
+              f"{row['listing_requests']} requests, {row['listing_bytes'] / 1e6:.0f} MB), walk "
               f"{row['walk_s']:.2f} s, read {row['files_per_s']:.0f} files/s, cached index "
               f"{row['index_bytes'] / 1e6:.2f} MB ({len(row['index_files'])} files), byte-exact "
               f"{'yes' if row['check']['byte_exact'] else 'NO'}", flush=True)
@@ -335,8 +343,12 @@ def check_archive(name, made, checker, www, origin, work):
         served = os.path.join(www, os.path.basename(path))
         os.link(path, served)
         plain = f"{origin.url}/{os.path.basename(path)}"
+
+        def served_now():
+            requests, sent, _ = origin.served("/" + os.path.basename(path))
+            return requests, sent
         try:
-            row["http"] = checker.http(name, plain, want, members)
+            row["http"] = checker.http(name, plain, want, members, served_now)
         except (subprocess.CalledProcessError, OSError, RuntimeError) as e:
             # Refused by URL: said plainly, and the archive measured again by a URL with a
             # query (the shape of a presigned URL), which names the object whatever its
@@ -344,7 +356,8 @@ def check_archive(name, made, checker, www, origin, work):
             row["http_error"] = failure_text(e)
             print(f"    HTTP:  {plain} FAILED: {row['http_error']}", flush=True)
             steps = "HTTP first listing, by a URL with a query"
-            row["http_query"] = checker.http(name, plain + "?gpufs-bench=1", want, members)
+            row["http_query"] = checker.http(name, plain + "?gpufs-bench=1", want, members,
+                                            served_now)
     except (subprocess.CalledProcessError, OSError, RuntimeError) as e:
         row["error"] = f"{steps}: {failure_text(e)}"
         print(f"    {name} FAILED in {steps}: {failure_text(e)}", flush=True)
@@ -358,7 +371,7 @@ def fmt(value, spec):
 
 def print_table(rows):
     print(f"\n{'archive':20}{'members':>9}{'MB':>8}{'first list s':>13}{'s/M':>8}"
-          f"{'index MB':>9}{'MB/M':>7}{'remount s':>10}{'HTTP first s':>13}"
+          f"{'index MB':>9}{'MB/M':>7}{'remount s':>10}{'HTTP first s':>13}{'s/M':>8}"
           f"{'HTTP remount s':>15}{'exact local':>12}{'exact HTTP':>16}")
     notes = []
     for r in rows:
@@ -383,6 +396,7 @@ def print_table(rows):
               f"{fmt(index_mb * per_m if index_mb is not None and per_m else None, '7.1f')}"
               f"{fmt(local.get('remount_s'), '10.2f')}"
               f"{fmt(http.get('mount_s'), '12.2f')}{mark or ' '}"
+              f"{fmt(http['mount_s'] * per_m if 'mount_s' in http and per_m else None, '8.1f')}"
               f"{fmt(http.get('remount_s'), '14.2f')}{mark or ' '}"
               f"{exact(local):>12}{exact_http:>16}")
         if "error" in r:
