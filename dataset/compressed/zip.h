@@ -43,9 +43,11 @@ bool LooksLikeZip(RangeReader& reader);
 
 // Lists the archive. Reads the central directory in pieces (14 M entries are some 1 GB of
 // it) and the local headers in increasing offset order, those close together in one read:
-// a remote archive pays a round trip per read. With `progress`: total_bytes the archive's
-// size, bytes as the headers are read, files per file listed.
-Result<ZipListing> ListZip(RangeReader& reader, Progress* progress = nullptr);
+// a remote archive pays a round trip per read, so with `more` (tar.h's ReaderFactory) runs
+// of members are read by up to `parallel` readers at once. With `progress`: total_bytes the
+// archive's size, bytes as the headers are read, files per file listed.
+Result<ZipListing> ListZip(RangeReader& reader, Progress* progress = nullptr,
+                           const ReaderFactory& more = {}, unsigned parallel = 1);
 
 // Makes `recipe`'s decoded bytes in `out`: its parts [first, first + count) of plan.parts
 // back to back, stored ones copied and deflated ones inflated, each part's CRC-32 checked.

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <optional>
+#include <thread>
 #include <utility>
 
 #include "dataset/format/name_rules.h"
@@ -167,8 +169,13 @@ class Window {
 
 class ZipWalker {
  public:
-  ZipWalker(RangeReader& reader, Progress* progress)
-      : reader_(reader), label_(reader.label()), size_(reader.size()), progress_(progress) {}
+  ZipWalker(RangeReader& reader, Progress* progress, const ReaderFactory& more, unsigned parallel)
+      : reader_(reader),
+        label_(reader.label()),
+        size_(reader.size()),
+        progress_(progress),
+        more_(more),
+        parallel_(std::max(1u, parallel)) {}
 
   Result<ZipListing> List() {
     if (progress_) progress_->total_bytes = size_;
@@ -384,32 +391,77 @@ class ZipWalker {
     return kept;
   }
 
+  // Where each kept member's data start, its local header checked. A remote archive pays a
+  // round trip a window, so runs of members are walked at once, each with a reader of its
+  // own (a run no reader could be had for is walked here, after the first).
+  // A run stops at its first failure, leaving that member's offset and the rest kUnread;
+  // the error is the run's, told once the members before it were checked (an overlap is
+  // the better reason for a local header that is not there).
+  static constexpr uint64_t kUnread = UINT64_MAX;
+  struct Offsets {
+    std::vector<uint64_t> data;  // by kept member
+    std::vector<Status> runs;
+  };
+  Offsets DataOffsets(const Directory& dir, const std::vector<const Central*>& kept) {
+    std::vector<uint64_t> data(kept.size(), kUnread);
+    const size_t runs = std::min<size_t>(parallel_, std::max<size_t>(1, kept.size() / 256));
+    std::vector<Status> results(runs, Ok{});
+    const auto walk = [&](RangeReader& reader, size_t run) {
+      Window window(reader, kLocalWindow);
+      for (size_t i = kept.size() * run / runs; i < kept.size() * (run + 1) / runs; ++i) {
+        auto at = ReadLocal(window, *kept[i], dir.offset);
+        if (!at) {
+          results[run] = at.error();
+          return;
+        }
+        data[i] = *at;
+        if (progress_) {
+          progress_->bytes += *at + kept[i]->stored_size - kept[i]->local;
+          ++progress_->files;
+        }
+      }
+    };
+    std::vector<std::unique_ptr<RangeReader>> readers;
+    std::vector<std::thread> threads;
+    for (size_t run = 1; more_ && run < runs; ++run) {
+      auto reader = more_();
+      if (!reader) break;
+      readers.push_back(std::move(reader));
+      threads.emplace_back(walk, std::ref(*readers.back()), run);
+    }
+    walk(reader_, 0);
+    for (size_t run = threads.size() + 1; run < runs; ++run) walk(reader_, run);
+    for (std::thread& t : threads) t.join();
+    return Offsets{std::move(data), std::move(results)};
+  }
+
   Status ReadLocals(const Directory& dir, const std::vector<const Central*>& kept,
                     ZipListing& out) {
-    Window window(reader_, kLocalWindow);
+    const Offsets offsets = DataOffsets(dir, kept);
     out.files.entries.reserve(kept.size());
     out.parts.reserve(kept.size());
     uint64_t covered = 0;  // the end of the last member's data
     const Central* before = nullptr;
-    for (const Central* m : kept) {
+    for (size_t i = 0; i < kept.size(); ++i) {
+      const Central* m = kept[i];
       if (m->local < covered) {
         return BadMember(m->path, fmt::format("its local header (at byte {}) lies inside the "
                                               "data of '{}': the members overlap",
                                               m->local, Printable(before->path)));
       }
-      auto data = ReadLocal(window, *m, dir.offset);
-      if (!data) return data.error();
+      const uint64_t* data = &offsets.data[i];
+      if (*data == kUnread) {
+        for (const Status& s : offsets.runs) {
+          if (!s) return s;  // runs fail in order of their members
+        }
+        return BadMember(m->path, "its local header was not read");
+      }
       if (m->stored_size > dir.offset - *data) {
         return BadMember(m->path, fmt::format("its data ({} bytes at byte {}) run past the "
                                               "start of the central directory (byte {})",
                                               m->stored_size, *data, dir.offset));
       }
-      const uint64_t end = *data + m->stored_size;
-      if (progress_) {
-        progress_->bytes += end - covered;
-        ++progress_->files;
-      }
-      covered = end;
+      covered = *data + m->stored_size;
       before = m;
       out.files.entries.push_back(TarEntry{m->path, *data, m->size});
       out.parts.push_back(ZipPart{*data, m->stored_size, m->size, m->crc32, m->method});
@@ -485,6 +537,8 @@ class ZipWalker {
   std::string label_;
   uint64_t size_;
   Progress* const progress_;  // null: nobody watches
+  const ReaderFactory more_;  // more readers of the archive, for walks at once
+  const unsigned parallel_;
 };
 
 }  // namespace
@@ -497,8 +551,9 @@ bool LooksLikeZip(RangeReader& reader) {
          (Le32(head) == kEndSignature && reader.size() >= kEndSize);
 }
 
-Result<ZipListing> ListZip(RangeReader& reader, Progress* progress) {
-  return ZipWalker(reader, progress).List();
+Result<ZipListing> ListZip(RangeReader& reader, Progress* progress, const ReaderFactory& more,
+                           unsigned parallel) {
+  return ZipWalker(reader, progress, more, parallel).List();
 }
 
 }  // namespace gpufs

@@ -88,8 +88,9 @@ Result<size_t> ZipRun(ZipListing& z, size_t i, uint64_t group_bytes, uint64_t& c
 // A zip as a dataset: its listing with each deflated member moved to its place in decoded
 // space, grouped as the plan's recipes are.
 Result<Dataset> ZipDataset(RangeReader& reader, const std::filesystem::path& name,
-                           const SourceStamp& stamp, const OpenOptions& options) {
-  auto listing = ListZip(reader, options.progress);
+                           const SourceStamp& stamp, const OpenOptions& options,
+                           const ReaderFactory& more, unsigned parallel) {
+  auto listing = ListZip(reader, options.progress, more, parallel);
   if (!listing) return listing.error();
   DecodePlan plan{.blob = 0, .kind = DecodeKind::kZip, .stored_size = stamp.size};
   uint64_t cursor = AlignUp(stamp.size, kDecodedAlign);
@@ -288,7 +289,7 @@ Result<Dataset> ListArchive(RangeReader& reader, ArchiveKind kind,
                             const std::filesystem::path& name, const SourceStamp& stamp,
                             const OpenOptions& options, const ReaderFactory& more,
                             unsigned parallel, size_t chunk) {
-  if (kind == ArchiveKind::kZip) return ZipDataset(reader, name, stamp, options);
+  if (kind == ArchiveKind::kZip) return ZipDataset(reader, name, stamp, options, more, parallel);
   if (kind == ArchiveKind::kGzip) return GzipDataset(reader, name, stamp, options);
   if (kind != ArchiveKind::kTar) return NotServed(reader.label(), kind);
   auto listing = ListTar(reader, more, parallel, chunk, options.progress);

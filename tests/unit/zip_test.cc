@@ -296,6 +296,42 @@ TEST_F(ZipTest, ACentralDirectoryLargerThanOneReadIsReadInPieces) {
   EXPECT_EQ(*decoded, all);
 }
 
+TEST_F(ZipTest, LocalHeadersReadByReadersAtOnceGiveTheSameListingAndTheFirstFailure) {
+  std::vector<Member> members;
+  for (int i = 0; i < 3000; ++i) {
+    members.push_back({fmt::format("cls/{:05}.jpg", i), std::string(100 + i % 700, 'a' + i % 26),
+                       static_cast<uint16_t>(i % 3 ? 8 : 0)});
+  }
+  Written w = MakeZip(members);
+  const std::filesystem::path path = Write(w.bytes);
+  auto reader = OpenFileReader(path);
+  ASSERT_TRUE(reader.ok());
+  int made = 0;
+  std::filesystem::path listed = path;
+  const ReaderFactory more = [&]() -> std::unique_ptr<RangeReader> {
+    ++made;
+    auto r = OpenFileReader(listed);
+    return r ? std::move(*r) : nullptr;
+  };
+  auto parallel = ListZip(**reader, nullptr, more, 4);
+  ASSERT_TRUE(parallel.ok()) << parallel.error().message;
+  EXPECT_EQ(made, 3);
+  ASSERT_EQ(parallel->files.entries.size(), members.size());
+  for (size_t i = 0; i < members.size(); ++i) {
+    EXPECT_EQ(parallel->files.entries[i].offset, w.data[i]);
+    EXPECT_EQ(parallel->parts[i].data_offset, w.data[i]);
+  }
+  // Two damaged local headers in two runs: the earlier one is told.
+  w.bytes[w.local[2900]] = 'X';
+  w.bytes[w.local[1000]] = 'X';
+  listed = Write(w.bytes, "damaged.zip");
+  auto damaged = OpenFileReader(listed);
+  ASSERT_TRUE(damaged.ok());
+  auto refused = ListZip(**damaged, nullptr, more, 4);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.error().message, HasSubstr("cls/01000.jpg"));
+}
+
 TEST_F(ZipTest, DataDescriptorsLeaveTheLocalSizesToTheCentralDirectory) {
   std::vector<Member> members = {
       {"a", "streamed", 8, false, true},
