@@ -2,8 +2,8 @@
 //
 // The first pass stays on zlib (GzipCursor): it needs zlib's stops at deflate block
 // boundaries to record access points. A group's decoding needs no stops and is what every
-// cold read of a .tar.gz waits for, so it uses igzip, 1.5 to 2.5 times zlib's speed on
-// JPEGs.
+// cold read of a .tar.gz waits for, so it uses igzip: some 1.4 times zlib's speed on
+// gzipped JPEGs (360 MB/s against 250 MB/s of output, measured).
 #include <isa-l/igzip_lib.h>
 
 #include <algorithm>
