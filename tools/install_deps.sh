@@ -14,8 +14,9 @@ BUILD=(
   libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev libxxhash-dev
   # Content hashes (SHA-256 from libcrypto).
   libssl-dev
-  # Compressed archives: gzip streams (zlib), zip members and CRC-32s (libdeflate).
-  zlib1g-dev libdeflate-dev
+  # Compressed archives: gzip streams (zlib's first pass, ISA-L's group decoding), zip
+  # members and CRC-32s (libdeflate).
+  zlib1g-dev libisal-dev libdeflate-dev
 )
 # The demo: a sample of real JPEGs, an unmodified torchvision trainer.
 DEMO=(python3-torchvision python3-pil)

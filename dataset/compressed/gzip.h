@@ -95,8 +95,9 @@ Status DecodeGzipRecipe(const DecodePlan& plan, const DecodeRecipe& recipe,
                         std::span<const char> stored, std::span<char> out, std::string_view label,
                         const MemberNamer& name_of);
 
-// One inflate of a gzip stream from an access point onward, across member boundaries: what
-// the reader's passes and DecodeGzipRecipe share. The caller feeds the compressed bytes a
+// One inflate by zlib of a gzip stream from an access point onward, across member
+// boundaries, for the reader's passes (DecodeGzipRecipe uses ISA-L's faster igzip, which
+// cannot stop at block boundaries). The caller feeds the compressed bytes a
 // piece at a time (Feed) and gives room for output (Step). From a block boundary the rest
 // of that member is inflated raw (its trailer skipped unchecked); each member after it, and
 // one started at its header, is inflated in gzip mode, which checks its trailer.

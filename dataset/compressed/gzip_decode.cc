@@ -1,11 +1,10 @@
-// Inflating a gzip stream from an access point (GzipCursor), and a group's bytes made from
-// its recipe (DecodeGzipRecipe).
+// Inflating a gzip stream from an access point with zlib (GzipCursor), for the reader's
+// passes.
 #include <zlib.h>
 
 #include <algorithm>
 #include <cstring>
 #include <string>
-#include <vector>
 
 #include "dataset/compressed/gzip.h"
 
@@ -15,8 +14,6 @@ namespace {
 // zlib counts in 32-bit unsigned ints; larger buffers are handed over in slices.
 constexpr size_t kMaxSlice = size_t{1} << 30;
 constexpr size_t kTrailer = 8;  // CRC-32 and ISIZE
-// Where the skipped output before a recipe's range goes.
-constexpr size_t kScratch = 64 << 10;
 
 // What is wrong, in words, from zlib's message for damaged data.
 std::string DamageReason(const char* msg) {
@@ -166,110 +163,6 @@ Status GzipCursor::Between(bool eof) {
   if (left_ > 0) return Fail(EIO, "trailing garbage after the zeros that follow the last member");
   if (eof) mode_ = Mode::kEnd;
   return Ok{};
-}
-
-namespace {
-
-// The access point `recipe` starts from, once the plan is found to hold it whole and
-// `recipe` to agree with it.
-Result<const GzipPoint*> StartOf(const DecodePlan& plan, const DecodeRecipe& recipe,
-                                 std::string_view label) {
-  if (recipe.first >= plan.points.size()) {
-    return Fail(EIO, "cannot decode {}: the plan names access point {} of {}", label, recipe.first,
-                plan.points.size());
-  }
-  const GzipPoint& p = plan.points[recipe.first];
-  const size_t windows = plan.windows.size() / kGzipWindow;
-  if (!p.member && p.window >= windows) {
-    return Fail(EIO, "cannot decode {}: access point {} names window {} of {}", label, recipe.first,
-                p.window, windows);
-  }
-  if (p.bits > 7 || (p.member && p.bits != 0) || (p.bits && p.in == 0)) {
-    return Fail(EIO, "cannot decode {}: access point {} has {} bits at byte {}", label,
-                recipe.first, p.bits, p.in);
-  }
-  if (recipe.stored_offset != p.in - (p.bits ? 1 : 0)) {
-    return Fail(EIO, "cannot decode {}: a group's bytes start at {}, not at its access point's {}",
-                label, recipe.stored_offset, p.in - (p.bits ? 1 : 0));
-  }
-  if (recipe.offset < p.out) {
-    return Fail(EIO, "cannot decode {}: a group at {} starts before its access point at {}", label,
-                recipe.offset, p.out);
-  }
-  return &p;
-}
-
-// Decoding a group: the recipe's output, and what an error says.
-class GroupDecoder {
- public:
-  GroupDecoder(std::string_view label, const MemberNamer& name_of)
-      : label_(label), name_of_(name_of) {}
-
-  GzipCursor& cursor() { return cursor_; }
-
-  // Fills the `size` bytes at `out` with the stream's next output, `after` more bytes
-  // wanted after them (for the message when the stream ends first).
-  Status Fill(char* out, size_t size, uint64_t after) {
-    for (size_t done = 0; done < size;) {
-      if (cursor_.ended()) return Early(size - done + after);
-      auto n = cursor_.Step(out + done, size - done, false, true);
-      if (!n) return cursor_.truncated() ? Early(size - done + after) : Damaged(n.error());
-      done += *n;
-    }
-    return Ok{};
-  }
-
-  // Inflates past the next `size` bytes of output, `after` more wanted after them.
-  Status Skip(uint64_t size, uint64_t after) {
-    if (size == 0) return Ok{};
-    std::vector<char> scratch(static_cast<size_t>(std::min<uint64_t>(size, kScratch)));
-    while (size > 0) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(size, scratch.size()));
-      Status s = Fill(scratch.data(), n, size - n + after);
-      if (!s) return s;
-      size -= n;
-    }
-    return Ok{};
-  }
-
-  Error Damaged(const Error& why) const {
-    return Error{why.code, fmt::format("cannot decode {}: at byte {}{}: {}", label_, cursor_.in(),
-                                       Member(), why.message)};
-  }
-
- private:
-  Error Early(uint64_t missing) const {
-    return Fail(EIO,
-                "cannot decode {}: at byte {}{}: the stream ends {} bytes early: damaged, "
-                "or changed since it was indexed",
-                label_, cursor_.in(), Member(), missing);
-  }
-
-  std::string Member() const {
-    const std::string name = name_of_ ? name_of_(cursor_.out()) : std::string();
-    return name.empty() ? name : fmt::format(" (in {})", name);
-  }
-
-  GzipCursor cursor_;
-  std::string_view label_;
-  const MemberNamer& name_of_;
-};
-
-}  // namespace
-
-Status DecodeGzipRecipe(const DecodePlan& plan, const DecodeRecipe& recipe,
-                        std::span<const char> stored, std::span<char> out, std::string_view label,
-                        const MemberNamer& name_of) {
-  auto point = StartOf(plan, recipe, label);
-  if (!point) return point.error();
-  const GzipPoint& p = **point;
-  GroupDecoder decoder(label, name_of);
-  decoder.cursor().Feed(stored, recipe.stored_offset);
-  Status s = decoder.cursor().Start(p, p.member ? std::span<const char>() : plan.Window(p.window));
-  if (!s) return decoder.Damaged(s.error());
-  s = decoder.Skip(recipe.offset - p.out, out.size());
-  if (!s) return s;
-  return decoder.Fill(out.data(), out.size(), 0);
 }
 
 }  // namespace gpufs

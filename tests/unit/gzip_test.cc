@@ -252,6 +252,51 @@ TEST(Gzip, ZerosAfterTheLastMemberAreIgnored) {
   CheckStream(Gzip(data) + std::string(4096, '\0'), data, kSpan, 2);
 }
 
+// A block boundary mid-byte leaves bits of the byte before the point to be primed; most
+// boundaries are such. Every one found must decode its range and the bytes after it.
+TEST(Gzip, APointInsideAByteDecodesFromItsBits) {
+  const std::string data = MakeData(2 << 20, 16);
+  const std::string gz = Gzip(data);
+  MemReader compressed(gz);
+  GzipReader reader(compressed, 32 << 10);
+  ASSERT_TRUE(reader.Finish());
+  const DecodePlan plan = PlanOf(reader, gz.size());
+  int primed = 0;
+  for (size_t i = 0; i < plan.points.size(); ++i) {
+    const GzipPoint& p = plan.points[i];
+    if (p.bits == 0) continue;
+    ++primed;
+    const uint64_t size = std::min<uint64_t>(100000, data.size() - p.out);
+    auto got = Decode(plan, RecipeFor(plan, reader, p.out, size), gz);
+    ASSERT_TRUE(got) << got.error().message;
+    ASSERT_EQ(*got, data.substr(p.out, size)) << i << " bits " << p.bits;
+  }
+  EXPECT_GT(primed, 0);
+}
+
+// From a block boundary, the rest of the member is inflated raw: its trailer is skipped, and
+// the members after it (one of them empty) are read from their headers.
+TEST(Gzip, ARangeFromAWindowPointCrossesMemberBoundaries) {
+  const std::string data = MakeData(1 << 20, 17);
+  const std::string gz = Members(data, {400000, 0, 100000, 548576});
+  MemReader compressed(gz);
+  GzipReader reader(compressed, kSpan);
+  ASSERT_TRUE(reader.Finish());
+  const DecodePlan plan = PlanOf(reader, gz.size());
+  int crossed = 0;
+  for (size_t i = 0; i < plan.points.size(); ++i) {
+    const GzipPoint& p = plan.points[i];
+    if (p.member || p.out >= 400000) continue;
+    ++crossed;
+    for (uint64_t end : {uint64_t{400001}, uint64_t{500000}, uint64_t{600000}, data.size()}) {
+      auto got = Decode(plan, RecipeFor(plan, reader, p.out, end - p.out), gz);
+      ASSERT_TRUE(got) << got.error().message;
+      ASSERT_EQ(*got, data.substr(p.out, end - p.out)) << i << " to " << end;
+    }
+  }
+  EXPECT_GT(crossed, 0);
+}
+
 TEST(Gzip, ReadsComeFromTwoThreadsInTurn) {
   const std::string data = MakeData(2 << 20, 7);
   MemReader compressed(Gzip(data));
