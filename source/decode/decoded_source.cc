@@ -63,6 +63,22 @@ struct DecodedSource::Group {
   ~Group() { std::free(stored); }
 };
 
+namespace {
+
+// The largest decoded group, in whole 64 KiB, where no bytes pass as stored; else 0.
+size_t WholeGroupBytes(const std::vector<DecodePlan>& plans) {
+  uint64_t largest = 0;
+  for (const DecodePlan& plan : plans) {
+    for (const DecodeRecipe& r : plan.recipes) {
+      if (r.kind == DecodeKind::kAsStored) return 0;
+      largest = std::max(largest, r.size);
+    }
+  }
+  return static_cast<size_t>((largest + 65535) / 65536 * 65536);
+}
+
+}  // namespace
+
 DecodedSource::DecodedSource(BlobSource& stored, std::vector<DecodePlan> plans,
                              std::function<std::string(uint32_t, uint64_t)> name_of,
                              DecodedOptions options)
@@ -84,8 +100,10 @@ DecodedSource::DecodedSource(BlobSource& stored, std::vector<DecodePlan> plans,
   // A zip's decoded groups start on pages of their own (open_archive.cc), so aligned reads
   // of them stay inside them.
   alignment_ = all_gzip && plans_.size() == plan_of_.size() ? 1 : stored_.Alignment();
+  whole_ = WholeGroupBytes(plans_);
   const unsigned threads =
       options_.threads ? options_.threads : std::max(1u, std::thread::hardware_concurrency());
+  threads_count_ = threads;
   for (unsigned t = 0; t < threads; ++t) threads_.emplace_back([this] { Work(); });
 }
 

@@ -56,9 +56,11 @@ class DecodedSource : public BlobSource {
   }
   std::string Identity(uint32_t blob) const override;
   size_t Alignment() const override { return alignment_; }
-  size_t PartSize() const override { return stored_.PartSize(); }
-  unsigned PartsInFlight() const override { return stored_.PartsInFlight(); }
-  size_t DemandSize() const override { return stored_.DemandSize(); }
+  size_t PartSize() const override { return whole_ ? whole_ : stored_.PartSize(); }
+  unsigned PartsInFlight() const override {
+    return whole_ ? threads_count_ + 1 : stored_.PartsInFlight();
+  }
+  size_t DemandSize() const override { return whole_ ? whole_ : stored_.DemandSize(); }
   void Submit(ReadKind kind, std::vector<BlobRead> reads) override;
   std::optional<DeviceShape> PageCacheShape() const override { return stored_.PageCacheShape(); }
   bool Readahead(uint32_t blob, uint64_t offset, size_t length, uint64_t first,
@@ -97,6 +99,15 @@ class DecodedSource : public BlobSource {
   // the first block of a group would reach back into the one before, which lies at no
   // page boundary, and decode it again).
   size_t alignment_ = 1;
+  // Where every group is decoded, the smallest read worth making is a whole group (any part
+  // of one costs its read and its decoding): reads that size, so that the cache's reads in
+  // flight are groups in flight, whose stored reads overlap the decoding of others. 0 where
+  // some bytes pass as stored, which the stored source's sizes suit.
+  size_t whole_ = 0;
+  // Whole groups in flight: one per decoding thread and one more on its way from the
+  // stored source, so that reading and decoding overlap and a reader's group is not queued
+  // behind many others.
+  unsigned threads_count_ = 1;
 
   mutable std::mutex mu_;
   std::condition_variable work_ready_;
