@@ -186,6 +186,7 @@ CacheOptions PlanCacheOptions(const MountArgs& args, const CacheInputs& inputs) 
   options.miss_reads = args.miss_reads;
   options.page_cache_bytes = inputs.page_cache_bytes;
   options.whole_groups = inputs.whole_groups;
+  options.adapt_window = inputs.adapt_window;
   return options;
 }
 

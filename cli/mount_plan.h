@@ -104,6 +104,7 @@ struct CacheInputs {
   uint64_t page_cache_bytes = 0;  // PageCacheRoom of the budget
   bool whole_groups = true;       // WholeGroupsPay
   std::shared_ptr<const MemberDigests> digests;
+  bool adapt_window = true;  // the source's LatencyTracksQueue
 };
 CacheOptions PlanCacheOptions(const MountArgs& args, const CacheInputs& inputs);
 

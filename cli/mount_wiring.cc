@@ -291,7 +291,8 @@ Status MakeGroupCache(const MountArgs& args, const MountPlan& plan, const Opened
   const CacheOptions options = PlanCacheOptions(
       args, CacheInputs{stack.source->PartSize(), stack.source->DemandSize(),
                         stack.source->PartsInFlight(), PageCacheRoom(args.cache_bytes),
-                        WholeGroups(args, dataset, stack.tier.get()), opened.digests});
+                        WholeGroups(args, dataset, stack.tier.get()), opened.digests,
+                        stack.source->LatencyTracksQueue()});
   stack.cache = std::make_unique<GroupCache>(dataset.catalog, *stack.source, *stack.arena,
                                              std::move(stack.policy), options, stack.tier.get());
   spdlog::info(

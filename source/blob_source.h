@@ -138,6 +138,10 @@ class BlobSource {
   // time); the disk tier keys its copies by it. The default is what Expected() says;
   // empty when nothing is known, and then nothing of the blob is kept on disk.
   virtual std::string Identity(uint32_t blob) const;
+  // Whether a read's latency says how many reads wait before it at the source, which the
+  // group cache's adaptive window follows (group_loader.h); not so where reads wait on
+  // decoding, whose cost depends on what was decoded before (source/decode).
+  virtual bool LatencyTracksQueue() const { return true; }
   // Whether [offset, offset + length) of `blob` are the blob's own bytes at those offsets,
   // which a client may read from the blob itself (user.gpufs.blob, user.gpufs.offset);
   // not so for bytes decoded from a compressed archive (source/decode).

@@ -57,6 +57,7 @@ class DecodedSource : public BlobSource {
   std::string Identity(uint32_t blob) const override;
   size_t Alignment() const override { return alignment_; }
   size_t PartSize() const override { return whole_ ? whole_ : stored_.PartSize(); }
+  bool LatencyTracksQueue() const override { return whole_ == 0; }
   unsigned PartsInFlight() const override {
     return whole_ ? threads_count_ + 1 : stored_.PartsInFlight();
   }
