@@ -67,9 +67,14 @@ Status StampBlobFiles(Dataset& d) {
 
 Dataset FromIndex(const std::filesystem::path& dir, OpenedIndex&& opened, const std::string& format,
                   const std::filesystem::path& index) {
-  return Dataset{
-      dir, std::move(opened.catalog), std::move(opened.info.blobs), format, index, MtimeOf(index),
-      {}};
+  return Dataset{dir,
+                 std::move(opened.catalog),
+                 std::move(opened.info.blobs),
+                 format,
+                 index,
+                 MtimeOf(index),
+                 {},
+                 {}};
 }
 
 Result<Dataset> OpenNative(const std::filesystem::path& dir, const std::string& format) {
@@ -267,7 +272,8 @@ Result<Dataset> OpenMytarText(const std::filesystem::path& dir) {
   if (!spec) return spec.error();
   auto catalog = CatalogFromSpec(*spec);
   if (!catalog) return catalog.error();
-  Dataset d{dir, std::move(*catalog), {}, "mytar", spec->index_file, MtimeOf(spec->index_file), {}};
+  Dataset d{dir, std::move(*catalog), {}, "mytar", spec->index_file, MtimeOf(spec->index_file), {},
+            {}};
   for (const GroupSpec& g : spec->groups) d.blobs.push_back(BlobInfo{g.offset + g.size, 0});
   return d;
 }

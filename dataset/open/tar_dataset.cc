@@ -26,7 +26,7 @@ Result<Dataset> TarDataset(const std::filesystem::path& archive, TarListing& lis
   auto catalog = TarCatalog(archive, listing, *shape, group_bytes, cuts);
   if (!catalog) return catalog.error();
   Dataset d{
-      archive.parent_path(), std::move(*catalog), {BlobInfo{stamp.size, 0}}, "tar", {}, {}, {}};
+      archive.parent_path(), std::move(*catalog), {BlobInfo{stamp.size, 0}}, "tar", {}, {}, {}, {}};
   if (listing.skipped) {
     d.notes.push_back(
         fmt::format("{} symbolic links, devices or fifos (or hard links to them) in the archive "

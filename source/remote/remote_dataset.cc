@@ -168,7 +168,8 @@ Result<RemoteDataset> OpenNativeIndexObject(ObjectStore& store, const ObjectInfo
                           "native",
                           CachedIndexPath(store, index, options),
                           Now(),
-                          std::move(notes)},
+                          std::move(notes),
+                          {}},
                   {}};
   const std::string url = store.Describe(index.name);
   const std::string folder = index.name.substr(0, index.name.size() - kNativeIndexName.size());
@@ -264,7 +265,8 @@ Result<RemoteDataset> OpenMytarObject(ObjectStore& store, const ObjectInfo& meta
                           with_index ? "mytar+index" : "mytar",
                           {},
                           Now(),
-                          std::move(notes)},
+                          std::move(notes),
+                          {}},
                   {}};
   // A mytar blob holds one group; it may hold more bytes after it.
   for (const GroupSpec& g : spec->groups) d.dataset.blobs.push_back(BlobInfo{g.offset + g.size, 0});
