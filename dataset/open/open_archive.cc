@@ -20,6 +20,7 @@
 #include "dataset/compressed/gzip.h"
 #include "dataset/compressed/plan_file.h"
 #include "dataset/compressed/zip.h"
+#include "dataset/format/tar_header.h"
 #include "dataset/open/tar_dataset.h"
 
 namespace gpufs {
@@ -245,7 +246,9 @@ Result<std::string> ReadPlanBytes(const IndexPlace& place) {
 }  // namespace
 
 ArchiveKind SniffArchive(RangeReader& reader) {
-  char head[8] = {};
+  // One read of the first block, whose start names a compressed stream or a zip and whose
+  // whole is a tar's header: a remote archive pays a round trip a read.
+  char head[kTarBlock] = {};
   auto n = reader.ReadAt(0, sizeof(head), head);
   const size_t got = n ? *n : 0;
   if (StartsWith(head, got, "\x1f\x8b")) return ArchiveKind::kGzip;
@@ -259,7 +262,7 @@ ArchiveKind SniffArchive(RangeReader& reader) {
     return ArchiveKind::kXz;
   if (StartsWith(head, got, "BZh")) return ArchiveKind::kBzip2;
   if (StartsWith(head, got, "7z\xbc\xaf\x27\x1c")) return ArchiveKind::k7z;
-  if (LooksLikeTar(reader)) return ArchiveKind::kTar;
+  if (got == kTarBlock && !AllZeroBlock(head) && TarChecksumOk(head)) return ArchiveKind::kTar;
   return ArchiveKind::kUnknown;
 }
 
