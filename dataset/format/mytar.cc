@@ -332,7 +332,8 @@ Result<std::filesystem::path> ResolveMytarDir(const std::filesystem::path& src,
   std::error_code ec;
   if (!stdfs::is_directory(src, ec)) {
     return Fail(ENOENT, "cannot open dataset {}: {}", src.string(),
-                stdfs::exists(src, ec) ? "not a folder" : "no such folder");
+                // SRC may name an archive as well as a folder: a missing one is either.
+                stdfs::exists(src, ec) ? "not a folder" : "no such file or folder");
   }
   if (stdfs::is_regular_file(src / kMytarIndexName, ec)) return src;
   std::vector<std::string> sizes;

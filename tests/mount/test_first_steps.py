@@ -76,6 +76,10 @@ class FirstSteps(lib.WorkFolderCase):
                       "did you mean s3://bucket/imagenet?", said)
         said = self.refused("mount", "ftp://host/imagenet", self.mnt)
         self.assertIn("cannot open dataset ftp://host/imagenet: gpufs reads", said)
+        for missing in ("gone", "gone.tar", "gone.tar.zst"):
+            gone = os.path.join(self.work, missing)
+            said = self.refused("mount", gone, self.mnt)
+            self.assertIn(f"cannot open dataset {gone}: no such file or folder", said)
         absent = os.path.join(self.work, "absent")
         said = self.refused("mount", self.src, absent)
         self.assertIn(f"cannot mount at {absent}: No such file or directory; make the folder "
