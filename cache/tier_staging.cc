@@ -264,17 +264,11 @@ void TierStager::GiveBuffer(char* buffer, size_t capacity) {
 
 nlohmann::json TierStager::Stats() const {
   std::lock_guard lock(mu_);
-  const Counters& c = counters_;
-  return {{staging_stat::kBudget, options_.budget},
-          {staging_stat::kInFlight, in_flight_bytes_},
-          {staging_stat::kQueued, queued_.size()},
-          {staging_stat::kStaged, c.staged.load()},
-          {staging_stat::kFetchedBytes, c.fetched_bytes.load()},
-          {staging_stat::kDemandReads, c.demand_reads.load()},
-          {staging_stat::kServed, c.served.load()},
-          {staging_stat::kFailed, c.failed.load()},
-          {staging_stat::kNotKept, c.not_kept.load()},
-          {staging_stat::kFullSkips, c.full_skips.load()}};
+  nlohmann::json j{{staging_stat::kBudget, options_.budget},
+                   {staging_stat::kInFlight, in_flight_bytes_},
+                   {staging_stat::kQueued, queued_.size()}};
+  PutCounts(j, staging_stat::kCounterFigures, counters_);
+  return j;
 }
 
 }  // namespace gpufs

@@ -44,6 +44,7 @@
 #include "cache/load/group_loader.h"
 #include "cache/tier/disk_tier.h"
 #include "source/blob_source.h"
+#include "source/figure.h"
 
 namespace gpufs {
 
@@ -59,6 +60,22 @@ inline constexpr const char* kServed = "served";             // members served w
 inline constexpr const char* kFailed = "failed";             // stagings that failed
 inline constexpr const char* kNotKept = "not_kept";          // fetched, but not written
 inline constexpr const char* kFullSkips = "full_skips";      // not staged: the tier was full
+
+// What the stager counts, each under the key of its row below.
+struct Counters {
+  std::atomic<uint64_t> staged{0}, fetched_bytes{0}, demand_reads{0}, served{0}, failed{0},
+      not_kept{0}, full_skips{0};
+};
+
+// The stager's counters, in its Stats() only: /metrics has the cache's fills (tier_stat).
+inline constexpr CounterFigure<Counters> kCounterFigures[] = {
+    {{kStaged}, &CountOf<&Counters::staged>},
+    {{kFetchedBytes}, &CountOf<&Counters::fetched_bytes>},
+    {{kDemandReads}, &CountOf<&Counters::demand_reads>},
+    {{kServed}, &CountOf<&Counters::served>},
+    {{kFailed}, &CountOf<&Counters::failed>},
+    {{kNotKept}, &CountOf<&Counters::not_kept>},
+    {{kFullSkips}, &CountOf<&Counters::full_skips>}};
 }  // namespace staging_stat
 
 // The byte range of a group that staging fetches and keeps, and the name of its copy.
@@ -147,11 +164,7 @@ class TierStager {
   unsigned writes_running_ = 0;
   bool stop_ = false;
 
-  struct Counters {
-    std::atomic<uint64_t> staged{0}, fetched_bytes{0}, demand_reads{0}, served{0}, failed{0},
-        not_kept{0}, full_skips{0};
-  };
-  Counters counters_;
+  staging_stat::Counters counters_;
   // Blocks a reader waits on, then jobs' blocks, oldest first, within the prefetch window
   // (reads_in_flight; demand beside it, unbounded). Guarded by mu_.
   GroupLoader<Job> loader_;

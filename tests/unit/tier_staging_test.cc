@@ -212,6 +212,16 @@ TEST_F(TierStagingTest, AReaderIsServedByAnUrgentReadOfItsBlocksBeforeTheGroupLa
   WaitStaged(0);
   EXPECT_TRUE(Kept(0));
   EXPECT_EQ(fetched_.load(), kGroupBytes);  // block 5 was not read twice
+  const nlohmann::json stats = stager_->Stats();
+  EXPECT_EQ(stats[staging_stat::kServed], 1);
+  EXPECT_EQ(stats[staging_stat::kFetchedBytes], kGroupBytes);
+  EXPECT_EQ(stats[staging_stat::kStaged], 1);
+  EXPECT_EQ(stats[staging_stat::kFailed], 0);
+  EXPECT_EQ(stats[staging_stat::kNotKept], 0);
+  EXPECT_EQ(stats[staging_stat::kFullSkips], 0);
+  EXPECT_EQ(stats[staging_stat::kQueued], 0);
+  EXPECT_EQ(stats[staging_stat::kBudget], kGroupBytes);
+  EXPECT_EQ(stats.size(), 10u);  // each key once, none more
 }
 
 TEST_F(TierStagingTest, AReaderJoinsAReadInFlightInsteadOfRepeatingIt) {
