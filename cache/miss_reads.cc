@@ -87,8 +87,8 @@ MissReads::~MissReads() {
 }
 
 double MissReads::Kept() const {
-  const uint64_t hits = hits_.load(std::memory_order_relaxed);
-  const uint64_t looked = hits + misses_.load(std::memory_order_relaxed);
+  const uint64_t hits = counters_.page_cache_hits.load(std::memory_order_relaxed);
+  const uint64_t looked = hits + counters_.page_cache_misses.load(std::memory_order_relaxed);
   if (looked < kMeasuredAfter) return kept_predicted_;
   return static_cast<double>(hits) / static_cast<double>(looked);
 }
@@ -125,14 +125,14 @@ Status MissReads::ReadThrough(NodeId file, uint32_t epoch, uint32_t blob, uint64
   if (this_epoch) AwaitReadAhead(group);  // its reads land in large pages: not split
   if (look && source_.ReadCached(blob, at, length, buffer)) {
     if (this_epoch) {
-      ++hits_;
+      ++counters_.page_cache_hits;
       Decide();
     }
     return Ok{};
   }
   if (this_epoch) {
     if (!reading_[group].load(std::memory_order_relaxed)) {  // landed, and let go since
-      ++misses_;
+      ++counters_.page_cache_misses;
       Decide();
     }
   } else if (groups() && Claim(group, ahead, epoch) && ReadAhead(group, blob, at) &&
@@ -174,8 +174,8 @@ bool MissReads::ReadAhead(uint32_t group, uint32_t blob, uint64_t first) {
     done();
     return false;
   }
-  ++groups_ahead_;
-  bytes_ahead_ += g.size;
+  ++counters_.groups_ahead;
+  counters_.bytes_ahead += g.size;
   landed->Wait();
   return true;
 }
@@ -191,7 +191,6 @@ void MissReads::AwaitReadAhead(uint32_t group) {
 
 nlohmann::json MissReads::Stats() const {
   using namespace miss_read_stat;
-  const uint64_t hits = hits_.load(), misses = misses_.load();
   const MissReadCost cost = CostOf(shape_, Kept());
   nlohmann::json j{
       {kMode, std::string(mode_)},
@@ -201,11 +200,10 @@ nlohmann::json MissReads::Stats() const {
       {kKeptPredicted, kept_predicted_},
       {kKeptMeasured, nullptr},
       {kCostAlone, cost.alone},
-      {kCostGroup, cost.group},
-      {kGroupsAhead, groups_ahead_.load()},
-      {kBytesAhead, bytes_ahead_.load()},
-      {kPageCacheHits, hits},
-      {kPageCacheMisses, misses}};
+      {kCostGroup, cost.group}};
+  PutCounts(j, kCounterFigures, counters_);
+  // The share measured from the counts just put, so that the three agree.
+  const auto hits = j[kPageCacheHits].get<uint64_t>(), misses = j[kPageCacheMisses].get<uint64_t>();
   if (hits + misses >= kMeasuredAfter) {
     j[kKeptMeasured] = static_cast<double>(hits) / static_cast<double>(hits + misses);
   }

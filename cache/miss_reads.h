@@ -66,15 +66,25 @@ inline constexpr const char* kBytesAhead = "bytes_read_ahead";
 inline constexpr const char* kPageCacheHits = "page_cache_hits";
 inline constexpr const char* kPageCacheMisses = "page_cache_misses";
 
-inline constexpr Figure kFigures[] = {
-    {kGroupsAhead, "miss_groups_read_ahead_total", kCounter,
-     "Groups not pinned read ahead into the kernel's page cache."},
-    {kBytesAhead, "miss_bytes_read_ahead_total", kCounter,
-     "Bytes of groups read ahead into the kernel's page cache."},
-    {kPageCacheHits, "miss_page_cache_hits_total", kCounter,
-     "Files of a group read ahead found in the page cache."},
-    {kPageCacheMisses, "miss_page_cache_misses_total", kCounter,
-     "Files of a group read ahead that the page cache had let go."}};
+// What MissReads counts, each under the key of its row below.
+struct Counters {
+  std::atomic<uint64_t> groups_ahead{0}, bytes_ahead{0}, page_cache_hits{0}, page_cache_misses{0};
+};
+
+// Its counters: its Stats() and /metrics.
+inline constexpr CounterFigure<Counters> kCounterFigures[] = {
+    {{kGroupsAhead, "miss_groups_read_ahead_total", kCounter,
+      "Groups not pinned read ahead into the kernel's page cache."},
+     &CountOf<&Counters::groups_ahead>},
+    {{kBytesAhead, "miss_bytes_read_ahead_total", kCounter,
+      "Bytes of groups read ahead into the kernel's page cache."},
+     &CountOf<&Counters::bytes_ahead>},
+    {{kPageCacheHits, "miss_page_cache_hits_total", kCounter,
+      "Files of a group read ahead found in the page cache."},
+     &CountOf<&Counters::page_cache_hits>},
+    {{kPageCacheMisses, "miss_page_cache_misses_total", kCounter,
+      "Files of a group read ahead that the page cache had let go."},
+     &CountOf<&Counters::page_cache_misses>}};
 }  // namespace miss_read_stat
 
 // A dataset's shape and its device's, for the costs above.
@@ -141,7 +151,7 @@ class MissReads {
   std::condition_variable read_;
   unsigned outstanding_ = 0;  // read-aheads not done; guarded by reading_mu_
   std::atomic<bool> groups_{false};
-  std::atomic<uint64_t> groups_ahead_{0}, bytes_ahead_{0}, hits_{0}, misses_{0};
+  miss_read_stat::Counters counters_;
 };
 
 }  // namespace gpufs

@@ -137,7 +137,7 @@ std::string MetricsText(const Filesystem& fs) {
   StallMetrics(out, At(cache, stall_stat::kStall));
   Export(out, tier_stat::kCounterFigures, At(cache, cache_stat::kTier));
   Export(out, tier_stat::kFigures, At(cache, cache_stat::kTier));
-  Export(out, miss_read_stat::kFigures, At(cache, miss_read_stat::kMissReads));
+  Export(out, miss_read_stat::kCounterFigures, At(cache, miss_read_stat::kMissReads));
   return out;
 }
 
@@ -165,7 +165,7 @@ std::string MetricsListing() {
   rows(stall_stat::kEpochFigures, "`epoch`");
   rows(tier_stat::kCounterFigures, "");
   rows(tier_stat::kFigures, "");
-  rows(miss_read_stat::kFigures, "");
+  rows(miss_read_stat::kCounterFigures, "");
   return out;
 }
 
