@@ -8,7 +8,9 @@
 #include "dataset/format/checksums.h"
 #include "dataset/format/mytar.h"
 #include "dataset/format/native_index.h"
+#include "dataset/format/range_reader.h"
 #include "dataset/format/tar.h"
+#include "dataset/open/open_archive.h"
 #include "dataset/open/open_dataset.h"
 #include "dataset/open/reindex.h"
 #include "dataset/printable.h"
@@ -48,6 +50,23 @@ Status CheckAsServed(const Dataset& d, const std::string& source) {
   return CheckServedTree(fs, source);
 }
 
+// A zip or a compressed tar is refused by the scan as not a tar; say what does work with it
+// instead: its mount shows the tree a pack is made from.
+Status CheckPackableArchive(const std::string& source) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(source, ec)) return Ok{};
+  auto reader = OpenFileReader(source);
+  if (!reader) return reader.error();
+  const ArchiveKind kind = SniffArchive(**reader);
+  if (kind == ArchiveKind::kZip || kind == ArchiveKind::kGzip) {
+    return Fail(EINVAL,
+                "cannot pack {}: a {} is packed from what its mount shows: `gpufsd mount {} "
+                "MNT`, then `gpufsd pack MNT OUT` (or serve it as it is, without a pack)",
+                source, kind == ArchiveKind::kZip ? "zip" : "gzip-compressed tar", source);
+  }
+  return Ok{};
+}
+
 }  // namespace
 
 int RunPack(PackArgs args) {
@@ -63,6 +82,7 @@ int RunPack(PackArgs args) {
     o.group_bytes = 0;
   }
   if (Status s = CheckPackOutput(args.out); !s) return Refuse(s.error());
+  if (Status s = CheckPackableArchive(args.source); !s) return Refuse(s.error());
   auto source = ScanSource(args.source);
   if (!source) return Refuse(source.error());
   Progress progress;

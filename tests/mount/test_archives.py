@@ -507,6 +507,30 @@ class SavedIndex(ArchiveCase):
                     self.assertTrue(os.path.isfile(plan))
 
 
+class Packs(ArchiveCase):
+    """`gpufsd pack` of an archive says to pack its mount; a pack of the mount serves what
+    extraction leaves, and verifies."""
+
+    def test_an_archive_is_packed_from_its_mount(self):
+        self.need("pigz", "pigz")
+        for archive, kind in ((self.zip_cli("mixed.zip", self.flat), "a zip"),
+                              (self.compress("t.tgz", self.plain_tar(self.flat), "pigz", "-c"),
+                               "a gzip-compressed tar")):
+            with self.subTest(archive=os.path.basename(archive)):
+                out = archive + ".gpufs"
+                result = lib.run_gpufsd("pack", archive, out, env=self.env)
+                self.assertEqual(result.returncode, 1, result.stderr)
+                self.assertIn(f"cannot pack {archive}: {kind} is packed from what its mount "
+                              f"shows: `gpufsd mount {archive} MNT`, then `gpufsd pack MNT OUT`",
+                              result.stderr)
+                self.assertFalse(os.path.exists(out), "a refused pack left its output")
+                with lib.Mount(archive, env=self.env) as mnt:
+                    result = lib.run_gpufsd("pack", mnt, out, env=self.env)
+                self.assertEqual(result.returncode, 0, result.stderr)
+                self.assertEqual(lib.run_gpufsd("verify", out, env=self.env).returncode, 0)
+                self.assert_served_as_extracted(out, "native", want=self.extracted(archive))
+
+
 class Remote(ArchiveCase):
     """The same archives by URL; their indexes and plans in the private cache."""
 
