@@ -2,7 +2,7 @@
 """Archives mounted in place: one dataset as tar, zip (stored, deflated) and .tar.gz.
 
     sudo /usr/bin/python3 tools/bench/archives.py [--files 6000] [--side 560] [--rounds 3]
-        [--slow] [--iops 120] [--mbps 150] [--kinds tar,zip-stored,...]
+        [--slow [--skip-local]] [--iops 120] [--mbps 150] [--kinds tar,zip-stored,...]
 
 One generated dataset of real JPEGs (longest side --side: 560 px, ~80-110 KB each) is
 archived five ways in one folder: an uncompressed tar (`tar cf`), a zip of stored members
@@ -32,6 +32,8 @@ tar's median in the same run.
 With --slow the same runs again with the archives on an emulated cloud HDD volume (ext4 on
 a loop device, reads throttled by a cgroup v1 blkio group, as slow_disk.py), where the tar
 and the zip should be bound by the volume's I/O and the .tar.gz by the CPU inflating it.
+Under its table: the read requests the volume served in each kind's cold epoch and their
+mean size (the throttle counts requests). --skip-local runs the slow volume alone.
 
 Goals the table makes checkable: the stored zip's cold epoch within 10% of the tar's; the
 .tar.gz's cold epoch at least 0.5x the tar's (2 cores); every kind's second epoch at the
@@ -132,10 +134,11 @@ class Runner:
     to a file of its own in `logs`."""
 
     def __init__(self, volume, paths, data_bytes, options, cache_dir, logs, threads,
-                 preexec_fn=None):
+                 slow=None):
         self.volume, self.paths, self.data_bytes, self.options = volume, paths, data_bytes, options
         self.cache_dir, self.logs, self.threads = cache_dir, logs, threads
-        self.preexec_fn = preexec_fn
+        self.slow = slow  # the SlowVolume the archives are on, if any
+        self.preexec_fn = (lambda: slow.enter(os.getpid())) if slow else None
 
     @contextlib.contextmanager
     def mounted(self, archive, log):
@@ -154,13 +157,18 @@ class Runner:
         the bytes its source read meanwhile."""
         pid = gpufs_pid(mnt)
         cpu, io = cpu_seconds(pid), source_bytes(mnt)
+        device = self.slow.reads() if self.slow else None
         seconds, got = read_shuffled(mnt, self.paths, self.threads, seed)
         if got != self.data_bytes:
             raise RuntimeError(f"read {got} bytes through {mnt}, the tree holds {self.data_bytes}")
         after = source_bytes(mnt)
-        return {"seconds": seconds, "files_per_s": len(self.paths) / seconds,
-                "mb_per_s": got / seconds / 1e6, "daemon_cpu_s": cpu_seconds(pid) - cpu,
-                "source_mb": None if io is None or after is None else (after - io) / 1e6}
+        epoch = {"seconds": seconds, "files_per_s": len(self.paths) / seconds,
+                 "mb_per_s": got / seconds / 1e6, "daemon_cpu_s": cpu_seconds(pid) - cpu,
+                 "source_mb": None if io is None or after is None else (after - io) / 1e6}
+        if device:
+            requests, read = (b - a for a, b in zip(device, self.slow.reads()))
+            epoch.update(device_requests=requests, device_mb=read / 1e6)
+        return epoch
 
     def round(self, kind, archive, number):
         """One round of `archive`: first listing, cold epoch, second epoch, remount."""
@@ -242,6 +250,9 @@ def summarize(rows, archives, files):
                      cold_daemon_cpu_s=med(lambda r: r["cold"]["daemon_cpu_s"]),
                      second_files_per_s=med(lambda r: r["second"]["files_per_s"]),
                      remount_s=med(lambda r: r["remount_s"]))
+            if all("device_requests" in r["cold"] for r in ok):
+                s.update(cold_requests=med(lambda r: r["cold"]["device_requests"]),
+                         cold_device_mb=med(lambda r: r["cold"]["device_mb"]))
             s["first_listing_s_per_m"] = s["first_listing_s"] * 1e6 / files
             s["index_mb_per_m"] = s["index_mb"] * 1e6 / files
         summary[kind] = s
@@ -274,6 +285,11 @@ def print_table(label, summary, files, rounds):
         if s["failed"]:
             line += f"   ({s['failed']} rounds failed)"
         print(line)
+    for kind, s in summary.items():
+        if s.get("cold_requests"):
+            print(f"{kind}: the volume served the cold epoch {s['cold_requests']:.0f} read "
+                  f"requests, {s['cold_device_mb']:.0f} MB, "
+                  f"{s['cold_device_mb'] * 1e6 / s['cold_requests'] / 1024:.0f} KiB each")
     print("CPU s: the daemon's CPU seconds during the cold epoch; made by: "
           + "; ".join(f"{kind} `{s['command']}`" for kind, s in summary.items()))
     for text in goals(summary):
@@ -311,6 +327,8 @@ def main():
     parser.add_argument("--kinds", default=",".join(KINDS),
                         help="archives to make and mount, comma-separated: " + ", ".join(KINDS)
                         + " (bgzip only where bgzip is installed)")
+    parser.add_argument("--skip-local", action="store_true",
+                        help="with --slow: the slow volume's runs alone")
     parser.add_argument("--slow", action="store_true",
                         help="also run with the archives on the throttled volume")
     add_options(parser, iops=120, mbps=150,
@@ -360,11 +378,12 @@ def main():
         archives = make_archives(tree, local, kinds, tools)
         result["archives"] = {k: {key: v for key, v in m.items() if key != "path"}
                               for k, m in archives.items()}
-        runner = Runner("local", paths, data_bytes, options, cache_dir, logs, args.threads)
-        label = f"local disk ({args.work})"
-        rows = run_volume(label, archives, runner, args.rounds)
-        result["volumes"]["local"] = {"label": label, "rows": rows,
-                                      "summary": summarize(rows, archives, files)}
+        if not args.skip_local:
+            runner = Runner("local", paths, data_bytes, options, cache_dir, logs, args.threads)
+            label = f"local disk ({args.work})"
+            rows = run_volume(label, archives, runner, args.rounds)
+            result["volumes"]["local"] = {"label": label, "rows": rows,
+                                          "summary": summarize(rows, archives, files)}
         if args.slow:
             total = sum(m["bytes"] for m in archives.values())
             volume = SlowVolume(total * 11 // 10 // 1_000_000 + 300, args.iops, args.mbps)
@@ -373,7 +392,7 @@ def main():
                 on_volume[kind] = dict(made, path=os.path.join(volume.mnt, ARCHIVE_NAME[kind]))
                 shutil.copyfile(made["path"], on_volume[kind]["path"])
             throttled = Runner("slow", paths, data_bytes, options, cache_dir, logs, args.threads,
-                               preexec_fn=lambda: volume.enter(os.getpid()))
+                               slow=volume)
             label = f"slow volume ({args.iops} IOPS, {args.mbps} MB/s)"
             rows = run_volume(label, on_volume, throttled, args.rounds)
             result["volumes"]["slow"] = {"label": label, "rows": rows,

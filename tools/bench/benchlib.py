@@ -117,6 +117,13 @@ class SlowVolume:
             with open(os.path.join(self.group, "blkio.throttle." + knob), "w") as f:
                 f.write(f"{major}:{minor} {value}\n")
 
+    def reads(self):
+        """(read requests completed, bytes read) by the loop device so far: the requests
+        the throttle counted (/sys/block/loopN/stat, after the block layer's splits)."""
+        with open(f"/sys/block/{os.path.basename(self.loop)}/stat") as f:
+            fields = f.read().split()
+        return int(fields[0]), int(fields[2]) * 512
+
     def enter(self, pid):
         """Throttles the reads of process `pid` (and of the children it starts later)."""
         with open(os.path.join(self.group, "cgroup.procs"), "w") as f:
