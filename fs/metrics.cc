@@ -89,6 +89,8 @@ std::string LabelValue(std::string text) {
 void SourceMetrics(std::string& out, const nlohmann::json& io) {
   using namespace source_stat;
   Export(out, kFigures, io);
+  Export(out, kDecodeCounterFigures, io);
+  Export(out, Figures{&kDecodeSecondsFigure, 1}, io);
   if (const nlohmann::json& peers = At(io, kPeers); peers.is_array()) {
     std::vector<std::pair<std::string, const nlohmann::json*>> each;
     for (const nlohmann::json& peer : peers) {
@@ -102,7 +104,8 @@ void SourceMetrics(std::string& out, const nlohmann::json& io) {
   Family(out, kCredentialInfo);
   Sample(out, kCredentialInfo, 1,
          fmt::format("{}=\"{}\"", kCredentialSource, LabelValue(c.value(kCredentialSource, ""))));
-  Export(out, kCredentialFigures, c);
+  Export(out, Figures{&kCredentialExpiresInFigure, 1}, c);
+  Export(out, kCredentialCounterFigures, c);
 }
 
 // The stall account's: since the mount by where reads were served from, and the stall of
@@ -154,10 +157,13 @@ std::string MetricsListing() {
   rows(fs_stat::kServedFigures, "");
   rows(kernel_stat::kFigures, "");
   rows(source_stat::kFigures, "");
+  rows(source_stat::kDecodeCounterFigures, "");
+  rows(Figures{&source_stat::kDecodeSecondsFigure, 1}, "");
   rows(Figures{&remote::peer_stat::kUpFigure, 1}, "`peer`");
   rows(remote::peer_stat::kCounterFigures, "`peer`");
   rows(Figures{&source_stat::kCredentialInfo, 1}, "`source`");
-  rows(source_stat::kCredentialFigures, "");
+  rows(Figures{&source_stat::kCredentialExpiresInFigure, 1}, "");
+  rows(source_stat::kCredentialCounterFigures, "");
   rows(cache_stat::kCounterFigures, "");
   rows(cache_stat::kFigures, "");
   rows(stall_stat::kFromFigures, "`from`");

@@ -9,6 +9,7 @@
 // come back short only where the blob ends. Sources are thread-safe.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -68,8 +69,18 @@ inline constexpr const char* kDecodeErrors = "decode_errors";
 inline constexpr const char* kDecodeReuses = "decode_reuses";
 inline constexpr const char* kDecodeSeconds = "decode_seconds";
 
-// What /metrics exports of them: the source's own, then the credentials' (beside an info
-// series that names where they come from); each peer's are peers.h's.
+// A compressed archive's counts (DecodedSource), and a signed store's refreshes of its
+// credentials, each under the key of its row below.
+struct DecodeCounters {
+  std::atomic<uint64_t> groups{0}, bytes{0}, read_bytes{0}, errors{0}, reuses{0};
+};
+struct CredentialCounters {
+  std::atomic<uint64_t> refreshes{0}, refresh_failures{0};
+};
+
+// What /metrics exports of them: the source's own, a compressed archive's, then the
+// credentials' (beside an info series that names where they come from); each peer's are
+// peers.h's.
 inline constexpr Figure kFigures[] = {
     {kRequests, "source_requests_total", kCounter,
      "Requests sent to the blob source, retries included."},
@@ -83,26 +94,36 @@ inline constexpr Figure kFigures[] = {
     {kPeerFallbacks, "source_peer_fallbacks_total", kCounter,
      "Blocks read from the store after every peer cache failed them."},
     {kPeerMismatches, "source_peer_mismatches_total", kCounter,
-     "Blocks a peer cache sent whose bytes did not match the index's SHA-256."},
-    {kDecodedGroups, "decoded_groups_total", kCounter, "Groups of a compressed archive decoded."},
-    {kDecodedBytes, "decoded_bytes_total", kCounter, "Bytes of a compressed archive decoded."},
-    {kDecodeReadBytes, "decode_read_bytes_total", kCounter,
-     "Bytes of a compressed archive read to decode its groups."},
-    {kDecodeErrors, "decode_errors_total", kCounter,
-     "Groups of a compressed archive that could not be decoded."},
-    {kDecodeReuses, "decode_reuses_total", kCounter,
-     "Reads answered from a group decoded for an earlier read."},
-    {kDecodeSeconds, "decode_seconds_total", kCounter,
-     "Time the decoding threads spent on a compressed archive's groups."}};
+     "Blocks a peer cache sent whose bytes did not match the index's SHA-256."}};
+inline constexpr CounterFigure<DecodeCounters> kDecodeCounterFigures[] = {
+    {{kDecodedGroups, "decoded_groups_total", kCounter, "Groups of a compressed archive decoded."},
+     &CountOf<&DecodeCounters::groups>},
+    {{kDecodedBytes, "decoded_bytes_total", kCounter, "Bytes of a compressed archive decoded."},
+     &CountOf<&DecodeCounters::bytes>},
+    {{kDecodeReadBytes, "decode_read_bytes_total", kCounter,
+      "Bytes of a compressed archive read to decode its groups."},
+     &CountOf<&DecodeCounters::read_bytes>},
+    {{kDecodeErrors, "decode_errors_total", kCounter,
+      "Groups of a compressed archive that could not be decoded."},
+     &CountOf<&DecodeCounters::errors>},
+    {{kDecodeReuses, "decode_reuses_total", kCounter,
+      "Reads answered from a group decoded for an earlier read."},
+     &CountOf<&DecodeCounters::reuses>}};
+inline constexpr Figure kDecodeSecondsFigure = {
+    kDecodeSeconds, "decode_seconds_total", kCounter,
+    "Time the decoding threads spent on a compressed archive's groups."};
 inline constexpr Figure kCredentialInfo = {kCredentialSource, "credentials_info", kGauge,
                                            "Where the store's credentials come from (1)."};
-inline constexpr Figure kCredentialFigures[] = {
-    {kCredentialExpiresIn, "credentials_expires_in_s", kGauge,
-     "Seconds until the credentials expire."},
-    {kCredentialRefreshes, "credentials_refreshes", kCounter,
-     "Credential refreshes that got keys."},
-    {kCredentialRefreshFailures, "credentials_refresh_failures", kCounter,
-     "Credential refreshes that failed."}};
+inline constexpr Figure kCredentialExpiresInFigure = {kCredentialExpiresIn,
+                                                      "credentials_expires_in_s", kGauge,
+                                                      "Seconds until the credentials expire."};
+inline constexpr CounterFigure<CredentialCounters> kCredentialCounterFigures[] = {
+    {{kCredentialRefreshes, "credentials_refreshes", kCounter,
+      "Credential refreshes that got keys."},
+     &CountOf<&CredentialCounters::refreshes>},
+    {{kCredentialRefreshFailures, "credentials_refresh_failures", kCounter,
+      "Credential refreshes that failed."},
+     &CountOf<&CredentialCounters::refresh_failures>}};
 }  // namespace source_stat
 
 // What the bytes of a read are for, which decides what other copies of them to avoid.

@@ -240,7 +240,7 @@ void DecodedSource::WithGroup(uint32_t blob, const DecodeRecipe& recipe, bool ur
         slot->waiters.push_back(std::move(ready));
         return;
       }
-      ++decode_reuses_;
+      ++counters_.reuses;
       group = slot;
     } else {
       slot = std::make_shared<Group>();
@@ -323,12 +323,12 @@ void DecodedSource::Decode(uint32_t blob, const DecodeRecipe& recipe,
   {
     std::lock_guard lock(mu_);
     decode_seconds_ += seconds;
-    decode_stored_bytes_ += recipe.stored_size;
+    counters_.read_bytes += recipe.stored_size;
     if (group->error) {
-      ++decode_errors_;
+      ++counters_.errors;
     } else {
-      ++decoded_groups_;
-      decoded_bytes_ += recipe.size;
+      ++counters_.groups;
+      counters_.bytes += recipe.size;
     }
   }
   Finish(group);
@@ -438,11 +438,7 @@ Result<size_t> DecodedSource::ReadCached(uint32_t blob, uint64_t offset, size_t 
 nlohmann::json DecodedSource::Stats() const {
   nlohmann::json j = stored_.Stats();
   std::lock_guard lock(mu_);
-  j[source_stat::kDecodedGroups] = decoded_groups_;
-  j[source_stat::kDecodedBytes] = decoded_bytes_;
-  j[source_stat::kDecodeReadBytes] = decode_stored_bytes_;
-  j[source_stat::kDecodeErrors] = decode_errors_;
-  j[source_stat::kDecodeReuses] = decode_reuses_;
+  PutCounts(j, source_stat::kDecodeCounterFigures, counters_);
   j[source_stat::kDecodeSeconds] = decode_seconds_;
   return j;
 }

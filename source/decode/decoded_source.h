@@ -118,12 +118,10 @@ class DecodedSource : public BlobSource {
   uint64_t clock_ = 0;                      // for least recently used
   size_t in_flight_ = 0;                    // groups whose stored bytes are on their way
   bool stopping_ = false;
-  // Counters (source_stat's decode keys), guarded by mu_.
-  uint64_t decoded_groups_ = 0;
-  uint64_t decoded_bytes_ = 0;
-  uint64_t decode_stored_bytes_ = 0;
-  uint64_t decode_errors_ = 0;
-  uint64_t decode_reuses_ = 0;
+  // What Stats() reports under source_stat's decode keys: the counts, and the decoding
+  // time (guarded by mu_). The counts change under mu_ too, so that Stats() reads them and
+  // the time as of one moment.
+  source_stat::DecodeCounters counters_;
   double decode_seconds_ = 0;
   std::vector<std::thread> threads_;  // last: they stop before the rest goes
 };

@@ -124,6 +124,9 @@ TEST(DecodedSource, AGroupIsDecodedOnceForEveryReadOfIt) {
   EXPECT_EQ(stats[source_stat::kDecodedGroups], 1);
   EXPECT_EQ(stats[source_stat::kDecodedBytes], decoded.size());
   EXPECT_EQ(stats[source_stat::kDecodeReuses], 1);
+  EXPECT_EQ(stats[source_stat::kDecodeReadBytes], z.plan.recipes[1].stored_size);
+  EXPECT_EQ(stats[source_stat::kDecodeErrors], 0);
+  EXPECT_TRUE(stats[source_stat::kDecodeSeconds].is_number_float());
 }
 
 TEST(DecodedSource, ReadsThatOverlapDoNotEndAGroupBeforeEachByteWasCopiedOut) {

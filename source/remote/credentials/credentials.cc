@@ -165,8 +165,7 @@ nlohmann::json CredentialProvider::Stats() const {
       expires
           ? nlohmann::json(std::chrono::duration_cast<seconds>(*expires - WallClock::now()).count())
           : nlohmann::json();
-  stats[source_stat::kCredentialRefreshes] = refreshes_.load(std::memory_order_relaxed);
-  stats[source_stat::kCredentialRefreshFailures] = failures_.load(std::memory_order_relaxed);
+  PutCounts(stats, source_stat::kCredentialCounterFigures, counters_);
   return stats;
 }
 
@@ -201,10 +200,10 @@ void CredentialProvider::Run() {
       if (fresh.ok()) {
         failures = 0;
         Install(std::move(*fresh));
-        refreshes_.fetch_add(1, std::memory_order_relaxed);
+        counters_.refreshes.fetch_add(1, std::memory_order_relaxed);
         spdlog::info("credentials: refreshed from {}{}", description_, ExpiryText());
       } else {
-        failures_.fetch_add(1, std::memory_order_relaxed);
+        counters_.refresh_failures.fetch_add(1, std::memory_order_relaxed);
         const auto now = WallClock::now();
         std::optional<WallClock::time_point> expires;
         {

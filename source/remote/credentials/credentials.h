@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "source/blob_source.h"
 #include "source/remote/address/exchange.h"
 #include "source/remote/address/store_config.h"
 
@@ -103,8 +104,7 @@ class CredentialProvider {
   const std::string description_;
   bool refreshable_ = false;
   std::atomic<uint64_t> attempts_{0};
-  std::atomic<uint64_t> refreshes_{0};
-  std::atomic<uint64_t> failures_{0};
+  source_stat::CredentialCounters counters_;  // refreshes that got keys, and that failed
 
   mutable std::mutex mu_;
   std::condition_variable wake_;
