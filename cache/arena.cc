@@ -7,11 +7,13 @@
 #include <cstdint>
 #include <cstring>
 
+#include "base/huge_pages.h"
+
 namespace gpufs {
 
 namespace {
 
-constexpr size_t kHuge = 2u << 20;
+constexpr size_t kHuge = kHugePage;
 // What the prefault thread populates at a time: a stop waits for one chunk at most.
 constexpr size_t kPrefaultChunk = 32u << 20;
 
@@ -32,23 +34,6 @@ bool PopulateWrite(char* p, size_t bytes, size_t page) {
   return true;
 }
 
-// An anonymous mapping of `capacity` bytes starting on a 2 MiB boundary, so transparent
-// huge pages can back it: a 4 MiB direct read into huge pages is a handful of segments,
-// into 4 KiB pages a thousand, which the block layer splits into more requests (on the
-// throttled benchmark volume that halved the cold-epoch rate).
-void* MapAligned(size_t capacity) {
-  void* p =
-      mmap(nullptr, capacity + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return p;
-  const auto start = reinterpret_cast<uintptr_t>(p);
-  const uintptr_t aligned = (start + kHuge - 1) / kHuge * kHuge;
-  if (aligned > start) munmap(p, aligned - start);
-  const uintptr_t end = aligned + capacity;
-  if (start + capacity + kHuge > end)
-    munmap(reinterpret_cast<void*>(end), start + capacity + kHuge - end);
-  return reinterpret_cast<void*>(aligned);
-}
-
 }  // namespace
 
 Result<std::unique_ptr<PinnedArena>> PinnedArena::Create(size_t bytes, size_t prefault,
@@ -61,7 +46,7 @@ Result<std::unique_ptr<PinnedArena>> PinnedArena::Create(size_t bytes, size_t pr
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
   const bool huge = p != MAP_FAILED;
   if (!huge) {
-    p = MapAligned(capacity);
+    p = MapHugeAligned(capacity);  // see base/huge_pages.h for why
     if (p == MAP_FAILED) {
       return Fail(errno, "cannot map a {} byte cache: {}", capacity, strerror(errno));
     }

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <optional>
 
+#include "base/huge_pages.h"
 #include "dataset/compressed/decode_group.h"
 
 namespace gpufs {
@@ -51,16 +52,16 @@ struct DecodedSource::Group {
   // the source's mu_.
   mutable std::map<uint64_t, uint64_t> copied;
   mutable uint64_t served = 0;
-  // The stored bytes while they are read: the recipe's range, aligned out.
-  char* stored = nullptr;
+  // The stored bytes while they are read: the recipe's range, aligned out, on huge pages so
+  // that direct reads into it go to the device in requests as large as a tar's
+  // (base/huge_pages.h).
+  HugePageBuffer stored;
   size_t stored_skip = 0;
   size_t stored_length = 0;
   std::mutex mu;  // guards what the stored read's parts report
   size_t parts_left = 0;
   size_t short_at = SIZE_MAX;  // where the first part that came back short ended
   std::optional<Error> read_error;
-
-  ~Group() { std::free(stored); }
 };
 
 namespace {
@@ -265,14 +266,22 @@ void DecodedSource::ReadStored(uint32_t blob, const DecodeRecipe& recipe,
   const uint64_t begin = recipe.stored_offset / align * align;
   const uint64_t end = (recipe.stored_offset + recipe.stored_size + align - 1) / align * align;
   const size_t length = static_cast<size_t>(end - begin);
-  group->stored = static_cast<char*>(std::aligned_alloc(align, length));
+  group->stored = HugePageBuffer(length);
+  if (!group->stored.data()) {
+    group->read_error = Fail(ENOMEM, "cannot read {}: no memory for {} bytes of a group",
+                             stored_.Describe(blob), length);
+    std::lock_guard lock(mu_);
+    work_.push_back([this, group, blob, &recipe] { Decode(blob, recipe, group); });
+    work_ready_.notify_one();
+    return;
+  }
   group->stored_skip = static_cast<size_t>(recipe.stored_offset - begin);
   group->stored_length = length;
   const size_t part = stored_.PartSize() ? std::max(stored_.PartSize(), size_t{align}) : length;
   std::vector<BlobRead> reads;
   for (size_t at = 0; at < length; at += part) {
     const size_t n = std::min(part, length - at);
-    reads.push_back(BlobRead{blob, begin + at, n, group->stored + at,
+    reads.push_back(BlobRead{blob, begin + at, n, group->stored.data() + at,
                              [this, group, blob, &recipe, at, n](Result<size_t> got) {
                                bool last = false;
                                {
@@ -313,11 +322,12 @@ void DecodedSource::Decode(uint32_t blob, const DecodeRecipe& recipe,
     const auto namer = [this, blob](uint64_t offset) {
       return name_of_ ? name_of_(blob, offset) : std::string();
     };
-    Status s = DecodeGroup(plan, recipe, {group->stored + group->stored_skip, recipe.stored_size},
-                           {group->bytes.get(), recipe.size}, stored_.Describe(blob), namer);
+    Status s =
+        DecodeGroup(plan, recipe, {group->stored.data() + group->stored_skip, recipe.stored_size},
+                    {group->bytes.get(), recipe.size}, stored_.Describe(blob), namer);
     if (!s) group->error = s.error();
   }
-  std::free(std::exchange(group->stored, nullptr));
+  group->stored = HugePageBuffer();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   {
