@@ -235,7 +235,7 @@ class Chain_ : public ::testing::Test {
     Result<AwsFiles> files =
         LoadAwsFiles((dir_.path() / "credentials").string(), (dir_.path() / "config").string());
     EXPECT_TRUE(files.ok());
-    ChainInput input{&env_, profile, std::move(*files), "us-east-1", false};
+    ChainInput input{&env_, profile, std::move(*files), "us-east-1", false, {}};
     looked_.clear();
     return ResolveCredentials(input, looked_);
   }
@@ -418,7 +418,7 @@ TEST_F(Chain_, SourceProfileLoopsAreRefused) {
   Result<AwsFiles> files =
       LoadAwsFiles((dir_.path() / "credentials").string(), (dir_.path() / "config").string());
   ASSERT_TRUE(files.ok());
-  ChainInput input{&env_, "a", std::move(*files), "us-east-1", true};
+  ChainInput input{&env_, "a", std::move(*files), "us-east-1", true, {}};
   auto provider = ResolveCredentials(input, looked_);
   ASSERT_FALSE(provider.ok());
   EXPECT_EQ(provider.error().message, "cannot use profile 'a': source_profile loops (a -> b -> a)");
