@@ -143,6 +143,15 @@ std::vector<std::string> StallLines(const nlohmann::json& c) {
   return lines;
 }
 
+// A compressed archive's decoding: how fast, how many cores it keeps busy, and its failures.
+std::string DecodeLine(const nlohmann::json& io, const Rates& r) {
+  using namespace source_stat;
+  if (!io.is_object() || !io.contains(kDecodedGroups)) return {};
+  return fmt::format("{:<10}{:>27} MB/s   {:.2f} cores  groups {}  errors {}", "decoded",
+                     fmt::format("{:.1f}", r.decoded_mb_s), r.decode_cores,
+                     Grouped(At(io, {kDecodedGroups})), At(io, {kDecodeErrors}));
+}
+
 // The cache's lines: what it fetched, its hit ratios, prefetch, its fill and the disk tier.
 std::vector<std::string> CacheLines(const nlohmann::json& c, const Rates& r) {
   std::vector<std::string> lines;
@@ -217,6 +226,10 @@ std::string WatchFrame(const std::string& mount, const nlohmann::json& previous,
                    watch::TransportOf(now)));
   for (const std::string& text : KernelLines(kernel)) line(text);
   line(SourceLine(now.contains("io") ? now["io"] : nlohmann::json(), r));
+  if (std::string decoded = DecodeLine(now.contains("io") ? now["io"] : nlohmann::json(), r);
+      !decoded.empty()) {
+    line(decoded);
+  }
   for (const std::string& text : PeerLines(now.contains("io") ? now["io"] : nlohmann::json(), r)) {
     line(text);
   }

@@ -67,6 +67,11 @@ Rates RatesOf(const nlohmann::json& a, const nlohmann::json& b, double dt) {
   r.store_mb_s = delta({"io", source_stat::kBytes}) * per_s / 1e6;
   r.tier_read_mb_s = delta({"cache", "tier", tier_stat::kReadBytes}) * per_s / 1e6;
   r.tier_write_mb_s = delta({"cache", "tier", tier_stat::kWriteBytes}) * per_s / 1e6;
+  r.decoded_mb_s = delta({"io", source_stat::kDecodedBytes}) * per_s / 1e6;
+  // The decoding threads' seconds per second: how many cores decoding kept busy.
+  const double decode_s = Real(Child(b, {"io"}), source_stat::kDecodeSeconds) -
+                          Real(Child(a, {"io"}), source_stat::kDecodeSeconds);
+  r.decode_cores = std::max(0.0, decode_s) * per_s;
   const double hits = delta({"cache", cache_stat::kHits});
   const double asked =
       hits + delta({"cache", cache_stat::kMisses}) + delta({"cache", cache_stat::kMemberReads});
@@ -181,6 +186,16 @@ void MissReadFields(WatchFields& f, const nlohmann::json& c) {
   f.push_back({std::string("miss_") + kKeptMeasured, NumberOrNull(m, kKeptMeasured), 3});
 }
 
+// A compressed archive's decoding, when the mount serves one.
+void DecodeFields(WatchFields& f, const nlohmann::json& io, const watch::Rates& r) {
+  using namespace source_stat;
+  if (!io.is_object() || !io.contains(kDecodedGroups)) return;
+  f.push_back({"decoded_mb_per_s", r.decoded_mb_s, 1});
+  f.push_back({"decode_cores", r.decode_cores, 2});
+  f.push_back({kDecodedGroups, At(io, {kDecodedGroups})});
+  f.push_back({kDecodeErrors, At(io, {kDecodeErrors})});
+}
+
 // The peers' fields, when the mount reads through peers.
 void PeerFields(WatchFields& f, const nlohmann::json& io, const watch::Rates& r) {
   using namespace source_stat;
@@ -239,6 +254,7 @@ WatchFields WatchFieldsOf(const nlohmann::json& previous, const nlohmann::json& 
   TierFields(f, c, r);
   StallFields(f, c);
   MissReadFields(f, c);
+  DecodeFields(f, io, r);
   PeerFields(f, io, r);
   CredentialFields(f, io);
   return f;

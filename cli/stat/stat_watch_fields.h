@@ -36,6 +36,7 @@ struct Rates {
   double files_s = 0, served_mb_s = 0, source_mb_s = 0, requests_s = 0;
   double tier_read_mb_s = 0, tier_write_mb_s = 0;  // the disk tier's
   double peer_mb_s = 0, store_mb_s = 0;            // an object store's, with --peers
+  double decoded_mb_s = 0, decode_cores = 0;       // a compressed archive's decoding
   double hit_now = -1, hit_total = -1;             // -1: no reads yet
   double amp_total = 0;
   uint64_t reads = 0;  // read requests that reached gpufsd in the interval

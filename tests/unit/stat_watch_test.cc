@@ -48,6 +48,34 @@ TEST(StatWatchTest, ShowsWhereTheBytesComeFromAndWhichPeersAreSkipped) {
       << line;
 }
 
+TEST(StatWatchTest, ACompressedArchiveShowsItsDecodingRateCoresAndErrors) {
+  nlohmann::json before = StatsWithPeers(0, 0), after = StatsWithPeers(0, 0);
+  before["io"].erase("peers");
+  after["io"].erase("peers");
+  before["io"].update({{"decoded_groups", 10},
+                       {"decoded_bytes", 100'000'000},
+                       {"decode_errors", 0},
+                       {"decode_seconds", 1.0}});
+  after["io"].update({{"decoded_groups", 14},
+                      {"decoded_bytes", 160'000'000},
+                      {"decode_errors", 1},
+                      {"decode_seconds", 4.0}});
+  const std::string frame = WatchFrame("/mnt", before, after, 2.0);
+  EXPECT_NE(frame.find("decoded                          30.0 MB/s   1.50 cores  groups 14  "
+                       "errors 1\n"),
+            std::string::npos)
+      << frame;
+  const std::string line = WatchLine(before, after, 2.0);
+  EXPECT_NE(line.find(" decoded_mb_per_s=30.0 decode_cores=1.50 decoded_groups=14 decode_errors=1"),
+            std::string::npos)
+      << line;
+  // A mount of anything else has neither.
+  EXPECT_EQ(WatchFrame("/mnt", StatsWithPeers(0, 0), StatsWithPeers(0, 0), 2.0).find("decoded"),
+            std::string::npos);
+  EXPECT_EQ(WatchLine(StatsWithPeers(0, 0), StatsWithPeers(0, 0), 2.0).find("decode"),
+            std::string::npos);
+}
+
 TEST(StatWatchTest, ShowsWhereTheStoresKeysComeFromAndTheirRefreshes) {
   nlohmann::json stats = StatsWithPeers(0, 0);
   stats["io"]["credentials"] = {{"source", "instance metadata (IMDSv2, role r) at http://x"},
