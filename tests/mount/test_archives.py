@@ -16,6 +16,7 @@ A case whose tool is not installed is skipped, saying which.
 import errno
 import glob
 import hashlib
+import json
 import os
 import random
 import shutil
@@ -411,6 +412,21 @@ class GzipTars(ArchiveCase):
         subprocess.run(["tar", "-czf", archive, "-C", self.flat, *top_names(self.flat)],
                        check=True)
         self.assert_served_as_extracted(archive, "tar.gz")
+
+    def test_gpufs_stat_watch_shows_the_decoding_and_a_tar_shows_none(self):
+        archive = self.path("watched.tar.gz")
+        subprocess.run(["tar", "-czf", archive, "-C", self.flat, *top_names(self.flat)],
+                       check=True)
+        with lib.Mount(archive, env=self.env) as mnt:
+            self.assertEqual(digest_files(mnt), self.extracted(archive))
+            io = json.loads(os.getxattr(mnt, "user.gpufs.stats"))["io"]
+            frame = lib.watch(mnt, json_lines=True)[0]
+            self.assertGreaterEqual(io["decoded_groups"], 1)
+            self.assertEqual(frame["decoded_groups"], io["decoded_groups"])
+            self.assertEqual(frame["decode_errors"], 0)
+            self.assertGreaterEqual(frame["decode_cores"], 0)
+        with lib.Mount(self.plain_tar(self.flat), env=self.env) as mnt:
+            self.assertNotIn("decoded_groups", lib.watch(mnt, json_lines=True)[0])
 
     def test_gzip_with_a_file_name_in_its_header(self):
         tar = self.plain_tar(self.flat)
