@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "base/error.h"
-#include "cache/page_cache.h"
 #include "dataset/catalog.h"
 #include "fs/filesystem.h"
+#include "fs/page_cache.h"
 
 namespace gpufs {
 

@@ -12,8 +12,8 @@
 #include <sstream>
 #include <thread>
 
-#include "cache/page_cache.h"
 #include "cli/stat/stat_source.h"
+#include "fs/page_cache.h"
 
 namespace gpufs {
 namespace {

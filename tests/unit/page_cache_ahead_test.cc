@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "cache/page_cache.h"
+#include "fs/page_cache.h"
 #include "source/page_cache_ahead.h"
 #include "tests/unit/temp_dir.h"
 

@@ -9,11 +9,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "cache/page_cache.h"
 #include "cli/stat/stat_report.h"
 #include "dataset/catalog_builder.h"
 #include "fs/control.h"
 #include "fs/metrics.h"
+#include "fs/page_cache.h"
 #include "source/local_source.h"
 #include "tests/unit/temp_dir.h"
 

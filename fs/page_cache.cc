@@ -1,4 +1,4 @@
-#include "cache/page_cache.h"
+#include "fs/page_cache.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
