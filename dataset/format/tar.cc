@@ -492,10 +492,14 @@ Result<TarListing> ListTar(const std::filesystem::path& path, Progress* progress
   return ListTar(**reader, {}, 1, kLocalTarChunk, progress);
 }
 
+bool LooksLikeTarBlock(const char* head, size_t got) {
+  return got >= kTarBlock && !AllZeroBlock(head) && TarChecksumOk(head);
+}
+
 bool LooksLikeTar(RangeReader& reader) {
   char block[kTarBlock];
   auto n = reader.ReadAt(0, kTarBlock, block);
-  return n && *n == kTarBlock && !AllZeroBlock(block) && TarChecksumOk(block);
+  return n && LooksLikeTarBlock(block, *n);
 }
 
 bool LooksLikeTar(const std::filesystem::path& path) {

@@ -64,5 +64,7 @@ Result<TarListing> ListTar(RangeReader& reader, const ReaderFactory& more = {},
 // True when the first block of `path` is a tar header.
 bool LooksLikeTar(const std::filesystem::path& path);
 bool LooksLikeTar(RangeReader& reader);
+// The same of an archive's first bytes, already read (`got` of them at `head`).
+bool LooksLikeTarBlock(const char* head, size_t got);
 
 }  // namespace gpufs

@@ -20,6 +20,7 @@
 #include "dataset/compressed/gzip.h"
 #include "dataset/compressed/plan_file.h"
 #include "dataset/compressed/zip.h"
+#include "dataset/format/tar.h"
 #include "dataset/format/tar_header.h"
 #include "dataset/open/tar_dataset.h"
 
@@ -262,7 +263,7 @@ ArchiveKind SniffArchive(RangeReader& reader) {
     return ArchiveKind::kXz;
   if (StartsWith(head, got, "BZh")) return ArchiveKind::kBzip2;
   if (StartsWith(head, got, "7z\xbc\xaf\x27\x1c")) return ArchiveKind::k7z;
-  if (got == kTarBlock && !AllZeroBlock(head) && TarChecksumOk(head)) return ArchiveKind::kTar;
+  if (LooksLikeTarBlock(head, got)) return ArchiveKind::kTar;
   return ArchiveKind::kUnknown;
 }
 
