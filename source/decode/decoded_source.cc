@@ -193,9 +193,7 @@ void DecodedSource::Cut(ReadKind kind, BlobRead read, const DecodePlan& plan,
   // The cutting's own count: when every piece was answered already, the reply goes from a
   // decoding thread, never from inside Submit, whose caller may hold its own lock.
   if (answer->Settle(nullptr)) {
-    std::lock_guard lock(mu_);
-    work_.push_back([answer] { answer->Reply(); });
-    work_ready_.notify_one();
+    Post([answer] { answer->Reply(); });
   }
 }
 
@@ -270,9 +268,7 @@ void DecodedSource::ReadStored(uint32_t blob, const DecodeRecipe& recipe,
   if (!group->stored.data()) {
     group->read_error = Fail(ENOMEM, "cannot read {}: no memory for {} bytes of a group",
                              stored_.Describe(blob), length);
-    std::lock_guard lock(mu_);
-    work_.push_back([this, group, blob, &recipe] { Decode(blob, recipe, group); });
-    work_ready_.notify_one();
+    Post([this, group, blob, &recipe] { Decode(blob, recipe, group); });
     return;
   }
   group->stored_skip = static_cast<size_t>(recipe.stored_offset - begin);
@@ -294,15 +290,18 @@ void DecodedSource::ReadStored(uint32_t blob, const DecodeRecipe& recipe,
                                  last = --group->parts_left == 0;
                                }
                                if (!last) return;
-                               std::lock_guard lock(mu_);
-                               work_.push_back(
-                                   [this, group, blob, &recipe] { Decode(blob, recipe, group); });
-                               work_ready_.notify_one();
+                               Post([this, group, blob, &recipe] { Decode(blob, recipe, group); });
                              },
                              urgent});
   }
   group->parts_left = reads.size();
   stored_.Submit(ReadKind::kGroup, std::move(reads));
+}
+
+void DecodedSource::Post(std::function<void()> job) {
+  std::lock_guard lock(mu_);
+  work_.push_back(std::move(job));
+  work_ready_.notify_one();
 }
 
 void DecodedSource::Decode(uint32_t blob, const DecodeRecipe& recipe,

@@ -84,6 +84,8 @@ class DecodedSource : public BlobSource {
   void ReadStored(uint32_t blob, const DecodeRecipe& recipe, std::shared_ptr<Group> group,
                   bool urgent);
   void Decode(uint32_t blob, const DecodeRecipe& recipe, const std::shared_ptr<Group>& group);
+  // Hands `job` to the decoding threads (takes mu_).
+  void Post(std::function<void()> job);
   void Finish(const std::shared_ptr<Group>& group);
   void Served(const Group& group, uint64_t within, size_t n);
   void Evict();
