@@ -13,7 +13,6 @@ namespace gpufs {
 
 namespace {
 
-constexpr size_t kHuge = kHugePage;
 // What the prefault thread populates at a time: a stop waits for one chunk at most.
 constexpr size_t kPrefaultChunk = 32u << 20;
 
@@ -39,7 +38,7 @@ bool PopulateWrite(char* p, size_t bytes, size_t page) {
 Result<std::unique_ptr<PinnedArena>> PinnedArena::Create(size_t bytes, size_t prefault,
                                                          size_t ahead) {
   // Budgets of a huge page or more round up to whole huge pages; small ones (tests) to 4 KiB.
-  const size_t unit = bytes >= kHuge ? kHuge : kAlign;
+  const size_t unit = bytes >= kHugePage ? kHugePage : kAlign;
   const size_t capacity = (std::max<size_t>(bytes, kAlign) + unit - 1) / unit * unit;
   // Reserved huge pages first; the mapping fails when there are not enough of them.
   void* p = mmap(nullptr, capacity, PROT_READ | PROT_WRITE,
@@ -81,7 +80,7 @@ PinnedArena::~PinnedArena() {
 // On the prefault thread: [0, target) in chunks, counted as each is in, staying `ahead`
 // bytes beyond the highest allocation; it sleeps while it is that far ahead.
 void PinnedArena::Prefault(size_t target, size_t ahead) {
-  const size_t page = huge_ ? kHuge : kAlign;
+  const size_t page = huge_ ? kHugePage : kAlign;
   for (size_t at = 0; at < target;) {
     {
       std::unique_lock lock(mu_);
